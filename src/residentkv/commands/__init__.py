@@ -1,0 +1,1 @@
+"""Click commands, one module per command group. Each parses, calls one function, renders."""

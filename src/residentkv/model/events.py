@@ -1,0 +1,309 @@
+"""Event schema ``residentkv.event/v1`` (SPEC §3): one typed model per event type.
+
+Every event shares the envelope (``schema``, ``seq``, ``ts_ns``, ``source``, ``event``,
+``claim_id``, ``request_id``); ``seq`` is the only ordering key. Unknown event types and unknown
+fields are validation errors, so nothing unknown is ever taken as evidence.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from residentkv.model.claim import PredicateSpec, ProtectionMode, Registration
+from residentkv.model.predicate import PredicateResult
+
+SCHEMA_ID = "residentkv.event/v1"
+
+Tier = str
+Arbiter = Literal["scheduler_boundary", "admission", "harness"]
+OutcomeType = Literal["refusal", "demotion", "expiry", "harm"]
+
+
+class Envelope(BaseModel):
+    """Fields present on every event. ``claim_id``/``request_id`` must be present, may be null."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_: Literal["residentkv.event/v1"] = Field(alias="schema")
+    seq: int = Field(ge=0)
+    ts_ns: int
+    source: str = Field(min_length=1)
+    claim_id: str | None
+    request_id: str | None
+
+
+class ClaimEvent(Envelope):
+    """A claim event: repeats the claim's identity tuple so each event is self-describing."""
+
+    object_id: str | None = None
+    cache_identity: str | None = None
+    request_token_map_id: str | None = None
+    predicate_id: str | None = None
+
+
+IDENTITY_FIELDS: tuple[str, ...] = (
+    "object_id",
+    "cache_identity",
+    "request_token_map_id",
+    "predicate_id",
+)
+
+
+class ClaimSubmitted(ClaimEvent):
+    event: Literal["claim_submitted"]
+    owner_scope: str | None = None
+
+
+class ClaimAccepted(ClaimEvent):
+    event: Literal["claim_accepted"]
+    registration: Registration
+    protection_mode: ProtectionMode
+    footprint_blocks: int = Field(gt=0)
+    predicate: PredicateSpec
+    owner_scope: str | None = None
+    expires_after_s: float | None = None
+
+
+class ClaimRejected(ClaimEvent):
+    event: Literal["claim_rejected"]
+    reason: str
+
+
+class ClaimMaterialized(ClaimEvent):
+    event: Literal["claim_materialized"]
+    surviving: int = Field(ge=0)
+    leading: int = Field(ge=0)
+    required: int = Field(ge=0)
+    holds: bool
+    tier: Tier
+
+
+class ClaimOffloaded(ClaimEvent):
+    event: Literal["claim_offloaded"]
+    generation: int = Field(ge=0)
+    from_tier: Tier
+    to_tier: Tier
+    block_count: int = Field(ge=0)
+
+
+class ClaimRestoreRequired(ClaimEvent):
+    event: Literal["claim_restore_required"]
+    generation: int = Field(ge=0)
+    from_tier: Tier
+    to_tier: Tier
+    tokens: int = Field(ge=0)
+
+
+class ClaimRestored(ClaimEvent):
+    event: Literal["claim_restored"]
+    generation: int = Field(ge=0)
+    source: Literal["offload_tier", "fallback_recompute"]  # type: ignore[assignment]
+
+
+class ClaimReused(ClaimEvent):
+    event: Literal["claim_reused"]
+    generation: int = Field(ge=0)
+    holds: bool
+
+
+class ClaimRestoreFailed(ClaimEvent):
+    event: Literal["claim_restore_failed"]
+    generation: int = Field(ge=0)
+    reason: str
+    injected: bool
+    outcome_type: OutcomeType
+    outcome_claim_id: str | None
+
+
+class ClaimDemoted(ClaimEvent):
+    event: Literal["claim_demoted"]
+    reason: str | None = None
+
+
+class ClaimExpired(ClaimEvent):
+    event: Literal["claim_expired"]
+    reason: str | None = None
+
+
+class ClaimReleased(ClaimEvent):
+    event: Literal["claim_released"]
+    reason: str
+
+
+class ClaimHarmed(ClaimEvent):
+    event: Literal["claim_harmed"]
+    cause: str
+    before: PredicateResult
+    after: PredicateResult
+
+
+class ClaimBlockLostAfterRelease(ClaimEvent):
+    event: Literal["claim_block_lost_after_release"]
+    block_id: int | None = None
+    position: int | None = None
+
+
+class RequestStarted(Envelope):
+    event: Literal["request_started"]
+    prompt_tokens: int | None = None
+    owner_scope: str | None = None
+
+
+class RequestFinished(Envelope):
+    event: Literal["request_finished"]
+    status: Literal["served", "refused", "error"]
+    finish_reason: str | None
+
+
+class ActiveRequestAdmitted(Envelope):
+    event: Literal["active_request_admitted"]
+    blocks: int | None = None
+
+
+class ActiveRequestDeferred(Envelope):
+    event: Literal["active_request_deferred"]
+    reason: str | None = None
+    blocking_claim_ids: list[str] = Field(default_factory=list)
+
+
+class ActiveRequestRefused(Envelope):
+    event: Literal["active_request_refused"]
+    outcome_claim_id: str | None
+    blocking_claim_ids: list[str]
+    feasibility: str
+    arbiter: Arbiter
+    shortfall: int | None = None
+
+
+class FutureReuseAdmitted(Envelope):
+    event: Literal["future_reuse_admitted"]
+    reason: str | None = None
+
+
+class FutureReuseDenied(Envelope):
+    event: Literal["future_reuse_denied"]
+    reason: str | None = None
+
+
+class KvLookup(Envelope):
+    event: Literal["kv_lookup"]
+    hit_tokens: int = Field(ge=0)
+    async_load: bool
+    generation: int | None = None
+
+
+class _Transfer(Envelope):
+    job_id: int | str
+    bytes: int | None = Field(default=None, ge=0)
+    generation: int | None = None
+
+
+class KvStoreStarted(_Transfer):
+    event: Literal["kv_store_started"]
+    from_tier: Tier
+    to_tier: Tier
+
+
+class KvStoreFinished(_Transfer):
+    event: Literal["kv_store_finished"]
+    success: bool
+    from_tier: Tier
+    to_tier: Tier
+
+
+class KvLoadStarted(_Transfer):
+    event: Literal["kv_load_started"]
+    from_tier: Tier | None = None
+    to_tier: Tier | None = None
+
+
+class KvLoadFinished(_Transfer):
+    event: Literal["kv_load_finished"]
+    success: bool
+    injected: bool = False
+
+
+class KvLoadFailed(Envelope):
+    event: Literal["kv_load_failed"]
+    invalid_block_ids: list[int]
+    job_id: int | str | None = None
+    injected: bool = False
+    generation: int | None = None
+
+
+class SchedulerLoadFailure(Envelope):
+    event: Literal["scheduler_load_failure"]
+    policy: Literal["fail", "recompute"]
+    invalid_block_count: int = Field(ge=0)
+    failed_tokens: int = Field(ge=0)
+    finish_status: str | None
+
+
+class BlockEvicted(Envelope):
+    event: Literal["block_evicted"]
+    block_id: int
+    protected: bool
+    reason: str
+    position: int | None = None
+
+
+class GenericCounter(Envelope):
+    event: Literal["generic_counter"]
+    name: str
+    value: int | float
+
+
+CLAIM_EVENT_TYPES: tuple[type[ClaimEvent], ...] = (
+    ClaimSubmitted, ClaimAccepted, ClaimRejected, ClaimMaterialized, ClaimOffloaded,
+    ClaimRestoreRequired, ClaimRestored, ClaimReused, ClaimRestoreFailed, ClaimDemoted,
+    ClaimExpired, ClaimReleased, ClaimHarmed, ClaimBlockLostAfterRelease,
+)
+OTHER_EVENT_TYPES: tuple[type[Envelope], ...] = (
+    RequestStarted, RequestFinished, ActiveRequestAdmitted, ActiveRequestDeferred,
+    ActiveRequestRefused, FutureReuseAdmitted, FutureReuseDenied, KvLookup, KvStoreStarted,
+    KvStoreFinished, KvLoadStarted, KvLoadFinished, KvLoadFailed, SchedulerLoadFailure,
+    BlockEvicted, GenericCounter,
+)
+ALL_EVENT_TYPES: tuple[type[Envelope], ...] = CLAIM_EVENT_TYPES + OTHER_EVENT_TYPES
+
+
+def _event_name(cls: type[Envelope]) -> str:
+    annotation = cls.model_fields["event"].annotation
+    return str(annotation.__args__[0])  # type: ignore[union-attr]
+
+
+#: event name -> model class
+EVENT_MODELS: dict[str, type[Envelope]] = {_event_name(c): c for c in ALL_EVENT_TYPES}
+CLAIM_EVENT_NAMES: frozenset[str] = frozenset(_event_name(c) for c in CLAIM_EVENT_TYPES)
+ENVELOPE_FIELDS: tuple[str, ...] = (
+    "schema", "seq", "ts_ns", "source", "event", "claim_id", "request_id",
+)
+
+Event = Annotated[
+    ClaimSubmitted | ClaimAccepted | ClaimRejected | ClaimMaterialized | ClaimOffloaded
+    | ClaimRestoreRequired | ClaimRestored | ClaimReused | ClaimRestoreFailed | ClaimDemoted
+    | ClaimExpired | ClaimReleased | ClaimHarmed | ClaimBlockLostAfterRelease
+    | RequestStarted | RequestFinished | ActiveRequestAdmitted | ActiveRequestDeferred
+    | ActiveRequestRefused | FutureReuseAdmitted | FutureReuseDenied | KvLookup
+    | KvStoreStarted | KvStoreFinished | KvLoadStarted | KvLoadFinished | KvLoadFailed
+    | SchedulerLoadFailure | BlockEvicted | GenericCounter,
+    Field(discriminator="event"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def event_json_schema() -> dict[str, Any]:
+    """The JSON Schema of one v1 event (a tagged union on ``event``)."""
+    schema = EVENT_ADAPTER.json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://residentkv.dev/schema/event-v1.json"
+    schema["title"] = SCHEMA_ID
+    return schema
+
+
+def event_to_dict(event: Envelope) -> dict[str, Any]:
+    """The event as its JSON object (aliases applied, nulls kept for envelope fields)."""
+    return event.model_dump(mode="json", by_alias=True)

@@ -1,0 +1,1 @@
+"""Renderers. Every renderer reads a JSON-able result; none re-evaluates anything."""

@@ -1,0 +1,28 @@
+"""Terminal rendering with rich: the only module of residentkv that imports rich."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+
+def render_table(
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    caption: str | None = None,
+    width: int = 120,
+) -> str:
+    """Render a table to a plain string (no colour codes, stable for tests and pipes)."""
+    table = Table(title=title, caption=caption, show_lines=False)
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, color_system=None, force_terminal=False).print(table)
+    return buffer.getvalue()

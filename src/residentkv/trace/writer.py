@@ -1,0 +1,125 @@
+"""The one event writer every emitter in residentkv uses.
+
+One process-wide ``seq`` counter means every event written by one process — scheduler side,
+worker side, simulator — lands in one totally ordered stream. Writes are buffered and
+thread-safe: the lock covers both the ``seq`` assignment and the write, so file order equals
+``seq`` order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from residentkv.model.events import EVENT_MODELS, SCHEMA_ID
+
+_SEQ_LOCK = threading.Lock()
+_SEQ = itertools.count()
+
+
+def next_seq() -> int:
+    """Take the next number of the process-wide sequence (callers must hold no other lock)."""
+    with _SEQ_LOCK:
+        return next(_SEQ)
+
+
+def reset_seq(start: int = 0) -> None:
+    """Restart the process-wide sequence (for a new stream in the same process)."""
+    global _SEQ
+    with _SEQ_LOCK:
+        _SEQ = itertools.count(start)
+
+
+class EventWriter:
+    """Append v1 events to one JSONL stream.
+
+    ``emit`` validates the event against its model (an emitter bug must not write a trace the
+    reader would reject), assigns ``seq`` and ``ts_ns``, and returns the written object.
+    """
+
+    def __init__(
+        self,
+        sink: str | Path | IO[str],
+        *,
+        source: str,
+        validate: bool = True,
+        buffer_lines: int = 256,
+    ) -> None:
+        if isinstance(sink, (str, Path)):
+            Path(sink).parent.mkdir(parents=True, exist_ok=True)
+            self._fh: IO[str] = open(sink, "a", encoding="utf-8")  # noqa: SIM115
+            self._owns = True
+        else:
+            self._fh = sink
+            self._owns = False
+        self.source = source
+        self.validate = validate
+        self._buffer: list[str] = []
+        self._buffer_lines = buffer_lines
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def emit(
+        self,
+        event: str,
+        *,
+        claim_id: str | None = None,
+        request_id: str | None = None,
+        source: str | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
+        """Write one event and return it as written."""
+        model = EVENT_MODELS.get(event)
+        if model is None:
+            raise ValueError(f"unknown event type {event!r}")
+        with self._lock, _SEQ_LOCK:
+            record: dict[str, Any] = {
+                "schema": SCHEMA_ID,
+                "seq": next(_SEQ),
+                "ts_ns": time.monotonic_ns(),
+                "source": source or self.source,
+                "event": event,
+                "claim_id": claim_id,
+                "request_id": request_id,
+                **fields,
+            }
+            if self.validate:
+                model.model_validate(record)
+            self._buffer.append(json.dumps(record, separators=(",", ":"), sort_keys=False))
+            self.count += 1
+            if len(self._buffer) >= self._buffer_lines:
+                self._flush_locked()
+        return record
+
+    def flush(self) -> None:
+        """Write buffered lines through to the sink."""
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        if self._buffer:
+            self._fh.write("\n".join(self._buffer) + "\n")
+            self._buffer.clear()
+        self._fh.flush()
+
+    def close(self) -> None:
+        """Flush and close the sink if this writer opened it."""
+        self.flush()
+        if self._owns:
+            self._fh.close()
+
+    def __enter__(self) -> EventWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
