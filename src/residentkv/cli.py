@@ -25,7 +25,8 @@ EXIT_INTERNAL = 101
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="residentkv")
-@click.option("--traceback", "show_traceback", is_flag=True, help="Print tracebacks of internal errors.")
+@click.option("--traceback", "show_traceback", is_flag=True,
+              help="Print tracebacks of internal errors.")
 @click.pass_context
 def cli(ctx: click.Context, show_traceback: bool) -> None:
     """Checkable ResidentClaims: trace gates and a fail-closed lowering checker."""
@@ -75,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
         code = EXIT_INTERNAL
     except BrokenPipeError:
         code = EXIT_OK
-    except Exception as e:  # noqa: BLE001 - the last line of defence owns exit code 101
+    except Exception as e:
         click.echo(f"internal error[E101]: {type(e).__name__}: {e}", err=True)
         click.echo("help: rerun with --traceback and report the output", err=True)
         if show_tb:

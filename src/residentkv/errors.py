@@ -54,10 +54,12 @@ class UserInputError(ResidentKVError):
         return ":".join(str(p) for p in parts)
 
     def __str__(self) -> str:
-        loc = self.location
-        return f"{loc}: error[{self.code}]: {self.message}" if loc else (
-            f"error[{self.code}]: {self.message}"
-        )
+        from residentkv.codes import CODES  # late: codes imports nothing, but keep errors leaf
+
+        entry = CODES.get(self.code)
+        tag = f"{self.code} {entry.name}" if entry else self.code
+        head = f"error[{tag}]: {self.message}"
+        return f"{self.location}: {head}" if self.location else head
 
 
 class UsageError(UserInputError):

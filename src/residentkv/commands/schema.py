@@ -30,7 +30,7 @@ def register_schema(name: str, factory: Callable[[], dict[str, Any]]) -> None:
     SCHEMAS[name] = factory
 
 
-class _SchemaName(click.ParamType):
+class _SchemaName(click.ParamType):  # type: ignore[type-arg]
     name = "schema"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:

@@ -99,7 +99,7 @@ class ClaimRestoreRequired(ClaimEvent):
 class ClaimRestored(ClaimEvent):
     event: Literal["claim_restored"]
     generation: int = Field(ge=0)
-    source: Literal["offload_tier", "fallback_recompute"]  # type: ignore[assignment]
+    source: Literal["offload_tier", "fallback_recompute"]
 
 
 class ClaimReused(ClaimEvent):

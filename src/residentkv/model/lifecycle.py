@@ -89,11 +89,12 @@ def classify_loss(state: ClaimState | None, before_holds: bool, after_holds: boo
 class ClaimLifecycle:
     """Tracks one claim's state and refuses illegal transitions."""
 
-    __slots__ = ("claim_id", "history", "state")
+    __slots__ = ("claim_id", "history", "keep_history", "state")
 
-    def __init__(self, claim_id: str) -> None:
+    def __init__(self, claim_id: str, *, keep_history: bool = True) -> None:
         self.claim_id = claim_id
         self.state: ClaimState | None = None
+        self.keep_history = keep_history
         self.history: list[ClaimState] = []
 
     def advance(self, to_state: ClaimState) -> None:
@@ -101,7 +102,8 @@ class ClaimLifecycle:
         if to_state not in TRANSITIONS[self.state]:
             raise IllegalTransition(self.claim_id, self.state, to_state.value)
         self.state = to_state
-        self.history.append(to_state)
+        if self.keep_history:
+            self.history.append(to_state)
 
     def can_advance(self, to_state: ClaimState) -> bool:
         return to_state in TRANSITIONS[self.state]

@@ -1,0 +1,142 @@
+"""Streaming reader of ``residentkv.event/v1`` JSONL traces.
+
+The reader yields typed events with their line numbers and records every problem it meets —
+invalid JSON, unknown event types, unknown or missing fields, non-increasing ``seq``, over-long
+lines, binary data — with ``path:line``, without stopping at the first one. Memory is bounded
+by the line limit and the number of problems it keeps (the rest are counted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from residentkv.errors import TraceReadError
+from residentkv.findings import Finding
+from residentkv.model.events import EVENT_ADAPTER, Envelope
+
+DEFAULT_MAX_LINE_BYTES = 1 << 20
+MAX_KEPT_PROBLEMS = 1000
+
+_ERROR_CODES = {
+    "json_invalid": "T001",
+    "model_type": "T001",
+    "model_attributes_type": "T001",
+    "union_tag_invalid": "T002",
+    "union_tag_not_found": "T004",
+    "extra_forbidden": "T003",
+    "missing": "T004",
+}
+
+
+class TraceReader:
+    """Iterate ``(line_number, event)`` over one trace; problems accumulate in ``problems``."""
+
+    def __init__(self, path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        self.path = Path(path)
+        self.display = str(path)
+        self.max_line_bytes = max_line_bytes
+        self.problems: list[Finding] = []
+        self.problem_count = 0
+        self.events_read = 0
+        self.lines_read = 0
+
+    def _problem(self, code: str, line: int | None, message: str, col: int | None = None) -> None:
+        self.problem_count += 1
+        if len(self.problems) < MAX_KEPT_PROBLEMS:
+            self.problems.append(
+                Finding(code=code, message=message, path=self.display, line=line, col=col)
+            )
+
+    def _open(self) -> Any:
+        try:
+            if self.path.is_dir():
+                raise TraceReadError(
+                    "is a directory, not a trace file", code="T010", path=self.display
+                )
+            return open(self.path, "rb")
+        except OSError as e:
+            raise TraceReadError(
+                f"cannot open trace: {e.strerror or e}", code="T010", path=self.display
+            ) from None
+
+    def __iter__(self) -> Iterator[tuple[int, Envelope]]:
+        last_seq: int | None = None
+        last_line = 0
+        with self._open() as fh:
+            line_no = 0
+            while True:
+                raw = fh.readline(self.max_line_bytes + 1)
+                if not raw:
+                    break
+                line_no += 1
+                if len(raw) > self.max_line_bytes and not raw.endswith(b"\n"):
+                    self._skip_rest(fh)
+                    self._problem("T007", line_no, f"line longer than {self.max_line_bytes} bytes")
+                    continue
+                if b"\x00" in raw:
+                    # NUL never occurs in a JSONL trace: the file is binary, stop reading
+                    self._problem("T008", line_no, "NUL byte: binary data, not a JSONL trace")
+                    break
+                event = self._parse(raw, line_no)
+                if event is None:
+                    continue
+                if last_seq is not None and event.seq <= last_seq:
+                    self._problem(
+                        "T006", line_no,
+                        f"seq {event.seq} is not greater than seq {last_seq} on line {last_line}",
+                    )
+                    continue
+                last_seq, last_line = event.seq, line_no
+                self.events_read += 1
+                yield line_no, event
+            self.lines_read = line_no
+
+    @staticmethod
+    def _skip_rest(fh: Any) -> None:
+        while True:
+            chunk = fh.readline(1 << 16)
+            if not chunk or chunk.endswith(b"\n"):
+                return
+
+    def _parse(self, raw: bytes, line_no: int) -> Envelope | None:
+        stripped = raw.strip()
+        if not stripped:
+            return None
+        try:
+            text = stripped.decode("utf-8")
+        except UnicodeDecodeError as e:
+            self._problem("T008", line_no, f"not UTF-8 text (byte {e.start + 1})", col=e.start + 1)
+            return None
+        try:
+            return EVENT_ADAPTER.validate_json(text)
+        except ValidationError as e:
+            self._report_validation(e, line_no)
+            return None
+
+    def _report_validation(self, error: ValidationError, line_no: int) -> None:
+        for item in error.errors(include_url=False):
+            kind = item["type"]
+            code = _ERROR_CODES.get(kind, "T005")
+            loc = [str(p) for p in item["loc"]]
+            if kind == "union_tag_invalid":
+                message = f"unknown event type {item['input'].get('event')!r}" if isinstance(
+                    item["input"], dict) else "unknown event type"
+            elif kind == "union_tag_not_found":
+                message = "missing envelope field 'event'"
+            elif kind == "json_invalid":
+                message = f"invalid JSON: {item['msg'].removeprefix('Invalid JSON: ')}"
+            elif kind in ("model_type", "model_attributes_type") or not loc:
+                code, message = "T001", "not a JSON object"
+            else:
+                field = ".".join(loc[1:]) if len(loc) > 1 else ".".join(loc)
+                event = loc[0] if loc else "?"
+                message = f"{event}: field {field!r}: {item['msg']}"
+                if kind == "extra_forbidden":
+                    message = f"{event}: unknown field {field!r}"
+                elif kind == "missing":
+                    message = f"{event}: missing field {field!r}"
+            self._problem(code, line_no, message)
