@@ -245,8 +245,8 @@ def _lifecycle(facts: StreamFacts, t: ClaimTrack) -> tuple[Seqs, tuple[str, ...]
         return ok, ("legal_transitions", key, "no_harm")
     observed, failed = _views(facts, t)
     chains = _ordered(t)
-    success = [c for c, v in zip(chains, observed, strict=True) if _OBS_SET <= v.keys()]
-    failure = [c for c, v in zip(chains, failed, strict=True) if _FAIL_SET <= v.keys()]
+    success = [c for c, v in zip(chains, observed, strict=True) if v.keys() >= _OBS_SET]
+    failure = [c for c, v in zip(chains, failed, strict=True) if v.keys() >= _FAIL_SET]
     if success:
         ok["success_generation"] = [success[0].restore_required]
     if failure:
