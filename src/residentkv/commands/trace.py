@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import click
 
-from residentkv.errors import UsageError
-from residentkv.report import trace_report
+from residentkv.model.events import event_to_dict
+from residentkv.report import import_report, reproduce_report, trace_report
 from residentkv.trace.gates import GATE_NAMES, TraceCheck, check_trace
+from residentkv.trace.importers import DIALECTS
 from residentkv.trace.reader import DEFAULT_MAX_LINE_BYTES
+from residentkv.trace.reproduce import reproduce, succeeded
 
 RENDERERS = {
     "text": trace_report.render_text,
@@ -48,4 +53,42 @@ def check(traces: tuple[str, ...], gates: tuple[str, ...], claim_id: str | None,
     raise click.exceptions.Exit(0 if all(c.passed for c in checks) else 1)
 
 
-__all__ = ["UsageError", "trace"]
+
+@trace.command("import")
+@click.argument("source", type=click.Path(dir_okay=False))
+@click.option("--dialect", required=True, type=click.Choice(sorted(DIALECTS)),
+              help="The foreign trace dialect.")
+@click.option("-o", "--out", type=click.Path(dir_okay=False), default=None,
+              help="Write the v1 trace here (default: standard output).")
+@click.option("--report", "report_format", type=click.Choice(["text", "json"]),
+              default="text", show_default=True, help="Format of the import report (stderr).")
+def import_(source: str, dialect: str, out: str | None, report_format: str) -> None:
+    """Import a foreign trace into residentkv.event/v1.
+
+    Every dropped event, unmapped field, assumption and synthesized event is reported on
+    standard error. Exit 0 when every foreign line was read, 1 when some were invalid.
+    """
+    result = DIALECTS[dialect](source)
+    lines = "".join(
+        json.dumps(event_to_dict(e), separators=(",", ":")) + "\n" for e in result.events
+    )
+    if out is None:
+        click.echo(lines, nl=False)
+    else:
+        Path(out).write_text(lines)
+    click.echo(import_report.render(result.report, report_format), err=True, nl=False)
+    raise click.exceptions.Exit(1 if result.report.problems else 0)
+
+
+@trace.command("reproduce")
+@click.argument("fixtures", type=click.Path(file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text",
+              show_default=True)
+def reproduce_cmd(fixtures: str, fmt: str) -> None:
+    """Reproduce the research artifact's published gate table from its raw traces.
+
+    Exit 0 only when every row with a published value agrees or carries an explained reason.
+    """
+    rows = reproduce(fixtures)
+    click.echo(reproduce_report.render(rows, fmt), nl=False)
+    raise click.exceptions.Exit(0 if succeeded(rows) else 1)

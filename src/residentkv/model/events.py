@@ -152,8 +152,14 @@ class RequestStarted(Envelope):
 
 
 class RequestFinished(Envelope):
+    """The client-visible finish of a request.
+
+    ``status`` must be stated; ``null`` is reserved for imported traces whose emitter did not
+    record it (never invented by an importer).
+    """
+
     event: Literal["request_finished"]
-    status: Literal["served", "refused", "error"]
+    status: Literal["served", "refused", "error"] | None
     finish_reason: str | None
 
 

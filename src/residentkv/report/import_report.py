@@ -1,0 +1,26 @@
+"""Render an import report: what was mapped, dropped, assumed and synthesized."""
+
+from __future__ import annotations
+
+import json
+
+from residentkv.trace.importers.base import ImportReport
+
+
+def render(report: ImportReport, fmt: str) -> str:
+    """The report as text (human) or JSON (deterministic)."""
+    data = report.to_json_obj()
+    if fmt == "json":
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+    lines = [f"import {data['path']} ({data['dialect']}): {data['events_in']} events in, "
+             f"{data['events_out']} v1 events out"]
+    lines += [f"  mapped      {k}: {n}" for k, n in data["mapped"].items()]
+    lines += [f"  dropped     {k} x{v['count']}: {v['reason']}"
+              for k, v in data["dropped"].items()]
+    lines += [f"  synthesized seq {s['seq']}: {s['event']} from {s['from']} ({s['why']})"
+              for s in data["synthesized"]]
+    lines += [f"  assumed     {a}" for a in data["assumptions"]]
+    lines += [f"  unmapped fields of {k}: {', '.join(v)}"
+              for k, v in data["unmapped_fields"].items() if v]
+    lines += [f"  {p}" for p in data["problems"]]
+    return "\n".join(lines) + "\n"

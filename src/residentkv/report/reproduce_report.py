@@ -1,0 +1,42 @@
+"""Render the reproduction table: scenario × trace × gate, ours vs published."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from residentkv.report.text import render_table
+from residentkv.trace.reproduce import Row, succeeded
+
+COLUMNS = ("scenario", "trace", "gate", "ours", "published", "agree", "reason")
+
+
+def _cells(r: Row) -> list[str]:
+    trace = "/".join(r.trace.split("/")[1:-1]) if r.trace else "(no trace)"
+    agree = "-" if r.published is None else ("yes" if r.agree else (
+        "no, explained" if r.explained else "NO, UNEXPLAINED"))
+    return [r.scenario, trace, r.gate, r.ours, r.published or "-", agree, r.reason]
+
+
+def _summary(rows: Sequence[Row]) -> str:
+    compared = [r for r in rows if r.published is not None]
+    agree = sum(r.agree for r in compared)
+    explained = sum(not r.agree and r.explained for r in compared)
+    return (f"{len(rows)} rows, {len(compared)} with a published value: {agree} agree, "
+            f"{explained} disagree with an explained reason, "
+            f"{len(compared) - agree - explained} unexplained -> "
+            f"{'reproduced' if succeeded(rows) else 'NOT reproduced'}")
+
+
+def render(rows: Sequence[Row], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps({"rows": [r.to_json_obj() for r in rows],
+                           "reproduced": succeeded(rows)}, indent=2, sort_keys=True) + "\n"
+    if fmt == "md":
+        lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in _cells(r)) + " |"
+                  for r in rows]
+        return "\n".join(lines) + "\n\n" + _summary(rows) + "\n"
+    table = render_table("research artifact traces: our gates vs the published table",
+                         COLUMNS, [_cells(r) for r in rows], width=160)
+    return table + _summary(rows) + "\n"
