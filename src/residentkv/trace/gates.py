@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from itertools import pairwise
 from pathlib import Path
+from typing import BinaryIO
 
 from pydantic import BaseModel, ConfigDict
 
@@ -384,9 +385,11 @@ def check_trace(
     claim_id: str | None = None,
     *,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    stream: BinaryIO | None = None,
 ) -> TraceCheck:
     """Read one trace file (streaming) and run *gates* for one claim or for every claim.
 
+    *stream*, when given, is read instead of opening *path* (which then only names the trace).
     Raises :class:`~residentkv.errors.TraceReadError` when the file cannot be read at all.
     A trace with reader problems is judged on its valid events, but fails
     ``trace_well_formed`` in every gate.
@@ -394,7 +397,7 @@ def check_trace(
     unknown = [g for g in gates if g not in REQUIREMENTS]
     if unknown:
         raise ValueError(f"unknown gate(s): {', '.join(unknown)}")
-    reader = TraceReader(path, max_line_bytes=max_line_bytes)
+    reader = TraceReader(path, max_line_bytes=max_line_bytes, stream=stream)
     facts = collect(event for _, event in reader)
     problems = list(reader.problems)
     if reader.events_read == 0:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pydantic import ValidationError
 
@@ -35,9 +35,16 @@ _ERROR_CODES = {
 class TraceReader:
     """Iterate ``(line_number, event)`` over one trace; problems accumulate in ``problems``."""
 
-    def __init__(self, path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        stream: BinaryIO | None = None,
+    ) -> None:
         self.path = Path(path)
         self.display = str(path)
+        self._stream = stream
         self.max_line_bytes = max_line_bytes
         self.problems: list[Finding] = []
         self.problem_count = 0
@@ -52,6 +59,8 @@ class TraceReader:
             )
 
     def _open(self) -> Any:
+        if self._stream is not None:
+            return self._stream
         try:
             if self.path.is_dir():
                 raise TraceReadError(

@@ -380,9 +380,11 @@ def _load_failure(facts: StreamFacts, e: Envelope, injected: bool) -> None:
 
 def _chains_for(facts: StreamFacts, e: Envelope) -> list[Chain]:
     """Open chains an event without a generation belongs to: by claim id, else by request id."""
-    t = _claim_of(facts, e)
-    if t is not None:
-        c = _chain(t, None)
+    if e.claim_id is not None:
+        # a named claim links by name only: a failure relabelled to another (or an unknown)
+        # claim must not be attributed to this one through its request
+        t = _claim_of(facts, e)
+        c = _chain(t, None) if t is not None else None
         return [c] if c is not None else []
     if e.request_id is None:
         return []

@@ -1,0 +1,1 @@
+"""The bad-lowering suite: data-driven cases, and mutants generated from passing evidence."""
