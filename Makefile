@@ -37,6 +37,7 @@ demo: $(STAMP)
 		--gate failure_outcome --gate attribution
 	$(RKV) trace check $(EXAMPLES)/lifecycle_two_generations.jsonl --gate lifecycle
 	$(RKV) trace check $(EXAMPLES)/expiring_release_before_loss.jsonl --gate lifecycle
+	$(RKV) trace check $(EXAMPLES)/hard_protected_conflict.jsonl --gate lifecycle
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

@@ -125,10 +125,21 @@ def expiring_release_before_loss(claim: str = "c-e") -> Trace:
     return t.add("claim_block_lost_after_release", claim, None, block_id=7, position=0)
 
 
+def hard_protected_conflict(claim: str = "c-h") -> Trace:
+    t = Trace().started("r-1").accept(claim, "r-1", mode="hard_protected")
+    t.add("claim_materialized", claim, "r-1", surviving=2, leading=2, required=2, holds=True,
+          tier="device").finished("r-1")
+    t.started("r-2").add("active_request_refused", None, "r-2", outcome_claim_id=claim,
+                         blocking_claim_ids=[claim], arbiter="admission", shortfall=50,
+                         feasibility="infeasible_preserve_resident_and_active")
+    return t.finished("r-2", "refused", "infeasible")
+
+
 CANONICAL = {
     "success_path.jsonl": success_path,
     "claimed_load_failure.jsonl": claimed_load_failure,
     "two_claim_attribution.jsonl": two_claim_attribution,
     "lifecycle_two_generations.jsonl": two_generations,
     "expiring_release_before_loss.jsonl": expiring_release_before_loss,
+    "hard_protected_conflict.jsonl": hard_protected_conflict,
 }

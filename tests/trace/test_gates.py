@@ -15,6 +15,7 @@ from tracekit import (
     Trace,
     claimed_load_failure,
     expiring_release_before_loss,
+    hard_protected_conflict,
     success_path,
     two_claim_attribution,
     two_generations,
@@ -89,6 +90,7 @@ EXPECTED = {
     "lifecycle_two_generations.jsonl": {"c-1": {"observation", "failure_outcome",
                                                 "lifecycle"}},
     "expiring_release_before_loss.jsonl": {"c-e": {"lifecycle"}},
+    "hard_protected_conflict.jsonl": {"c-h": {"lifecycle"}},
 }
 
 
@@ -152,6 +154,10 @@ EXPIRY: list[tuple[str, Callable[[Events], Events]]] = [
     ("expiry_before_loss", move_before("block_evicted", "claim_expired")),
 ]
 
+HARD: list[tuple[str, Callable[[Events], Events]]] = [
+    ("conflict_attributed", move_before("request_finished", "active_request_refused", nth=1)),
+]
+
 ATTR: list[tuple[str, Callable[[Events], Events]]] = [
     ("target_failure_outcome", setf("active_request_refused", arbiter="harness")),
     ("failures_name_only_target", insert_after("request_finished", {
@@ -164,6 +170,7 @@ CASES = (
     + [("failure_outcome", claimed_load_failure, "c-1", req, m) for req, m in FAIL]
     + [("lifecycle", two_generations, "c-1", req, m) for req, m in LIFE]
     + [("lifecycle", expiring_release_before_loss, "c-e", req, m) for req, m in EXPIRY]
+    + [("lifecycle", hard_protected_conflict, "c-h", req, m) for req, m in HARD]
     + [("attribution", two_claim_attribution, "c-a", req, m) for req, m in ATTR]
 )
 
@@ -203,6 +210,17 @@ COUPLED: list[tuple[str, Callable[[], Trace], str, str, Callable[[Events], Event
     ("lifecycle", expiring_release_before_loss.__call__, "c-e", "demotion_before_loss",
      setf("claim_accepted", protection_mode="demotable", expires_after_s=None)),
     ("attribution", claimed_load_failure, "c-1", "multiple_claims", lambda ev: ev),
+    ("lifecycle", hard_protected_conflict, "c-h", "materialized",
+     setf("claim_materialized", holds=False)),  # not resident: the refusal is no conflict
+    ("lifecycle", hard_protected_conflict, "c-h", "conflict_attributed",
+     setf("active_request_refused", blocking_claim_ids=["c-h", "c-x"])),
+    ("lifecycle", hard_protected_conflict, "c-h", "no_harm", insert_after(
+        "claim_materialized", {"event": "claim_harmed", "cause": "evicted", "before": {
+            "surviving": 2, "leading": 2, "required": 2, "holds": True}, "after": {
+            "surviving": 1, "leading": 0, "required": 2, "holds": False},
+            "object_id": "prefix:c-h", "cache_identity":
+            "tiny-llama|tok|vllm-prefix|tenant:a|128|bf16|-", "request_token_map_id":
+            "tokmap:c-h", "predicate_id": "p-lead2"})),
 ]
 
 

@@ -25,4 +25,5 @@ EXAMPLE_TRACES: dict[str, tuple[str, ...]] = {
     "two_claim_attribution.jsonl": ("failure_outcome", "attribution"),
     "lifecycle_two_generations.jsonl": ("observation", "failure_outcome", "lifecycle"),
     "expiring_release_before_loss.jsonl": ("lifecycle",),
+    "hard_protected_conflict.jsonl": ("lifecycle",),
 }

@@ -42,7 +42,8 @@ FAILURE: tuple[str, ...] = (
 )
 LIFECYCLE: tuple[str, ...] = (
     "legal_transitions", "success_generation", "failure_generation", "generations_ordered",
-    "expiry_before_loss", "demotion_before_loss", "no_harm",
+    "expiry_before_loss", "demotion_before_loss", "no_harm", "materialized",
+    "conflict_attributed",
 )
 ATTRIBUTION: tuple[str, ...] = (
     "multiple_claims", "target_failure_outcome", "failures_name_only_target",
@@ -230,9 +231,27 @@ def _ordered(t: ClaimTrack) -> list[Chain]:
 
 
 def _lifecycle(facts: StreamFacts, t: ClaimTrack) -> tuple[Seqs, tuple[str, ...]]:
+    """The lifecycle paths a claim's protection mode promises (SPEC §2, §4).
+
+    expiring / demotable: the release precedes every loss, no harm. hard_protected: resident,
+    unharmed, and a conflicting active request refused or deferred naming exactly this claim
+    before that request finished. soft_priority: resident (any loss must be reported as harm).
+    offloadable and the rest: a success generation, then a failure generation.
+    """
     ok: Seqs = {}
     if t.illegal_seq is None and t.lifecycle is not None:
         ok["legal_transitions"] = []
+    if t.harm_seq is None:
+        ok["no_harm"] = []
+    if t.materialized_seq is not None:
+        ok["materialized"] = [t.materialized_seq]
+    if t.mode is ProtectionMode.SOFT_PRIORITY:
+        return ok, ("legal_transitions", "materialized")
+    if t.mode is ProtectionMode.HARD_PROTECTED:
+        finish = facts.finish_seq.get(t.conflict_request or "")
+        if t.conflict_seq is not None and finish is not None and t.conflict_seq < finish:
+            ok["conflict_attributed"] = [t.conflict_seq, finish]
+        return ok, ("legal_transitions", "materialized", "no_harm", "conflict_attributed")
     if t.mode in (ProtectionMode.EXPIRING, ProtectionMode.DEMOTABLE):
         key, event = (
             ("expiry_before_loss", "claim_expired") if t.mode is ProtectionMode.EXPIRING
@@ -241,8 +260,6 @@ def _lifecycle(facts: StreamFacts, t: ClaimTrack) -> tuple[Seqs, tuple[str, ...]
         release = t.release_seq.get(event)
         if release is not None and (t.first_loss_seq is None or release < t.first_loss_seq):
             ok[key] = [release]
-        if t.harm_seq is None:
-            ok["no_harm"] = []
         return ok, ("legal_transitions", key, "no_harm")
     observed, failed = _views(facts, t)
     chains = _ordered(t)
@@ -256,7 +273,7 @@ def _lifecycle(facts: StreamFacts, t: ClaimTrack) -> tuple[Seqs, tuple[str, ...]
         (success[0].reused_holds or 0) < failure[-1].restore_required
     ):
         ok["generations_ordered"] = [success[0].reused_holds or 0, failure[-1].restore_required]
-    return ok, ("legal_transitions", "success_generation", "failure_generation",
+    return ok, ("legal_transitions", "no_harm", "success_generation", "failure_generation",
                 "generations_ordered")
 
 

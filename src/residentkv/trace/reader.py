@@ -73,27 +73,29 @@ class TraceReader:
             ) from None
 
     def __iter__(self) -> Iterator[tuple[int, Envelope]]:
-        last_seq: int | None = None
-        last_line = 0
+        # the hot loop: one pydantic-core call per line; everything unusual takes _slow_path
+        validate = EVENT_ADAPTER.validate_json
+        limit = self.max_line_bytes
+        last_seq, last_line = -1, 0
         with self._open() as fh:
+            readline = fh.readline
             line_no = 0
-            while True:
-                raw = fh.readline(self.max_line_bytes + 1)
-                if not raw:
-                    break
+            while raw := readline(limit + 1):
                 line_no += 1
-                if len(raw) > self.max_line_bytes and not raw.endswith(b"\n"):
+                if len(raw) > limit and not raw.endswith(b"\n"):
                     self._skip_rest(fh)
-                    self._problem("T007", line_no, f"line longer than {self.max_line_bytes} bytes")
+                    self._problem("T007", line_no, f"line longer than {limit} bytes")
                     continue
                 if b"\x00" in raw:
                     # NUL never occurs in a JSONL trace: the file is binary, stop reading
                     self._problem("T008", line_no, "NUL byte: binary data, not a JSONL trace")
                     break
-                event = self._parse(raw, line_no)
-                if event is None:
+                try:
+                    event: Envelope = validate(raw)
+                except ValidationError as error:
+                    self._slow_path(raw, line_no, error)
                     continue
-                if last_seq is not None and event.seq <= last_seq:
+                if event.seq <= last_seq:
                     self._problem(
                         "T006", line_no,
                         f"seq {event.seq} is not greater than seq {last_seq} on line {last_line}",
@@ -111,20 +113,17 @@ class TraceReader:
             if not chunk or chunk.endswith(b"\n"):
                 return
 
-    def _parse(self, raw: bytes, line_no: int) -> Envelope | None:
+    def _slow_path(self, raw: bytes, line_no: int, error: ValidationError) -> None:
+        """Classify a line the validator refused: blank, not UTF-8, or invalid (reported)."""
         stripped = raw.strip()
         if not stripped:
-            return None
+            return
         try:
-            text = stripped.decode("utf-8")
+            stripped.decode("utf-8")
         except UnicodeDecodeError as e:
             self._problem("T008", line_no, f"not UTF-8 text (byte {e.start + 1})", col=e.start + 1)
-            return None
-        try:
-            return EVENT_ADAPTER.validate_json(text)
-        except ValidationError as e:
-            self._report_validation(e, line_no)
-            return None
+            return
+        self._report_validation(error, line_no)
 
     def _report_validation(self, error: ValidationError, line_no: int) -> None:
         for item in error.errors(include_url=False):

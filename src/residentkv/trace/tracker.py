@@ -119,6 +119,8 @@ class ClaimTrack:
     failure_seq: int | None = None
     smear_seq: int | None = None
     admission_refusal_seq: int | None = None
+    conflict_seq: int | None = None
+    conflict_request: str | None = None
 
 
 @dataclass(slots=True)
@@ -426,7 +428,15 @@ def _refused(facts: StreamFacts, e: Envelope) -> None:
         _note_refusal(t, e)
 
 
+def _note_conflict(t: ClaimTrack, e: ActiveRequestRefused | ActiveRequestDeferred) -> None:
+    """An active request refused or deferred because of exactly this resident claim."""
+    resident = t.materialized_seq is not None and t.harm_seq is None
+    if resident and e.blocking_claim_ids == [t.claim_id] and t.conflict_seq is None:
+        t.conflict_seq, t.conflict_request = e.seq, e.request_id
+
+
 def _note_refusal(t: ClaimTrack, e: ActiveRequestRefused) -> None:
+    _note_conflict(t, e)
     if e.blocking_claim_ids != [t.claim_id] and t.smear_seq is None:
         t.smear_seq = e.seq
     if e.arbiter == "admission" and t.admission_refusal_seq is None:
@@ -449,6 +459,12 @@ def _deferred(facts: StreamFacts, e: Envelope) -> None:
     assert isinstance(e, ActiveRequestDeferred)
     if len(e.blocking_claim_ids) > 1 and facts.smeared_refusal is None:
         facts.smeared_refusal = e.seq
+    if e.request_id is not None:
+        facts.watched.add(e.request_id)
+    for cid in e.blocking_claim_ids:
+        t = facts.claims.get(cid)
+        if t is not None:
+            _note_conflict(t, e)
 
 
 def _evicted(facts: StreamFacts, e: Envelope) -> None:
