@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from residentkv.suite import trace_mutants
-from residentkv.suite.trace_mutants import OPERATORS, generate, judge, parents_of
+from residentkv.suite.trace_mutants import OPERATORS, judge, mutants_of
 from residentkv.trace import gates
 
 TRACES = Path(__file__).resolve().parents[2] / "src" / "residentkv" / "data" / "traces"
@@ -21,14 +21,13 @@ def run_all() -> tuple[Counter[str], list[str]]:
     survivors: list[str] = []
     for path in sorted(TRACES.glob("*.jsonl")):
         events = [json.loads(line) for line in path.read_text().splitlines()]
-        for result, passed in parents_of(path.name, events):
-            for mutant in generate(path.name, events, result):
-                verdict = judge(mutant, passed)
-                if verdict.killed:
-                    killed[mutant.operator] += 1
-                else:
-                    survivors.append(f"{mutant.parent} {mutant.gate}: {mutant.description}: "
-                                     f"{verdict.why}")
+        for mutant, passed in mutants_of(path.name, events):
+            verdict = judge(mutant, passed)
+            if verdict.killed:
+                killed[mutant.operator] += 1
+            else:
+                survivors.append(f"{mutant.parent} {mutant.gate}: {mutant.description}: "
+                                 f"{verdict.why}")
     return killed, survivors
 
 
@@ -57,17 +56,17 @@ def test_a_gate_that_ignores_ordering_lets_mutants_survive(
 def test_mutants_never_pass_a_gate_their_parent_failed() -> None:
     path = TRACES / "claimed_load_failure.jsonl"
     events = [json.loads(line) for line in path.read_text().splitlines()]
-    for result, passed in parents_of(path.name, events):
+    mutants = list(mutants_of(path.name, events))
+    assert mutants
+    for mutant, passed in mutants:
         assert passed == {"failure_outcome"}
-        for mutant in generate(path.name, events, result):
-            assert "still passes" not in judge(mutant, passed).why
+        assert "still passes" not in judge(mutant, passed).why
 
 
 def test_duplicate_seq_mutants_keep_the_duplicated_seq() -> None:
     path = TRACES / "success_path.jsonl"
     events = [json.loads(line) for line in path.read_text().splitlines()]
-    result, _ = next(parents_of(path.name, events))
-    dup = [m for m in generate(path.name, events, result) if m.operator == "duplicate_seq"]
+    dup = [m for m, _ in mutants_of(path.name, events) if m.operator == "duplicate_seq"]
     seqs = [json.loads(line)["seq"] for line in dup[0].events]
     assert len(seqs) != len(set(seqs))
     assert trace_mutants.OTHER_CLAIM.startswith("mutant:")

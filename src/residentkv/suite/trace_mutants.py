@@ -10,15 +10,27 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from residentkv.model.events import IDENTITY_FIELDS
 from residentkv.trace.gates import COMMON, FAILURE, GATE_NAMES, OBSERVATION, GateResult, check_trace
 
-Events = list[dict[str, Any]]
-#: (requirements the mutation must break — any of them, the mutation, the mutated events)
-Mutations = Iterator[tuple[frozenset[str], str, Events]]
+Event = dict[str, Any]
+Events = list[Event]
+SPACING = 10  # parents are renumbered seq = 10 * index, so a mutant can insert between events
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A mutation as edits of the parent: replaced (None = dropped) and inserted events."""
+
+    replace: dict[int, Event | None] = field(default_factory=dict)
+    insert_after: dict[int, Event] = field(default_factory=dict)
+
+
+#: (requirements the mutation must break — any of them, the mutation, the edit)
+Mutations = Iterator[tuple[frozenset[str], str, Edit]]
 
 OTHER_CLAIM = "mutant:other-claim"
 
@@ -62,19 +74,38 @@ class Verdict:
     why: str
 
 
-def _lines(events: Events, renumber: bool = True) -> tuple[str, ...]:
-    out = []
-    for i, e in enumerate(events):
-        out.append(json.dumps(dict(e, seq=i) if renumber else e, separators=(",", ":")))
-    return tuple(out)
+def _dump(e: Event) -> str:
+    return json.dumps(e, separators=(",", ":"))
 
 
-def _index(events: Events, seq: int) -> int:
-    return next(i for i, e in enumerate(events) if e["seq"] == seq)
+class Parent:
+    """A passing trace prepared for mutation: spaced seqs, serialized once, indexed."""
 
+    def __init__(self, name: str, events: Events) -> None:
+        self.name = name
+        self.events = [dict(e, seq=i * SPACING) for i, e in enumerate(events)]
+        self.lines = [_dump(e) for e in self.events]
+        self.index = {e["seq"]: i for i, e in enumerate(self.events)}
+        self.roles: dict[tuple[Any, ...], int] = {}
+        for e in self.events:
+            self.roles[_role(e)] = self.roles.get(_role(e), 0) + 1
+        self.accepted = sum(e["event"] == "claim_accepted" for e in self.events)
 
-def _copy(events: Events) -> Events:
-    return [dict(e) for e in events]
+    def apply(self, edit: Edit) -> tuple[str, ...]:
+        out: list[str] = []
+        for i, line in enumerate(self.lines):
+            if i in edit.replace:
+                new = edit.replace[i]
+                if new is not None:
+                    out.append(_dump(new))
+            else:
+                out.append(line)
+            if i in edit.insert_after:
+                out.append(_dump(edit.insert_after[i]))
+        return tuple(out)
+
+    def data(self) -> bytes:
+        return ("\n".join(self.lines) + "\n").encode()
 
 
 _CHAIN = frozenset({
@@ -135,95 +166,91 @@ def _expand(base: frozenset[str], result: GateResult) -> frozenset[str]:
     return frozenset(wanted) & frozenset(result.evidence)
 
 
-def _same_role(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    if _is_load_failure(a):
-        kind = _is_load_failure(b)
-    else:
-        kind = a["event"] == b["event"] and a.get("success") == b.get("success")
-    return kind and a.get("claim_id") == b.get("claim_id") and a.get(
-        "request_id") == b.get("request_id")
+def _role(e: Event) -> tuple[Any, ...]:
+    kind = "load_failure" if _is_load_failure(e) else (e["event"], e.get("success"))
+    return (kind, e.get("claim_id"), e.get("request_id"))
 
 
-def _redundant(events: Events, i: int) -> bool:
-    """Another event of the same role, claim and request would still stand in for events[i]."""
-    return any(_same_role(events[i], e) for j, e in enumerate(events) if j != i)
-
-
-def _targets(events: Events, result: GateResult) -> Iterator[tuple[int, frozenset[str]]]:
+def _targets(p: Parent, result: GateResult) -> Iterator[tuple[int, frozenset[str]]]:
     """Evidence events the gate relied on whose loss must break something it requires."""
-    relied = {s for seqs in result.evidence.values() for s in seqs}
-    for i, e in enumerate(events):
-        if e["seq"] not in relied:
+    for seq in sorted({s for seqs in result.evidence.values() for s in seqs}):
+        i = p.index.get(seq)
+        if i is None:
             continue
-        breaks = _expand(_base(e), result)
-        if breaks and not _redundant(events, i):
+        e = p.events[i]
+        if e.get("claim_id") not in (None, result.claim_id) and e.get(
+                "outcome_claim_id") != result.claim_id:
+            # another claim's event: only the claim count can hang on it
+            base = frozenset({"multiple_claims"}) if (
+                e["event"] == "claim_accepted" and p.accepted == 2) else frozenset()
+        else:
+            base = _base(e)
+        breaks = _expand(base, result)
+        # another event of the same role, claim and request would still stand in for it
+        if breaks and p.roles[_role(e)] == 1:
             yield i, breaks
 
 
-def _drop(events: Events, result: GateResult) -> Mutations:
-    for i, breaks in _targets(events, result):
-        mutated = _copy(events)
-        gone = mutated.pop(i)
-        yield breaks, f"drop {gone['event']} (seq {gone['seq']})", mutated
+def _drop(p: Parent, result: GateResult) -> Mutations:
+    for i, breaks in _targets(p, result):
+        e = p.events[i]
+        yield breaks, f"drop {e['event']} (seq {e['seq']})", Edit(replace={i: None})
 
 
-def _relabel(events: Events, result: GateResult) -> Mutations:
-    for i, breaks in _targets(events, result):
-        mutated = _copy(events)
-        e = mutated[i]
-        field = "outcome_claim_id" if e["event"] == "active_request_refused" else "claim_id"
-        if e.get(field) != result.claim_id:
+def _relabel(p: Parent, result: GateResult) -> Mutations:
+    for i, breaks in _targets(p, result):
+        e = p.events[i]
+        field_ = "outcome_claim_id" if e["event"] == "active_request_refused" else "claim_id"
+        if e.get(field_) != result.claim_id:
             continue
-        e[field] = OTHER_CLAIM
-        if field == "outcome_claim_id":
+        if field_ == "outcome_claim_id":
             breaks = _expand(frozenset({"refusal_attributed"}), result)
-        if not breaks:
-            continue
-        yield breaks, f"change {field} of {e['event']} (seq {e['seq']}) to {OTHER_CLAIM}", \
-            mutated
+        if breaks:
+            yield breaks, f"change {field_} of {e['event']} (seq {e['seq']}) to {OTHER_CLAIM}", \
+                Edit(replace={i: {**e, field_: OTHER_CLAIM}})
 
 
-def _swap(events: Events, result: GateResult) -> Mutations:
+def _swap(p: Parent, result: GateResult) -> Mutations:
     for first, second in SWAPS:
         a, b = result.evidence.get(first), result.evidence.get(second)
-        if not a or not b:
+        if not a or not b or a[0] not in p.index or b[0] not in p.index:
             continue
-        mutated = _copy(events)
-        i, j = _index(mutated, a[0]), _index(mutated, b[0])
+        i, j = p.index[a[0]], p.index[b[0]]
         if i == j:
             continue
-        mutated[i], mutated[j] = mutated[j], mutated[i]
+        ei, ej = p.events[i], p.events[j]
         yield frozenset({_SWAP_BREAKS[(first, second)]}), (
-            f"swap {events[i]['event']} (seq {a[0]}) with {events[j]['event']} (seq {b[0]})"
-        ), mutated
+            f"swap {ei['event']} (seq {a[0]}) with {ej['event']} (seq {b[0]})"
+        ), Edit(replace={i: {**ej, "seq": ei["seq"]}, j: {**ei, "seq": ej["seq"]}})
 
 
-def _strip_identity(events: Events, result: GateResult) -> Mutations:
-    for i, e in enumerate(events):
+def _strip_identity(p: Parent, result: GateResult) -> Mutations:
+    for i, e in enumerate(p.events):
         if e.get("claim_id") == result.claim_id and e["event"].startswith("claim_"):
-            for field in IDENTITY_FIELDS:
-                if field in e:
-                    mutated = _copy(events)
-                    del mutated[i][field]
-                    what = f"strip {field} from {e['event']} (seq {e['seq']})"
-                    yield frozenset({"identity_complete"}), what, mutated
+            for name in IDENTITY_FIELDS:
+                if name in e:
+                    stripped = {k: v for k, v in e.items() if k != name}
+                    yield frozenset({"identity_complete"}), \
+                        f"strip {name} from {e['event']} (seq {e['seq']})", \
+                        Edit(replace={i: stripped})
             return
 
 
-def _duplicate_seq(events: Events, result: GateResult) -> Mutations:
-    for i, _ in _targets(events, result):
+def _duplicate_seq(p: Parent, result: GateResult) -> Mutations:
+    for i, _ in _targets(p, result):
         if i == 0:
             continue
-        mutated = _copy(events)
-        mutated[i]["seq"] = mutated[i - 1]["seq"]
-        what = f"duplicate seq {mutated[i]['seq']} on {events[i]['event']}"
-        yield frozenset({"trace_well_formed"}), what, mutated
+        e = p.events[i]
+        seq = p.events[i - 1]["seq"]
+        yield frozenset({"trace_well_formed"}), f"duplicate seq {seq} on {e['event']}", \
+            Edit(replace={i: {**e, "seq": seq}})
         return
 
 
-def _refusal_after_finish(events: Events, result: GateResult) -> Mutations:
+def _refusal_after_finish(p: Parent, result: GateResult) -> Mutations:
     if "outcome_before_finish" not in result.evidence:
         return
+    events = p.events
     refusal = next((i for i, e in enumerate(events) if e["event"] == "active_request_refused"
                     and e.get("outcome_claim_id") == result.claim_id), None)
     if refusal is None:
@@ -233,39 +260,37 @@ def _refusal_after_finish(events: Events, result: GateResult) -> Mutations:
                    and e["event"] == "request_finished" and e.get("request_id") == request), None)
     if finish is None:
         return
-    mutated = _copy(events)
-    mutated.insert(finish, mutated.pop(refusal))  # the finish shifted up by one: lands after it
+    moved = {**events[refusal], "seq": events[finish]["seq"] + 1}
     yield frozenset({"outcome_before_finish"}), "move the refusal after request_finished", \
-        mutated
+        Edit(replace={refusal: None}, insert_after={finish: moved})
 
 
-def _restore_after_failure(events: Events, result: GateResult) -> Mutations:
+def _restore_after_failure(p: Parent, result: GateResult) -> Mutations:
     seqs = result.evidence.get("restore_failed_scoped")
-    if not seqs:
+    if not seqs or seqs[0] not in p.index:
         return
-    mutated = _copy(events)
-    i = _index(mutated, seqs[0])
-    template = mutated[i]
+    i = p.index[seqs[0]]
+    template = p.events[i]
     restored = {k: template[k] for k in ("schema", "ts_ns", "source", "claim_id", "request_id",
                                          *IDENTITY_FIELDS) if k in template}
-    restored.update(event="claim_restored", seq=template["seq"],
+    restored.update(event="claim_restored", seq=template["seq"] + 1,
                     generation=template.get("generation", 0), source="fallback_recompute")
-    mutated.insert(i + 1, restored)
-    what = "add claim_restored(fallback_recompute) after the failure"
-    yield frozenset({"no_restore_after_failure"}), what, mutated
+    yield frozenset({"no_restore_after_failure"}), \
+        "add claim_restored(fallback_recompute) after the failure", \
+        Edit(insert_after={i: restored})
 
 
-def _smear(events: Events, result: GateResult) -> Mutations:
+def _smear(p: Parent, result: GateResult) -> Mutations:
     seqs = result.evidence.get("refusal_attributed")
-    if not seqs:
+    if not seqs or seqs[0] not in p.index:
         return
-    mutated = _copy(events)
-    e = mutated[_index(mutated, seqs[0])]
-    e["blocking_claim_ids"] = [result.claim_id, OTHER_CLAIM]
-    yield frozenset({"refusal_attributed"}), "replace blocking_claim_ids with two claims", mutated
+    i = p.index[seqs[0]]
+    smeared = {**p.events[i], "blocking_claim_ids": [result.claim_id, OTHER_CLAIM]}
+    yield frozenset({"refusal_attributed"}), "replace blocking_claim_ids with two claims", \
+        Edit(replace={i: smeared})
 
 
-Operator = Callable[[Events, GateResult], Mutations]
+Operator = Callable[[Parent, GateResult], Mutations]
 
 OPERATORS: dict[str, Operator] = {
     "drop_event": _drop,
@@ -277,16 +302,14 @@ OPERATORS: dict[str, Operator] = {
     "restore_after_failure": _restore_after_failure,
     "blocking_claim_smear": _smear,
 }
-#: operators that keep the stream's own seqs (renumbering would repair them)
-_KEEP_SEQS = {"duplicate_seq"}
 
 
-def generate(parent: str, events: Events, result: GateResult) -> Iterator[TraceMutant]:
+def generate(parent: Parent, result: GateResult) -> Iterator[TraceMutant]:
     """Every single mutation of a passing gate result's trace."""
     for name, operator in OPERATORS.items():
-        for breaks, description, mutated in operator(events, result):
-            yield TraceMutant(name, parent, result.gate, result.claim_id, breaks, description,
-                              _lines(mutated, renumber=name not in _KEEP_SEQS))
+        for breaks, description, edit in operator(parent, result):
+            yield TraceMutant(name, parent.name, result.gate, result.claim_id, breaks,
+                              description, parent.apply(edit))
 
 
 def judge(mutant: TraceMutant, parent_passed: set[str]) -> Verdict:
@@ -310,10 +333,9 @@ def judge(mutant: TraceMutant, parent_passed: set[str]) -> Verdict:
     return Verdict(mutant, True, f"{mutant.gate} fails on {', '.join(hit)}")
 
 
-def parents_of(name: str, events: Events) -> Iterator[tuple[GateResult, set[str]]]:
+def parents_of(parent: Parent) -> Iterator[tuple[GateResult, set[str]]]:
     """The passing (gate, claim) results of one trace, with each claim's passing gate set."""
-    data = "".join(json.dumps(e) + "\n" for e in events).encode()
-    check = check_trace(name, GATE_NAMES, stream=io.BytesIO(data))
+    check = check_trace(parent.name, GATE_NAMES, stream=io.BytesIO(parent.data()))
     passed: dict[str, set[str]] = {}
     for r in check.results:
         if r.passed:
@@ -321,3 +343,11 @@ def parents_of(name: str, events: Events) -> Iterator[tuple[GateResult, set[str]
     for r in check.results:
         if r.passed:
             yield r, passed[r.claim_id]
+
+
+def mutants_of(name: str, events: Events) -> Iterator[tuple[TraceMutant, set[str]]]:
+    """Every mutant of every passing (gate, claim) of one trace, with the parent's passes."""
+    parent = Parent(name, events)
+    for result, passed in parents_of(parent):
+        for mutant in generate(parent, result):
+            yield mutant, passed
