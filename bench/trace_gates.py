@@ -56,7 +56,7 @@ def claim_events(i: int, cycles: int) -> Iterator[dict[str, Any]]:
 
 
 def generate(path: Path, n_events: int, n_claims: int) -> int:
-    cycles = max(1, (n_events // n_claims - 4) // 7)
+    cycles = max(1, -(-(n_events // n_claims - 4) // 7))  # enough rounds to reach n_events
     streams = [claim_events(i, cycles) for i in range(n_claims)]
     seq = 0
     with path.open("w") as fh:
@@ -81,11 +81,12 @@ def gate(path: str, gates: list[str]) -> None:
     """Child process: read + gate, then print one JSON line of figures."""
     from residentkv.trace.gates import check_trace
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     check = check_trace(path, gates)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"events": check.events, "seconds": elapsed, "rss_mib": rss_kib / 1024,
+    print(json.dumps({"events": check.events, "seconds": elapsed, "cpu": cpu,
+                      "rss_mib": rss_kib / 1024,
                       "results": len(check.results),
                       "passed": sum(r.passed for r in check.results)}))
 
@@ -115,11 +116,13 @@ def main() -> None:
     print(f"trace: {n:,} events, {args.claims:,} interleaved claims, {size_mib:.0f} MiB "
           f"(generated in {gen_s:.1f} s)")
     print(f"gates: {', '.join(gates)} -> {fig['results']:,} results, {fig['passed']:,} passed")
-    print(f"read+gate: {fig['seconds']:.2f} s, {fig['events'] / fig['seconds']:,.0f} events/s, "
-          f"{fig['seconds'] / fig['events'] * 1e6:.2f} µs/event")
+    print(f"read+gate: {fig['seconds']:.2f} s wall, {fig['cpu']:.2f} s CPU -> "
+          f"{fig['events'] / fig['seconds']:,.0f} events/s wall, "
+          f"{fig['events'] / fig['cpu']:,.0f} events/s CPU, "
+          f"{fig['cpu'] / fig['events'] * 1e6:.2f} µs/event CPU")
     print(f"peak RSS of the gating process: {fig['rss_mib']:.0f} MiB")
     print("reference: the research artifact's analyzer needs ~4.5 µs/event "
-          f"(ratio {4.5 / (fig['seconds'] / fig['events'] * 1e6):.1f}x)")
+          f"(ratio {4.5 / (fig['cpu'] / fig['events'] * 1e6):.2f}x; above 1 is faster)")
 
 
 if __name__ == "__main__":

@@ -349,3 +349,26 @@ def test_evidence_names_the_satisfying_seqs(traces_dir: Path) -> None:
     assert by_seq[r.evidence["scheduler_failure_branch"][0]] == "scheduler_load_failure"
     refusal, finish = r.evidence["outcome_before_finish"]
     assert by_seq[finish] == "request_finished" and refusal < finish
+
+
+def test_many_generations_keep_the_chains_that_decide(tmp_path: Path) -> None:
+    # partial chains (reuse without the predicate holding), a success at generation 5, more
+    # partial chains and a failure at generation 9: memory per claim is bounded, but the chains
+    # that decide the gates must survive the pruning
+    def partial(t: Trace, g: int) -> None:
+        t.started(f"r-{g}").restore_ok("c-1", f"r-{g}", generation=g)
+        t.events[-1]["holds"] = False
+        t.finished(f"r-{g}")
+
+    t = Trace().started("r-0").accept("c-1", "r-0").resident("c-1", "r-0").finished("r-0")
+    for g in range(5):
+        partial(t, g)
+    t.started("r-s").restore_ok("c-1", "r-s", generation=5).finished("r-s")
+    for g in range(6, 9):
+        partial(t, g)
+    t.started("r-f").restore_fails("c-1", "r-f", generation=9).finished("r-f", "error", "error")
+    path = t.write(tmp_path / "gens.jsonl")
+    results = {r.gate: r for r in check_trace(path, claim_id="c-1").results}
+    assert results["observation"].passed
+    assert results["failure_outcome"].passed
+    assert results["lifecycle"].passed, results["lifecycle"].missing

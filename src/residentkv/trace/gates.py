@@ -343,6 +343,15 @@ def _controls(facts: StreamFacts, t: ClaimTrack) -> dict[str, bool]:
     }
 
 
+def _shared_controls(facts: StreamFacts, t: ClaimTrack) -> dict[str, bool]:
+    """One controls dict per claim, shared by its gate results (they are read-only values)."""
+    cached = facts.derived.get("controls")
+    if cached is None or cached[0] is not t:
+        cached = facts.derived["controls"] = (t, _controls(facts, t))
+    controls: dict[str, bool] = cached[1]
+    return controls
+
+
 def judge(facts: StreamFacts, gate: str, claim_id: str, *, well_formed: bool = True) -> GateResult:
     """Judge *gate* for *claim_id* from the collected facts of one stream."""
     if gate not in REQUIREMENTS:
@@ -372,7 +381,7 @@ def judge(facts: StreamFacts, gate: str, claim_id: str, *, well_formed: bool = T
         claim_id=claim_id,
         passed=not missing,
         missing=missing,
-        controls=_controls(facts, t),
+        controls=_shared_controls(facts, t),
         evidence={k: v for k, v in sorted(ok.items()) if k in wanted},
         boundary=BOUNDARIES[gate],
     )

@@ -176,10 +176,6 @@ def _claim_event(facts: StreamFacts, e: ClaimEvent) -> None:
         return
     t = facts.track(cid)
     t.event_count += 1
-    if e.request_id is not None:
-        linked = facts.by_request.setdefault(e.request_id, [])
-        if cid not in linked:
-            linked.append(cid)
     if t.first_event is None and not isinstance(e, ClaimSubmitted):
         t.first_event, t.first_seq = e.event, e.seq  # type: ignore[attr-defined]
     _identity(t, e)
@@ -236,12 +232,50 @@ def _offloaded(facts: StreamFacts, t: ClaimTrack, e: ClaimOffloaded) -> None:
 
 
 def _restore_required(facts: StreamFacts, t: ClaimTrack, e: ClaimRestoreRequired) -> None:
-    t.current_gen = e.generation
     if e.generation not in t.chains:
+        _unlink(facts, t, _chain(t, None))
+        _prune(t)
         t.chains[e.generation] = Chain(e.generation, e.seq, e.request_id)
+        if e.request_id is not None:
+            facts.by_request.setdefault(e.request_id, []).append(t.claim_id)
+    t.current_gen = e.generation
     chain = t.chains[e.generation]
     if chain.lookup_hit is None and t.last_lookup_hit is not None:
         chain.lookup_hit = t.last_lookup_hit
+
+
+def _unlink(facts: StreamFacts, t: ClaimTrack, chain: Chain | None) -> None:
+    """A superseded chain no longer receives request-linked events: forget its request."""
+    if chain is None or chain.request_id is None:
+        return
+    linked = facts.by_request.get(chain.request_id)
+    if linked and t.claim_id in linked:
+        linked.remove(t.claim_id)
+        if not linked:
+            del facts.by_request[chain.request_id]
+
+
+def _complete_success(c: Chain) -> bool:
+    return None not in (c.lookup_hit, c.load_ok, c.restored_offload, c.reused_holds) and (
+        c.reused_before_restore is None)
+
+
+_KEEP_CHAINS = 4
+
+
+def _prune(t: ClaimTrack) -> None:
+    """Keep the chains a gate can still choose: the first, the first complete success, the
+    first failure, the first failure after that success, and the latest. Memory per claim
+    stays bounded however many restore generations it goes through."""
+    if len(t.chains) < _KEEP_CHAINS:
+        return
+    ordered = [t.chains[g] for g in sorted(t.chains)]
+    success = next((c for c in ordered if _complete_success(c)), None)
+    failure = next((c for c in ordered if c.load_failed is not None), None)
+    later = next((c for c in ordered if success is not None and c.load_failed is not None
+                  and c.generation > success.generation), None)
+    keep = {id(c) for c in (ordered[0], success, failure, later, ordered[-1]) if c is not None}
+    t.chains = {c.generation: c for c in ordered if id(c) in keep}
 
 
 def _chain(t: ClaimTrack, generation: int | None) -> Chain | None:
