@@ -8,7 +8,9 @@ sentence saying what the result does not show. A claim with zero events fails ev
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import gc
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from itertools import pairwise
 from pathlib import Path
 from typing import BinaryIO
@@ -405,6 +407,23 @@ def check_events(
     return [judge(facts, g, c, well_formed=well_formed) for c in claims for g in gates]
 
 
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Pause the cyclic collector while gate state grows.
+
+    The per-claim facts and results are many small acyclic objects: the collector would walk
+    them again and again with nothing to free (about a fifth of the time on large traces).
+    Reference counting still frees everything as usual.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def check_trace(
     path: str | Path,
     gates: Sequence[str] = GATE_NAMES,
@@ -424,7 +443,8 @@ def check_trace(
     if unknown:
         raise ValueError(f"unknown gate(s): {', '.join(unknown)}")
     reader = TraceReader(path, max_line_bytes=max_line_bytes, stream=stream)
-    facts = collect(event for _, event in reader)
+    with _cyclic_gc_paused():
+        facts = collect(event for _, event in reader)
     problems = list(reader.problems)
     if reader.events_read == 0:
         problems.append(Finding(code="T009", message="no valid event in the trace",
@@ -438,7 +458,8 @@ def check_trace(
     if claim_id is not None and claim_id not in facts.claims:
         problems.append(Finding(code="T011", message=f"no event for claim {claim_id!r}",
                                 path=str(path)))
-    results = [judge(facts, g, c, well_formed=well_formed) for c in claims for g in gates]
+    with _cyclic_gc_paused():
+        results = [judge(facts, g, c, well_formed=well_formed) for c in claims for g in gates]
     return TraceCheck(
         path=str(path),
         events=reader.events_read,
