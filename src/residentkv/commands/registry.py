@@ -2,6 +2,7 @@
 
 Kept in one place so that cli.py stays a fixed shell and every group is registered explicitly;
 a group whose module fails to import is an internal error, never a silently missing command.
+Modules imported here must not import torch or vLLM at import time.
 """
 
 from __future__ import annotations
@@ -11,4 +12,9 @@ import click
 
 def extra_commands() -> list[click.Command]:
     """Command objects of the later layers, imported explicitly."""
-    return []
+    from residentkv.commands.anchors import anchors
+    from residentkv.commands.check import check
+    from residentkv.commands.microruntime import litmus, sweep
+    from residentkv.commands.suite import suite
+
+    return [check, anchors, litmus, sweep, suite]

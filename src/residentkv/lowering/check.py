@@ -1,0 +1,228 @@
+"""``residentkv check``: load descriptors and bundles, verify anchors, classify every row.
+
+The result is a value (:class:`CheckResult`) whose JSON form (:func:`residentkv.report.json_report.
+to_json`) is canonical; every report renders that JSON and none re-evaluates.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from residentkv.errors import UsageError
+from residentkv.findings import Finding
+from residentkv.lowering.anchors import AnchorResult, Verifier
+from residentkv.lowering.bundles import SHORT, Bundle, load_bundles
+from residentkv.lowering.classify import Verdict, classify
+from residentkv.lowering.descriptor import LoadedDescriptor, LoadedRow, read_descriptor
+from residentkv.lowering.sources import SourceRoot, open_root, parse_source_option
+
+CHECK_SCHEMA = "residentkv.check/v1"
+GLOBAL_BOUNDARY = (
+    "residentkv judges the evidence given, not unaudited behaviour: a class says what the "
+    "cited and verified anchors show about this mapping, not that the runtime behaves so in "
+    "every run, version or configuration."
+)
+CONFORMANT = ("native_conformance", "adapter_policy_evidence")
+
+
+class RowResult(BaseModel):
+    """Everything reported about one row."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    path: str
+    line: int | None
+    runtime: str | None
+    mode: str | None
+    mechanism: str | None
+    lowers: str | None
+    asserts: str | None
+    klass: str
+    rule: int
+    expect: str | None
+    bundle: str | None
+    boundary: str
+    verdict: Verdict | None
+    anchors: list[AnchorResult]
+    reasons: list[str]
+    findings: list[Finding]
+
+
+class CheckResult(BaseModel):
+    """The result of one ``check`` run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    inputs: list[dict[str, str]]
+    rows: list[RowResult]
+
+    @property
+    def exit_code(self) -> int:
+        """1 if any row has an error finding (mismatch, overclaim, invalid row), else 0."""
+        return int(any(f.severity == "error" for r in self.rows for f in r.findings))
+
+
+def example_paths() -> list[str]:
+    """The example descriptors shipped in the package (``check --examples``)."""
+    folder = resources.files("residentkv").joinpath("data", "descriptors", "examples")
+    return [str(f) for f in sorted(folder.iterdir(), key=lambda f: f.name)
+            if f.name.endswith((".yaml", ".yml"))]
+
+
+def open_sources(options: Sequence[str]) -> dict[str, SourceRoot]:
+    """``--source NAME=PATH`` options -> opened roots (a name given twice is a usage error)."""
+    roots: dict[str, SourceRoot] = {}
+    for opt in options:
+        name, path = parse_source_option(opt)
+        if name in roots:
+            raise UsageError(f"--source {name} given twice; expected one root per package")
+        roots[name] = open_root(name, path)
+    return roots
+
+
+def run_check(
+    descriptors: Sequence[str | Path],
+    sources: Sequence[str] = (),
+    bundles_dir: str | Path | None = None,
+    *,
+    verifier: Verifier | None = None,
+) -> CheckResult:
+    """Check every row of every descriptor file (file-level problems raise, exit code 2)."""
+    if not descriptors:
+        raise UsageError("no descriptor given; expected at least one DESCRIPTOR file")
+    bundles = load_bundles(bundles_dir)
+    verifier = verifier or Verifier(open_sources(sources))
+    loaded = [read_descriptor(p, set(bundles)) for p in descriptors]
+    rows = [_check_row(r, bundles, verifier)
+            for i, d in enumerate(loaded) for r in _dedupe(d, loaded[:i])]
+    return CheckResult(inputs=_inputs(loaded, bundles, verifier), rows=rows)
+
+
+def _dedupe(d: LoadedDescriptor, before: list[LoadedDescriptor]) -> list[LoadedRow]:
+    """Flag a row id already used in an earlier file (within a file the loader flags it)."""
+    earlier = {r.row_id: e.path for e in before for r in e.rows}
+    out = []
+    for r in d.rows:
+        if r.row_id in earlier:
+            line, col = r.loc("id")
+            dup = Finding(code="D010", path=r.path, line=line, col=col,
+                          message=f"row id {r.row_id!r} already used in {earlier[r.row_id]}; "
+                                  "expected unique ids", help="give each row its own id")
+            r = r.model_copy(update={"row": None, "findings": [*r.findings, dup]})
+        out.append(r)
+    return out
+
+
+def _check_row(lr: LoadedRow, bundles: dict[str, Bundle], verifier: Verifier) -> RowResult:
+    raw = lr.raw
+    base = {
+        "id": lr.row_id, "path": lr.path, "line": lr.line, "runtime": _runtime(raw.get("runtime")),
+        "mode": _str(raw.get("mode")), "mechanism": _str(raw.get("mechanism")),
+        "lowers": _str(raw.get("lowers")), "asserts": _str(raw.get("asserts")),
+        "expect": _str(raw.get("expect")),
+        "boundary": _str(raw.get("boundary")) or "(no boundary given: the row is invalid)",
+    }
+    if lr.row is None:
+        reason = f"row invalid ({len(lr.findings)} finding(s)): unknown_evidence (fail-closed)"
+        return _finish(lr, RowResult(**base, klass="unknown_evidence", rule=0, bundle=None,
+                                     verdict=None, anchors=[], reasons=[reason],
+                                     findings=list(lr.findings)))
+    row, bundle = lr.row, bundles[lr.row.lowers]
+    base_dir = Path(lr.path).parent
+    results = {aid: verifier.verify(aid, a, base_dir) for aid, a in row.anchors.items()}
+    verdict = classify(row, results, bundle)
+    findings = _anchor_findings(lr, results) + _obligation_findings(lr, verdict)
+    return _finish(lr, RowResult(**base, klass=verdict.klass, rule=verdict.rule,
+                                 bundle=f"{bundle.mode}@v{bundle.version}", verdict=verdict,
+                                 anchors=list(results.values()), reasons=verdict.reasons,
+                                 findings=findings))
+
+
+def _finish(lr: LoadedRow, res: RowResult) -> RowResult:
+    """Add the expect and overclaim findings, which compare the class with the row's claims."""
+    extra: list[Finding] = []
+    if res.expect is not None and res.expect != res.klass:
+        line, col = lr.loc("expect")
+        extra.append(Finding(code="O010", path=lr.path, line=line, col=col,
+                             message=f"row {res.id!r} is {res.klass}; expected {res.expect}",
+                             help="expect is checked, never trusted: fix the evidence or the "
+                                  "expectation"))
+    if res.asserts == "conformance" and res.klass not in CONFORMANT:
+        line, col = lr.loc("asserts")
+        extra.append(Finding(code="O011", path=lr.path, line=line, col=col,
+                             severity="warning" if res.expect == res.klass else "error",
+                             message=f"row {res.id!r} asserts conformance; its evidence reaches "
+                                     f"{res.klass}", help="assert substrate, or cite verified "
+                                                          "evidence for every obligation"))
+    return res.model_copy(update={"findings": [*res.findings, *extra]})
+
+
+def _anchor_findings(lr: LoadedRow, results: dict[str, AnchorResult]) -> list[Finding]:
+    out = []
+    for aid, r in results.items():
+        if r.code is None:
+            continue
+        line, col = lr.loc(f"anchors.{aid}")
+        out.append(Finding(code=r.code, path=lr.path, line=line, col=col,
+                           severity="note" if r.result == "unverifiable" else "warning",
+                           message=f"anchor {aid} ({r.kind}) {r.result}: {r.detail}",
+                           help=_ANCHOR_HELP.get(r.result)))
+    return out
+
+
+_ANCHOR_HELP = {
+    "unverifiable": "give --source NAME=PATH for the package, or cite a trace the checker can run",
+    "drifted": "re-audit the code and refresh the anchor with `residentkv anchors make`",
+    "missing": "fix the path or symbol, or give the right source version",
+    "failed": "the evidence does not show what it is cited for",
+}
+
+
+def _obligation_findings(lr: LoadedRow, v: Verdict) -> list[Finding]:
+    out = []
+    for name, o in v.obligations.items():
+        line, col = lr.loc(f"obligations.{name}")
+        if o.asserted == "satisfied" and not o.established:
+            out.append(Finding(code="O012", path=lr.path, line=line, col=col, severity="note",
+                               message=f"{SHORT[name]} {name}: {o.reason}"))
+        if v.klass == "rejected_mapping" and o.effective in ("absent", "contradicted"):
+            out.append(Finding(code="O013", path=lr.path, line=line, col=col, severity="note",
+                               message=f"{SHORT[name]} {name} is {o.effective} "
+                                       f"(anchor {o.decided_by})"))
+    return out
+
+
+def _inputs(
+    loaded: list[LoadedDescriptor], bundles: dict[str, Bundle], verifier: Verifier
+) -> list[dict[str, str]]:
+    out = [{"kind": "descriptor", "path": d.path, "sha256": d.sha256} for d in loaded]
+    out += [{"kind": "bundle", "path": b.source, "sha256": b.digest}
+            for b in sorted(bundles.values(), key=lambda b: b.mode)]
+    traces = sorted(verifier.trace_inputs.items())
+    out += [{"kind": "trace", "path": p, "sha256": s} for p, s in traces]
+    for name, root in sorted(verifier.sources.items()):
+        out.append({"kind": "source", "path": f"{name}={root.location}",
+                    "sha256": root.digest() or "(directory)"})
+    return out
+
+
+def _str(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _runtime(v: Any) -> str | None:
+    if not isinstance(v, dict) or not isinstance(v.get("name"), str):
+        return None
+    return f"{v['name']} {v['version']}" if isinstance(v.get("version"), str) else v["name"]
+
+
+def summary(result: CheckResult) -> dict[str, int]:
+    """Rows per class."""
+    return dict(sorted(Counter(r.klass for r in result.rows).items()))

@@ -1,0 +1,149 @@
+"""YAML loading with locations: every value keeps the line/column it came from.
+
+ruamel.yaml's round-trip loader records positions on each mapping and sequence; duplicate keys
+are errors (a key given twice has no single meaning). Pydantic error locations (``('rows', 0,
+'anchors', 'a1', 'sha256')``) are mapped back onto the YAML nodes so that every finding points at
+``path:line:col``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+from ruamel.yaml import YAML
+from ruamel.yaml.constructor import DuplicateKeyError
+from ruamel.yaml.error import MarkedYAMLError
+
+from residentkv.errors import UserInputError
+from residentkv.findings import Finding
+
+Loc = Sequence[str | int]
+
+
+class DescriptorError(UserInputError):
+    """A descriptor or bundle file that cannot be evaluated at all (exit code 2)."""
+
+    code = "D001"
+
+    def __init__(self, message: str, *, help: str | None = None, **where: Any) -> None:
+        super().__init__(message, **where)
+        self.help = help
+
+    def __str__(self) -> str:
+        head = super().__str__()
+        return f"{head}\n  help: {self.help}" if self.help else head
+
+
+def load_yaml(text: str, path: str, *, code: str = "D001") -> Any:
+    """Parse *text* with the round-trip loader; unusable YAML raises :class:`DescriptorError`."""
+    yaml = YAML(typ="rt")
+    yaml.allow_duplicate_keys = False
+    try:
+        return yaml.load(text)
+    except DuplicateKeyError as e:
+        mark = e.problem_mark
+        raise DescriptorError(
+            f"{_first_line(e.problem)}; expected each key once",
+            help="remove or rename the repeated key", code="D002", path=path,
+            line=mark.line + 1, col=mark.column + 1,
+        ) from None
+    except MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
+        raise DescriptorError(
+            f"not valid YAML: {e.problem or e.context}; expected a YAML mapping",
+            help="fix the YAML syntax at this position", code=code, path=path, line=line, col=col,
+        ) from None
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").strip().splitlines()[0] if text else "repeated key"
+
+
+def locate(root: Any, loc: Loc) -> tuple[int | None, int | None]:
+    """1-based (line, col) of the deepest YAML node on *loc* (elements not in the YAML are skipped).
+
+    Pydantic inserts union tags (``'source'``) into locations; skipping what the YAML does not
+    hold lands on the nearest real node instead of losing the location.
+    """
+    node, pos = root, _own_pos(root)
+    for key in loc:
+        found = _child_pos(node, key)
+        if found is None:
+            continue
+        pos, node = found
+    return pos
+
+
+def _own_pos(node: Any) -> tuple[int | None, int | None]:
+    lc = getattr(node, "lc", None)
+    if lc is None or lc.line is None:
+        return (None, None)
+    return (lc.line + 1, lc.col + 1)
+
+
+def _child_pos(node: Any, key: str | int) -> tuple[tuple[int, int], Any] | None:
+    lc = getattr(node, "lc", None)
+    try:
+        if isinstance(node, dict) and key in node and lc is not None:
+            line, col = lc.key(key)
+            return (line + 1, col + 1), node[key]
+        if isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node) and lc:
+            line, col = lc.item(key)
+            return (line + 1, col + 1), node[key]
+    except (KeyError, TypeError, AttributeError):
+        return None
+    return None
+
+
+_PYDANTIC_CODES = {
+    "extra_forbidden": ("D003", "remove the field or fix its spelling"),
+    "missing": ("D005", "add the field"),
+    "unsafe_path": ("D009", "use a relative path inside the source root or descriptor folder"),
+}
+
+
+def validation_findings(
+    err: ValidationError, root: Any, path: str, prefix: Loc = (), *, default: str = "D004"
+) -> list[Finding]:
+    """One located finding per pydantic error (unknown field, missing field, wrong type)."""
+    out = []
+    for e in err.errors(include_url=False):
+        loc = (*prefix, *e["loc"])
+        code, help_ = _PYDANTIC_CODES.get(
+            e["type"], (default, "see `residentkv schema descriptor`"))
+        line, col = locate(root, loc)
+        where = ".".join(str(p) for p in loc) or "(top level)"
+        found = "" if e["type"] in _PYDANTIC_CODES else f" (found {_short(e.get('input'))})"
+        out.append(Finding(code=code, path=path, line=line, col=col, help=help_,
+                           message=f"{where}: {e['msg']}{found}"))
+    return out
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+MAX_NODES = 2_000_000
+
+
+def plain(node: Any, *, budget: list[int] | None = None) -> Any:
+    """Round-trip YAML containers as plain dicts/lists (what pydantic should validate).
+
+    Aliases are expanded, so a node budget bounds the work: a document whose expansion exceeds
+    :data:`MAX_NODES` (an alias bomb) is refused rather than expanded.
+    """
+    budget = [MAX_NODES] if budget is None else budget
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise DescriptorError(f"the YAML expands to more than {MAX_NODES} nodes; expected a "
+                              "descriptor of reasonable size", code="D001",
+                              help="remove recursive or deeply nested aliases")
+    if isinstance(node, dict):
+        return {str(k): plain(v, budget=budget) for k, v in node.items()}
+    if isinstance(node, list):
+        return [plain(v, budget=budget) for v in node]
+    return node

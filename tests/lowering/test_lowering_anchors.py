@@ -1,0 +1,244 @@
+"""Anchor verification against a source tree, a wheel and an sdist built here, and traces."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from residentkv.lowering.anchors import Verifier, digest, make_anchor, normalise, python_symbols
+from residentkv.lowering.descriptor import DocAnchor, SimAnchor, SourceAnchor, TraceAnchor
+from residentkv.lowering.sources import SourceError, open_root
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "lowering"
+TREE = DATA / "tree"
+CFG_SHA = "99e6fe3bbeb52ae10fd354ba7e68ed19f728f706d898381574987e9dd14ee17e"
+
+
+def src(**kw: object) -> SourceAnchor:
+    base: dict[str, object] = {"kind": "source", "package": "toyrt", "path": "toyrt/cache.py"}
+    return SourceAnchor.model_validate({**base, **kw})
+
+
+def verify(root: Path | str, anchor: SourceAnchor | TraceAnchor, base: Path = DATA) -> tuple[
+        str, str | None, str | None]:
+    v = Verifier({"toyrt": open_root("toyrt", root)})
+    r = v.verify("a1", anchor, base)
+    return r.result, r.code, r.lines
+
+
+def test_symbol_verified_in_tree() -> None:
+    assert verify(TREE, src(symbol="RetentionConfig", sha256=CFG_SHA)) == (
+        "verified", None, "8-16")
+
+
+def test_method_and_module_names_resolve() -> None:
+    spans = python_symbols((TREE / "toyrt/cache.py").read_text())
+    assert spans["RetentionConfig.evictable"] == (15, 16)
+    assert spans["DEFAULT_PRIORITY"] == (5, 5)
+
+
+def test_drifted_symbol_reports_its_new_range(tmp_path: Path) -> None:
+    text = (TREE / "toyrt/cache.py").read_text()
+    moved = text.replace("DEFAULT_PRIORITY = 35\n", "DEFAULT_PRIORITY = 35\nOTHER = 1\n\n")
+    moved = moved.replace("return self.duration_s is None",
+                          "return False or self.duration_s is None")
+    (tmp_path / "toyrt").mkdir()
+    (tmp_path / "toyrt/cache.py").write_text(moved)
+    result, code, lines = verify(tmp_path, src(symbol="RetentionConfig", lines="8-16",
+                                               sha256=CFG_SHA))
+    assert (result, code, lines) == ("drifted", "A001", "10-18")
+
+
+def test_moved_but_unchanged_symbol_is_verified_at_new_lines(tmp_path: Path) -> None:
+    text = (TREE / "toyrt/cache.py").read_text()
+    (tmp_path / "toyrt").mkdir()
+    (tmp_path / "toyrt/cache.py").write_text("# a new header line\n\n" + text)
+    assert verify(tmp_path, src(symbol="RetentionConfig", lines="8-16", sha256=CFG_SHA)) == (
+        "verified", None, "10-18")
+
+
+def test_line_range_anchor_relocates_exact_text(tmp_path: Path) -> None:
+    sha = digest((TREE / "toyrt/NOTES.txt").read_text().splitlines()[3:6])
+    (tmp_path / "toyrt").mkdir()
+    (tmp_path / "toyrt/NOTES.txt").write_text("intro\n" + (TREE / "toyrt/NOTES.txt").read_text())
+    anchor = src(path="toyrt/NOTES.txt", lines="4-6", sha256=sha)
+    assert verify(TREE, anchor) == ("verified", None, "4-6")
+    assert verify(tmp_path, anchor) == ("verified", None, "5-7")
+
+
+def test_quote_must_occur_in_the_range() -> None:
+    hit = src(path="toyrt/NOTES.txt", lines="4-6", quote="still   evicted\nunder pressure")
+    moved = src(path="toyrt/NOTES.txt", lines="1-2", quote="still evicted under pressure")
+    miss = src(path="toyrt/NOTES.txt", lines="4-6", quote="never evicted")
+    assert verify(TREE, hit)[0] == "verified"
+    assert verify(TREE, moved) == ("verified", None, "5-6")
+    assert verify(TREE, miss)[:2] == ("drifted", "A001")
+
+
+def test_missing_file_and_symbol() -> None:
+    assert verify(TREE, src(path="toyrt/gone.py", symbol="X", sha256=CFG_SHA))[:2] == (
+        "missing", "A002")
+    assert verify(TREE, src(symbol="RetentionConfig.pin", sha256=CFG_SHA))[:2] == (
+        "missing", "A002")
+
+
+def test_range_past_end_of_file_is_drift() -> None:
+    anchor = src(path="toyrt/NOTES.txt", lines="5-99", quote="x")
+    assert verify(TREE, anchor)[:2] == ("drifted", "A001")
+
+
+def test_unparsable_python_fails(tmp_path: Path) -> None:
+    (tmp_path / "toyrt").mkdir()
+    (tmp_path / "toyrt/cache.py").write_text("def broken(:\n")
+    assert verify(tmp_path, src(symbol="broken", sha256=CFG_SHA))[:2] == ("failed", "A007")
+
+
+def test_no_source_given_is_unverifiable() -> None:
+    r = Verifier({}).verify("a1", src(symbol="RetentionConfig", sha256=CFG_SHA), DATA)
+    assert (r.result, r.code) == ("unverifiable", "A003")
+
+
+def test_doc_and_sim_are_unverifiable() -> None:
+    v = Verifier({})
+    doc = DocAnchor(kind="doc", url="https://example.invalid", quote="q")
+    sim = SimAnchor(kind="sim", scenario="soft_priority_conflict")
+    assert v.verify("d", doc, DATA).result == "unverifiable"
+    assert v.verify("s", sim, DATA).result == "unverifiable"
+
+
+def test_path_traversal_refused_even_if_the_model_is_bypassed() -> None:
+    anchor = SourceAnchor.model_construct(kind="source", package="toyrt",
+                                          path="../six_classes.yaml", symbol=None, lines="1-2",
+                                          sha256=None, quote="x")
+    assert verify(TREE, anchor)[:2] == ("failed", "A005")
+
+
+def test_symlink_out_of_the_root_refused(tmp_path: Path) -> None:
+    (tmp_path / "toyrt").mkdir()
+    os.symlink(DATA / "six_classes.yaml", tmp_path / "toyrt" / "link.txt")
+    assert verify(tmp_path, src(path="toyrt/link.txt", lines="1-2", quote="x"))[:2] == (
+        "failed", "A005")
+
+
+def _wheel(path: Path, extra: dict[str, bytes] | None = None) -> Path:
+    with zipfile.ZipFile(path, "w") as z:
+        for f in (TREE / "toyrt").iterdir():
+            z.write(f, f"toyrt/{f.name}")
+        z.writestr("toyrt-0.1.dist-info/METADATA", "Name: toyrt\nVersion: 0.1\n")
+        for name, data in (extra or {}).items():
+            z.writestr(zipfile.ZipInfo(name), data)
+    return path
+
+
+def test_wheel_read_in_place(tmp_path: Path) -> None:
+    whl = _wheel(tmp_path / "toyrt-0.1-py3-none-any.whl")
+    assert verify(whl, src(symbol="RetentionConfig", sha256=CFG_SHA)) == (
+        "verified", None, "8-16")
+    assert not list(tmp_path.glob("toyrt/*")), "nothing extracted"
+
+
+def test_zip_slip_members_are_never_indexed(tmp_path: Path) -> None:
+    whl = _wheel(tmp_path / "evil.whl", {"../evil.py": b"X = 1\n", "/abs.py": b"X = 1\n",
+                                         "toyrt/../../evil2.py": b"X = 1\n"})
+    root = open_root("toyrt", whl)
+    assert sorted(root.refused_members) == ["../evil.py", "/abs.py", "toyrt/../../evil2.py"]
+    anchor = SourceAnchor.model_construct(kind="source", package="toyrt", path="../evil.py",
+                                          symbol="X", lines=None, sha256=CFG_SHA, quote=None)
+    assert Verifier({"toyrt": root}).verify("a", anchor, DATA).result == "failed"
+    assert root.read("evil.py") is None
+
+
+def test_sdist_tarball_strips_its_top_directory(tmp_path: Path) -> None:
+    sdist = tmp_path / "toyrt-0.1.tar.gz"
+    with tarfile.open(sdist, "w:gz") as t:
+        t.add(TREE / "toyrt", arcname="toyrt-0.1/toyrt")
+        info = tarfile.TarInfo("toyrt-0.1/../../slip.py")
+        info.size = 0
+        t.addfile(info, io.BytesIO(b""))
+    root = open_root("toyrt", sdist)
+    assert root.refused_members == ["toyrt-0.1/../../slip.py"]
+    assert verify(sdist, src(symbol="RetentionConfig", sha256=CFG_SHA))[0] == "verified"
+    assert len(root.digest() or "") == 64
+
+
+@pytest.mark.parametrize("bad", ["nope/", "x.rar"])
+def test_unusable_source_is_a_user_error(tmp_path: Path, bad: str) -> None:
+    target = tmp_path / bad
+    if bad.endswith(".rar"):
+        target.write_bytes(b"x")
+    with pytest.raises(SourceError):
+        open_root("toyrt", target)
+
+
+def test_corrupt_wheel_is_a_user_error(tmp_path: Path) -> None:
+    (tmp_path / "bad.whl").write_bytes(b"not a zip")
+    with pytest.raises(SourceError):
+        open_root("toyrt", tmp_path / "bad.whl")
+
+
+def test_normalisation_ignores_indentation_and_trailing_space() -> None:
+    a = ["    def f():", "        return 1   ", ""]
+    b = ["", "def f():", "    return 1"]
+    assert normalise(a) == normalise(b) == "def f():\n    return 1\n"
+    assert digest(a) == digest(b)
+    assert digest(["def f():", "    return 2"]) != digest(b)
+
+
+def test_make_anchor_round_trips() -> None:
+    root = open_root("toyrt", TREE)
+    made = make_anchor(root, "toyrt/cache.py:RetentionConfig", "0.1")
+    assert made["sha256"] == CFG_SHA and made["lines"] == "8-16"
+    lines = make_anchor(root, "toyrt/NOTES.txt:4-6")
+    assert verify(TREE, SourceAnchor.model_validate(lines))[0] == "verified"
+    with pytest.raises(ValueError):
+        make_anchor(root, "toyrt/cache.py:Nope")
+
+
+def _trace(gate: str, claim: str, path: str = "traces/witness.jsonl") -> TraceAnchor:
+    return TraceAnchor(kind="trace", path=path, gate=gate, claim=claim)
+
+
+@pytest.mark.parametrize(("anchor", "expected"), [
+    (_trace("observation", "c-1"), ("verified", None)),
+    (_trace("failure_outcome", "c-1"), ("verified", None)),
+    (_trace("lifecycle", "c-1"), ("verified", None)),
+    (_trace("attribution", "c-1"), ("failed", "A004")),
+    (_trace("failure_outcome", "c-obs", "traces/observe_only.jsonl"), ("failed", "A004")),
+    (_trace("failure_outcome", "c-fb", "traces/fallback.jsonl"), ("failed", "A008")),
+    (_trace("observation", "c-404"), ("failed", "A008")),
+    (_trace("observation", "c-1", "traces/nope.jsonl"), ("missing", "A002")),
+])
+def test_trace_anchors_run_their_gate(anchor: TraceAnchor, expected: tuple[str, str]) -> None:
+    r = Verifier().verify("t", anchor, DATA)
+    assert (r.result, r.code) == expected
+
+
+def test_trace_gate_results_are_cached_per_digest_gate_claim() -> None:
+    v = Verifier()
+    first = v.verify("t1", _trace("observation", "c-1"), DATA)
+    second = v.verify("t2", _trace("observation", "c-1"), DATA)
+    assert (first.id, second.id) == ("t1", "t2")
+    assert len(v._gates) == 1
+    assert list(v.trace_inputs) == [str(DATA / "traces/witness.jsonl")]
+
+
+def test_empty_trace_fails(tmp_path: Path) -> None:
+    (tmp_path / "empty.jsonl").write_text("")
+    r = Verifier().verify("t", _trace("observation", "c-1", "empty.jsonl"), tmp_path)
+    assert r.result == "failed"
+
+
+def test_passing_gate_on_a_microruntime_trace_is_only_cited(tmp_path: Path) -> None:
+    text = (DATA / "traces/witness.jsonl").read_text()
+    (tmp_path / "sim.jsonl").write_text(text.replace('"source":"testdata"',
+                                                     '"source":"microruntime"'))
+    r = Verifier().verify("t", _trace("observation", "c-1", "sim.jsonl"), tmp_path)
+    assert (r.result, r.code) == ("unverifiable", "A003")
+    assert "simulated" in r.detail
+    failed = Verifier().verify("t", _trace("attribution", "c-1", "sim.jsonl"), tmp_path)
+    assert failed.result == "failed"
