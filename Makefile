@@ -29,15 +29,20 @@ install: $(STAMP)
 
 install-vllm: $(VLLM_STAMP)
 
+FIXTURES ?= ../shared/fixtures/paper-traces
+
 demo: $(STAMP)
 	$(RKV) --version
 	$(RKV) trace check $(EXAMPLES)/success_path.jsonl --gate observation
 	$(RKV) trace check $(EXAMPLES)/claimed_load_failure.jsonl --gate failure_outcome
 	$(RKV) trace check $(EXAMPLES)/two_claim_attribution.jsonl --claim c-a \
 		--gate failure_outcome --gate attribution
-	$(RKV) trace check $(EXAMPLES)/lifecycle_two_generations.jsonl --gate lifecycle
-	$(RKV) trace check $(EXAMPLES)/expiring_release_before_loss.jsonl --gate lifecycle
-	$(RKV) trace check $(EXAMPLES)/hard_protected_conflict.jsonl --gate lifecycle
+	$(RKV) check --examples
+	$(RKV) litmus
+	$(RKV) sweep --resident 60 --active 70 --usable 80..150 --out demo-out/sweep
+	$(RKV) suite
+	if [ -d $(FIXTURES) ]; then $(RKV) trace reproduce $(FIXTURES); \
+	else echo "trace reproduce: $(FIXTURES) not found, nothing to reproduce"; fi
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
