@@ -71,9 +71,6 @@ _CODES: list[Code] = [
     Code("T012", "no_claims", "the trace names no claim at all",
          "with no claim there is nothing a gate could show; generic counters are not claims",
          "a trace of generic_counter events only"),
-    Code("T013", "gate_failed", "a trace gate did not pass for a claim",
-         "the run did not exhibit what the gate requires; the missing ids say which part",
-         "failure_outcome for c-1: missing outcome_before_finish"),
     Code("E101", "internal_error", "residentkv hit a bug",
          "internal errors are never mistaken for a verdict",
          "rerun with --traceback and report the output"),
@@ -150,6 +147,10 @@ _CODES: list[Code] = [
     Code("O004", "unknown_gate", "a bundle names a trace gate that does not exist",
          "a gate that does not exist can never pass, or worse, be skipped",
          "gates: [[observaton]]"),
+    Code("A009", "adapter_evidence_as_native",
+         "a native row cites a trace emitted by a residentkv adapter",
+         "adapter evidence shows the adapter, never the unmodified runtime (SPEC §7)",
+         "mechanism: native with a trace whose events come from residentkv.vllm.scheduler"),
     Code("O010", "expect_mismatch", "the row's class differs from its expect field",
          "expect is checked, never trusted: a mismatch means the curator or the evidence changed",
          "expect: approximation_substrate, class: unknown_evidence"),
@@ -166,12 +167,6 @@ _CODES: list[Code] = [
     Code("S001", "case_invalid", "a suite case folder has no valid case.yaml",
          "a case that cannot be read tests nothing; it fails the suite instead of being skipped",
          "a case folder with an empty case.yaml"),
-    Code("S002", "case_mismatch", "a suite case's classes, codes or gate results differ",
-         "a case passes only on an exact match; failing for another reason is a failure too",
-         "expected rejected_mapping, got unknown_evidence"),
-    Code("S003", "mutant_survived", "a generated mutant was not killed",
-         "a survivor is a bug in the checker or in the generator and must be explained",
-         "drop claim_reused: observation still passes"),
 ]
 
 CODES: dict[str, Code] = {c.id: c for c in _CODES}

@@ -55,6 +55,7 @@ class AnchorResult(BaseModel):
     gate: str | None = None
     controls: tuple[str, ...] = ()
     boundary: str | None = None
+    emitters: tuple[str, ...] = ()
 
 
 def normalise(lines: list[str]) -> str:
@@ -273,13 +274,19 @@ class Verifier:
 
 
 SIMULATED_SOURCES = ("microruntime",)
+#: event sources of residentkv's own runtime adapters (e.g. residentkv.vllm.scheduler)
+ADAPTER_SOURCES = ("residentkv.",)
 
 
 def _simulated(result: AnchorResult, target: Path) -> AnchorResult:
-    """A passing gate on a MicroRuntime trace is cited, never verified (sim is not a runtime)."""
+    """A passing gate on a MicroRuntime trace is cited, never verified (sim is not a runtime).
+
+    Trace results also record their emitters, so a native row can refuse adapter evidence.
+    """
+    emitters = trace_sources(target)
+    result = result.model_copy(update={"emitters": tuple(sorted(emitters))})
     if result.result != "verified":
         return result
-    emitters = trace_sources(target)
     sims = sorted(e for e in emitters if e.startswith(SIMULATED_SOURCES))
     if not sims:
         return result
@@ -287,6 +294,21 @@ def _simulated(result: AnchorResult, target: Path) -> AnchorResult:
         "result": "unverifiable", "code": "A003",
         "detail": f"{result.detail}, but the trace is simulated (source {', '.join(sims)}): "
                   "evidence about semantics, never about a runtime"})
+
+
+def native_view(result: AnchorResult) -> AnchorResult:
+    """How a *native* row may use this result: an adapter's trace never shows the runtime.
+
+    A passing gate on a trace emitted by a residentkv adapter is evidence about the adapter;
+    for a row that claims the unmodified runtime binds the obligation it is cited, not verified.
+    """
+    adapters = sorted(e for e in result.emitters if e.startswith(ADAPTER_SOURCES))
+    if result.kind != "trace" or result.result != "verified" or not adapters:
+        return result
+    return result.model_copy(update={
+        "result": "unverifiable", "code": "A009",
+        "detail": f"{result.detail}, but the trace was emitted by an adapter "
+                  f"({', '.join(adapters)}): adapter evidence never shows native behaviour"})
 
 
 def trace_sources(target: Path) -> set[str]:

@@ -130,7 +130,9 @@ def parse_bundle(text: str, path: str) -> Bundle:
             {**plain(root), "source": path,
              "digest": hashlib.sha256(text.encode()).hexdigest()})
     except ValidationError as e:
-        raise _as_error(validation_findings(e, root, path, default="O001")) from None
+        # every schema problem of a bundle is a bundle finding, whatever pydantic called it
+        findings = validation_findings(e, root, path, default="O001")
+        raise _as_error([f.model_copy(update={"code": "O001"}) for f in findings]) from None
     if not bundle.obligations:
         line, col = locate(root, ("obligations",))
         raise _as_error([Finding(code="O002", path=path, line=line, col=col,

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from residentkv.errors import UsageError
 from residentkv.findings import Finding
-from residentkv.lowering.anchors import AnchorResult, Verifier
+from residentkv.lowering.anchors import AnchorResult, Verifier, native_view
 from residentkv.lowering.bundles import SHORT, Bundle, load_bundles
 from residentkv.lowering.classify import Verdict, classify
 from residentkv.lowering.descriptor import LoadedDescriptor, LoadedRow, read_descriptor
@@ -137,6 +137,8 @@ def _check_row(lr: LoadedRow, bundles: dict[str, Bundle], verifier: Verifier) ->
     row, bundle = lr.row, bundles[lr.row.lowers]
     base_dir = Path(lr.path).parent
     results = {aid: verifier.verify(aid, a, base_dir) for aid, a in row.anchors.items()}
+    if row.mechanism == "native":
+        results = {aid: native_view(r) for aid, r in results.items()}
     verdict = classify(row, results, bundle)
     findings = _anchor_findings(lr, results) + _obligation_findings(lr, verdict)
     return _finish(lr, RowResult(**base, klass=verdict.klass, rule=verdict.rule,

@@ -97,6 +97,12 @@ class ClaimRestoreRequired(ClaimEvent):
 
 
 class ClaimRestored(ClaimEvent):
+    """The claim's KV is back in the device tier.
+
+    SPEC §3 names the restore's origin ``source`` (``offload_tier`` | ``fallback_recompute``),
+    which on this event takes the place of the envelope's emitter name.
+    """
+
     event: Literal["claim_restored"]
     generation: int = Field(ge=0)
     source: Literal["offload_tier", "fallback_recompute"]

@@ -62,6 +62,7 @@ class SuiteCase(_Frozen):
     obligations: list[ObligationName] = Field(min_length=1)
     descriptor: str | None = None
     sources: dict[str, str] = Field(default_factory=dict)
+    bundles: str | None = Field(default=None, description="a folder of the case's own bundles")
     classes: dict[str, ClassName] = Field(default_factory=dict)
     codes: list[str] = Field(default_factory=list)
     traces: list[TraceExpectation] = Field(default_factory=list)
@@ -70,10 +71,11 @@ class SuiteCase(_Frozen):
     def _has_evidence(self) -> SuiteCase:
         if self.descriptor is None and not self.traces:
             raise ValueError("a case needs a descriptor, traces, or both")
-        if self.descriptor is None and (self.classes or self.sources):
-            raise ValueError("classes and sources need a descriptor")
-        if self.descriptor is not None and not self.classes:
-            raise ValueError("a descriptor case must state the class of every row")
+        if self.descriptor is None and (self.classes or self.sources or self.bundles):
+            raise ValueError("classes, sources and bundles need a descriptor")
+        if self.descriptor is not None and not self.classes and not self.codes:
+            raise ValueError("a descriptor case must state the class of every row (or, for a "
+                             "file that cannot be evaluated, the codes it must produce)")
         return self
 
 

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import random
+import tempfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from residentkv.suite import trace_mutants
+from residentkv.model.events import event_to_dict
+from residentkv.suite import descriptor_mutants, trace_mutants
 from residentkv.suite.runner import CaseResult, case_folders, run_case
+from residentkv.trace.reader import TraceReader
 
 
 @dataclass
@@ -57,9 +60,11 @@ def _trace_parents(cases: list[CaseResult]) -> Iterator[tuple[str, list[dict[str
             if path in seen or not path.is_file():
                 continue
             seen.add(path)
-            lines = path.read_text().splitlines()
-            if lines:
-                yield f"{c.id}/{exp.path}", [json.loads(line) for line in lines]
+            reader = TraceReader(path)
+            events = [event_to_dict(e) for _, e in reader]
+            # a parent must be well-formed evidence: mutating a broken trace tests nothing
+            if events and not reader.problem_count:
+                yield f"{c.id}/{exp.path}", events
 
 
 def _all_trace_mutants(cases: list[CaseResult]) -> list[tuple[trace_mutants.TraceMutant,
@@ -71,21 +76,36 @@ def _all_trace_mutants(cases: list[CaseResult]) -> list[tuple[trace_mutants.Trac
 def run_suite(root: Path, mutants: int | None = None, seed: int = 0) -> SuiteResult:
     """Run every case under *root*, then up to *mutants* mutants (all when None)."""
     cases = [run_case(folder) for folder in case_folders(root)]
-    operators: dict[str, OperatorTally] = {name: OperatorTally()
-                                           for name in trace_mutants.OPERATORS}
-    pool = _all_trace_mutants(cases)
-    if mutants is not None and mutants < len(pool):
-        pool = random.Random(seed).sample(pool, mutants)
-    for mutant, parent_passed in pool:
-        tally = operators[mutant.operator]
-        tally.generated += 1
-        verdict = trace_mutants.judge(mutant, parent_passed)
-        if verdict.killed:
-            tally.killed += 1
-        else:
-            tally.survivors.append(f"{mutant.parent} [{mutant.gate} {mutant.claim}] "
-                                   f"{mutant.description}: {verdict.why}")
+    operators = {name: OperatorTally() for name in (*trace_mutants.OPERATORS,
+                                                    *descriptor_mutants.OPERATORS)}
+    passing = [(Path(c.path), c.case) for c in cases if c.passed and c.case is not None]
+    with tempfile.TemporaryDirectory(prefix="residentkv-mutants-") as scratch:
+        pool: list[Callable[[], tuple[str, bool, str]]] = [
+            partial(_judge_trace, m, passed) for m, passed in _all_trace_mutants(cases)]
+        pool += [partial(_judge_descriptor, parent, m) for parent, m in
+                 descriptor_mutants.descriptor_mutants(passing, Path(scratch))]
+        if mutants is not None and mutants < len(pool):
+            pool = random.Random(seed).sample(pool, mutants)
+        for job in pool:
+            operator, killed, survivor = job()
+            tally = operators[operator]
+            tally.generated += 1
+            if killed:
+                tally.killed += 1
+            else:
+                tally.survivors.append(survivor)
     return SuiteResult(cases, operators)
+
+
+def _judge_trace(m: trace_mutants.TraceMutant, parent_passed: set[str]) -> tuple[str, bool, str]:
+    v = trace_mutants.judge(m, parent_passed)
+    return m.operator, v.killed, f"{m.parent} [{m.gate} {m.claim}] {m.description}: {v.why}"
+
+
+def _judge_descriptor(parent: descriptor_mutants.DescriptorParent,
+                      m: descriptor_mutants.DescriptorMutant) -> tuple[str, bool, str]:
+    v = parent.judge(m)
+    return m.operator, v.killed, f"{m.parent} [{m.row_id}] {m.description}: {v.why}"
 
 
 def summary_lines(result: SuiteResult) -> list[str]:

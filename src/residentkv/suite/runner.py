@@ -57,6 +57,8 @@ def run_case(folder: Path, bundles_dir: Path | None = None) -> CaseResult:
     mismatches: list[str] = []
     if not (folder / "README.md").is_file():
         mismatches.append("no README.md saying why the mapping is wrong (or right)")
+    if case.bundles is not None:
+        bundles_dir = _inside(folder, case.bundles, "bundles", mismatches)
     classes, codes = _descriptor(folder, case, bundles_dir, mismatches)
     results: list[GateResult] = []
     for expectation in case.traces:

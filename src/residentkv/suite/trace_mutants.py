@@ -91,6 +91,11 @@ class Parent:
             self.roles[_role(e)] = self.roles.get(_role(e), 0) + 1
         self.accepted = sum(e["event"] == "claim_accepted" for e in self.events)
 
+    def failed_before(self, claim: str, index: int) -> bool:
+        """Whether a load of *claim* failed before events[index]."""
+        return any(_is_load_failure(e) and e.get("claim_id") == claim
+                   for e in self.events[:index])
+
     def apply(self, edit: Edit) -> tuple[str, ...]:
         out: list[str] = []
         for i, line in enumerate(self.lines):
@@ -172,12 +177,19 @@ def _role(e: Event) -> tuple[Any, ...]:
 
 
 def _targets(p: Parent, result: GateResult) -> Iterator[tuple[int, frozenset[str]]]:
-    """Evidence events the gate relied on whose loss must break something it requires."""
+    """Evidence events the gate relied on whose loss must break something it requires.
+
+    A restore recorded after a failure of the claim is evidence for one gate and a violation
+    for another (no_restore_after_failure): removing it would legitimately repair the other
+    gate, so it is not a single-fault mutation and is left alone.
+    """
     for seq in sorted({s for seqs in result.evidence.values() for s in seqs}):
         i = p.index.get(seq)
         if i is None:
             continue
         e = p.events[i]
+        if e["event"] == "claim_restored" and p.failed_before(result.claim_id, i):
+            continue
         if e.get("claim_id") not in (None, result.claim_id) and e.get(
                 "outcome_claim_id") != result.claim_id:
             # another claim's event: only the claim count can hang on it

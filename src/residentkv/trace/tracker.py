@@ -241,7 +241,8 @@ def _restore_required(facts: StreamFacts, t: ClaimTrack, e: ClaimRestoreRequired
     t.current_gen = e.generation
     chain = t.chains[e.generation]
     if chain.lookup_hit is None and t.last_lookup_hit is not None:
-        chain.lookup_hit = t.last_lookup_hit
+        # a lookup answers one restore: the next generation needs a lookup of its own
+        chain.lookup_hit, t.last_lookup_hit = t.last_lookup_hit, None
 
 
 def _unlink(facts: StreamFacts, t: ClaimTrack, chain: Chain | None) -> None:
