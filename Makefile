@@ -31,7 +31,7 @@ install-vllm: $(VLLM_STAMP)
 
 FIXTURES ?= ../shared/fixtures/paper-traces
 
-demo: $(STAMP)
+demo: $(VLLM_STAMP)
 	$(RKV) --version
 	$(RKV) trace check $(EXAMPLES)/success_path.jsonl --gate observation
 	$(RKV) trace check $(EXAMPLES)/claimed_load_failure.jsonl --gate failure_outcome
@@ -41,6 +41,7 @@ demo: $(STAMP)
 	$(RKV) litmus
 	$(RKV) sweep --resident 60 --active 70 --usable 80..150 --out demo-out/sweep
 	$(RKV) suite
+	$(RKV) witness run --scenario all
 	if [ -d $(FIXTURES) ]; then $(RKV) trace reproduce $(FIXTURES); \
 	else echo "trace reproduce: $(FIXTURES) not found, nothing to reproduce"; fi
 
@@ -50,7 +51,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-unit: $(STAMP)
+unit: $(VLLM_STAMP)
 	$(PY) -m pytest -q
 
 test: lint typecheck unit

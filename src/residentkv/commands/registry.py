@@ -16,5 +16,6 @@ def extra_commands() -> list[click.Command]:
     from residentkv.commands.check import check
     from residentkv.commands.microruntime import litmus, sweep
     from residentkv.commands.suite import suite
+    from residentkv.commands.witness import witness
 
-    return [check, anchors, litmus, sweep, suite]
+    return [check, anchors, litmus, sweep, suite, witness]

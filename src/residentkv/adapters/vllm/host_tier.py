@@ -1,0 +1,192 @@
+"""The bounded host KV tier: a slot allocator (scheduler side) and a tensor pool (worker side).
+
+The scheduler side decides every placement, so it always knows exactly what the tier holds and
+can answer lookups without asking the worker. Claims reserve their slots when they are accepted;
+a claim that does not fit is rejected at acceptance, so a claimed object is never evicted to make
+room. Only unclaimed (ordinary, promise-free) entries are ever evicted, least recently used
+first.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["HostPool", "SlotAllocator", "UnclaimedEntry"]
+
+
+@dataclass
+class UnclaimedEntry:
+    """An ordinary offloaded prefix: no owner, no promise, evictable."""
+
+    slots: list[int]
+    committed: bool = False
+    pinned: int = 0  # loads planned from it in the current step
+
+
+@dataclass
+class SlotAllocator:
+    """Hands out host-tier block slots; claimed reservations are never taken back silently."""
+
+    num_slots: int
+    _free: list[int] = field(default_factory=list)
+    _claims: dict[str, list[int]] = field(default_factory=dict)
+    _unclaimed: OrderedDict[Hashable, UnclaimedEntry] = field(default_factory=OrderedDict)
+
+    def __post_init__(self) -> None:
+        if self.num_slots <= 0:
+            raise ValueError("the host tier needs at least one block slot")
+        # Lowest slots first keeps placements deterministic across runs.
+        self._free = list(range(self.num_slots - 1, -1, -1))
+
+    @property
+    def free_slots(self) -> int:
+        """Slots not held by anything."""
+        return len(self._free)
+
+    @property
+    def reclaimable_slots(self) -> int:
+        """Slots a new claim could get: free ones plus unpinned unclaimed entries."""
+        return self.free_slots + sum(
+            len(e.slots) for e in self._unclaimed.values() if e.pinned == 0
+        )
+
+    def claimed_slots(self, claim_id: str) -> list[int] | None:
+        """The slots reserved for *claim_id*, if any."""
+        return self._claims.get(claim_id)
+
+    def reserve_claim(self, claim_id: str, blocks: int) -> list[int] | None:
+        """Reserve *blocks* slots for a claim, evicting only unclaimed entries; ``None`` if the
+        tier cannot hold it without touching another claim."""
+        if claim_id in self._claims:
+            raise ValueError(f"claim {claim_id!r} already holds slots")
+        if blocks > self.reclaimable_slots:
+            return None
+        slots = self._take(blocks)
+        self._claims[claim_id] = slots
+        return slots
+
+    def release_claim(self, claim_id: str) -> None:
+        """Give a claim's slots back (after release or rejection)."""
+        self._free.extend(reversed(self._claims.pop(claim_id, [])))
+
+    def find_unclaimed(self, key: Hashable) -> UnclaimedEntry | None:
+        """A committed unclaimed entry stored under *key* (refreshes its LRU position)."""
+        entry = self._unclaimed.get(key)
+        if entry is None or not entry.committed:
+            return None
+        self._unclaimed.move_to_end(key)
+        return entry
+
+    def has_unclaimed(self, key: Hashable) -> bool:
+        """Whether *key* is stored or being stored."""
+        return key in self._unclaimed
+
+    def place_unclaimed(self, key: Hashable, blocks: int) -> list[int] | None:
+        """Place an unclaimed entry, evicting older unclaimed ones; ``None`` if it cannot fit."""
+        if key in self._unclaimed or blocks > self.reclaimable_slots:
+            return None
+        slots = self._take(blocks)
+        self._unclaimed[key] = UnclaimedEntry(slots=slots)
+        return slots
+
+    def commit_unclaimed(self, key: Hashable) -> None:
+        """Mark an unclaimed entry as stored (its store job succeeded)."""
+        if key in self._unclaimed:
+            self._unclaimed[key].committed = True
+
+    def drop_unclaimed(self, key: Hashable) -> None:
+        """Forget an unclaimed entry (its store failed)."""
+        entry = self._unclaimed.pop(key, None)
+        if entry is not None:
+            self._free.extend(reversed(entry.slots))
+
+    def _take(self, blocks: int) -> list[int]:
+        victims = iter([k for k, e in self._unclaimed.items() if e.pinned == 0])
+        while len(self._free) < blocks:
+            self.drop_unclaimed(next(victims))
+        return [self._free.pop() for _ in range(blocks)]
+
+
+def _runs(src: Sequence[int], dst: Sequence[int]) -> list[tuple[int, int, int]]:
+    """Split a block mapping into (src_start, dst_start, length) runs consecutive on both sides."""
+    if len(src) != len(dst):
+        raise ValueError(f"copy of {len(src)} blocks into {len(dst)} places")
+    runs: list[tuple[int, int, int]] = []
+    for s, d in zip(src, dst, strict=True):
+        if runs and runs[-1][0] + runs[-1][2] == s and runs[-1][1] + runs[-1][2] == d:
+            runs[-1] = (runs[-1][0], runs[-1][1], runs[-1][2] + 1)
+        else:
+            runs.append((s, d, 1))
+    return runs
+
+
+class HostPool:
+    """Per-layer host tensors shaped like one KV block each, indexed by slot.
+
+    On vLLM's CPU backend this is a plain CPU tensor pool and copies are synchronous. Where the
+    KV cache lives on CUDA the pool is pinned and copies run on a side stream that the call
+    waits for -- that path is written for completeness and is UNTESTED here (no GPU).
+    """
+
+    def __init__(self, kv_caches: dict[str, Any], num_slots: int) -> None:
+        import torch
+
+        self._torch = torch
+        self.layers = list(kv_caches)
+        self.num_slots = num_slots
+        first = next(iter(kv_caches.values()))
+        self.device = first.device
+        self._cuda = first.device.type == "cuda"
+        self._stream = torch.cuda.Stream() if self._cuda else None  # UNTESTED path
+        self.pool: dict[str, Any] = {}
+        self.bytes_per_block = 0
+        for name, kv in kv_caches.items():
+            self.pool[name] = torch.empty(
+                (num_slots, *kv.shape[1:]), dtype=kv.dtype, device="cpu", pin_memory=self._cuda
+            )
+            self.bytes_per_block += kv[0].numel() * kv.element_size()
+
+    def _index(self, ids: Sequence[int], device: Any) -> Any:
+        return self._torch.tensor(list(ids), dtype=self._torch.long, device=device)
+
+    def store(self, kv_caches: dict[str, Any], block_ids: Sequence[int],
+              slots: Sequence[int]) -> int:
+        """Copy device blocks into host slots; returns the bytes copied."""
+        if self._stream is None:
+            # Claimed prefixes usually sit in consecutive blocks and slots: one slice copy per
+            # run and layer avoids building index tensors on the hot path.
+            for s0, d0, n in _runs(block_ids, slots):
+                for name in self.layers:
+                    self.pool[name][d0:d0 + n].copy_(kv_caches[name][s0:s0 + n])
+            return len(block_ids) * self.bytes_per_block
+        # UNTESTED (no GPU here): CUDA device -> pinned host on a side stream.
+        src_idx = self._index(block_ids, self.device)
+        dst_idx = self._index(slots, "cpu")
+        with self._torch.cuda.stream(self._stream):
+            for name in self.layers:
+                data = kv_caches[name].index_select(0, src_idx).to("cpu", non_blocking=True)
+                self._stream.synchronize()
+                self.pool[name].index_copy_(0, dst_idx, data)
+        return len(block_ids) * self.bytes_per_block
+
+    def load(self, kv_caches: dict[str, Any], slots: Sequence[int],
+             block_ids: Sequence[int]) -> int:
+        """Copy host slots into device blocks; returns the bytes copied."""
+        if self._stream is None:
+            for s0, d0, n in _runs(slots, block_ids):
+                for name in self.layers:
+                    kv_caches[name][d0:d0 + n].copy_(self.pool[name][s0:s0 + n])
+            return len(block_ids) * self.bytes_per_block
+        # UNTESTED (no GPU here): pinned host -> CUDA device on a side stream, waited for
+        # before the forward that reads the blocks.
+        src_idx = self._index(slots, "cpu")
+        dst_idx = self._index(block_ids, self.device)
+        with self._torch.cuda.stream(self._stream):
+            for name in self.layers:
+                data = self.pool[name].index_select(0, src_idx).to(self.device, non_blocking=True)
+                kv_caches[name].index_copy_(0, dst_idx, data)
+        self._stream.synchronize()
+        return len(block_ids) * self.bytes_per_block

@@ -1,0 +1,573 @@
+"""The positive systems witness of SPEC §9: every scenario, run on real vLLM, judged by the gates.
+
+A :class:`Witness` owns one in-process engine (one ``kv_load_failure_policy``). Each scenario run
+swaps the operator's event sink to a fresh trace file, resets vLLM's prefix cache so the only
+source of a restored prefix is the host tier, sends real requests, and then runs the trace gates
+on what the connector wrote. The harness never writes claim or substrate events itself; the
+only events it adds are ``generic_counter`` values it read from vLLM's request outputs (the
+``generic_counter_only`` scenario).
+
+vLLM keeps process-global state (the KV transfer group), so one process runs one engine; the
+top-level :func:`run_witness` runs each policy's scenarios in a child process.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from residentkv.adapters.vllm.config import InjectionRule
+
+__all__ = [
+    "EXPECTED",
+    "SCENARIOS",
+    "ScenarioRun",
+    "Witness",
+    "format_table",
+    "run_witness",
+    "scenario_policy",
+]
+
+SCENARIOS: tuple[str, ...] = (
+    "no_claim",
+    "success_path",
+    "ordinary_offload_no_claim",
+    "claimed_load_failure",
+    "wrong_claim_failure",
+    "unclaimed_load_failure",
+    "fallback_recompute",
+    "generic_counter_only",
+    "multi_claim_targeted_failure",
+    "cross_tenant_reuse",
+)
+
+#: SPEC §9's table: scenario -> {"role.gate": expected passed}
+EXPECTED: dict[str, dict[str, bool]] = {
+    "no_claim": {"target.observation": False, "target.failure_outcome": False},
+    "success_path": {"target.observation": True, "target.failure_outcome": False},
+    "ordinary_offload_no_claim": {"target.observation": False, "target.failure_outcome": False},
+    "claimed_load_failure": {"target.observation": False, "target.failure_outcome": True},
+    "wrong_claim_failure": {"target.observation": True, "target.failure_outcome": False},
+    "unclaimed_load_failure": {"target.observation": False, "target.failure_outcome": False},
+    "fallback_recompute": {"target.observation": False, "target.failure_outcome": False},
+    "generic_counter_only": {"target.observation": False, "target.failure_outcome": False},
+    "multi_claim_targeted_failure": {
+        "target.observation": False, "target.failure_outcome": True,
+        "target.attribution": True, "control.observation": True,
+        "control.failure_outcome": False,
+    },
+    "cross_tenant_reuse": {"target.observation": False, "target.failure_outcome": False},
+}
+
+#: extra facts each scenario must show, beyond the gates (all must be True)
+CHECKS: dict[str, tuple[str, ...]] = {
+    "success_path": ("restored_tokens_equal_cold", "outcome_restored"),
+    "ordinary_offload_no_claim": ("unclaimed_load_happened", "restored_tokens_equal_cold"),
+    "claimed_load_failure": ("finish_reason_error", "outcome_refused"),
+    "wrong_claim_failure": ("restored_tokens_equal_cold", "outcome_restored",
+                            "no_injection_fired"),
+    "unclaimed_load_failure": ("finish_reason_error", "unclaimed_failure_branch"),
+    "fallback_recompute": ("restored_tokens_equal_cold", "outcome_fallback_recompute",
+                           "fallback_in_trace"),
+    "multi_claim_targeted_failure": ("control_tokens_equal_cold", "outcome_refused",
+                                     "control_outcome_restored"),
+    "cross_tenant_reuse": ("no_restore_for_other_tenant", "other_tenant_tokens_equal_cold",
+                           "foreign_claim_reference_rejected"),
+}
+
+BLOCK = 128
+PROMPT_TOKENS = 297  # 2 full blocks restorable + a tail vLLM always computes
+MAX_TOKENS = 8
+
+
+def scenario_policy(scenario: str) -> str:
+    """The kv_load_failure_policy a scenario needs."""
+    return "recompute" if scenario == "fallback_recompute" else "fail"
+
+
+@dataclass
+class ScenarioRun:
+    """One run of one scenario: its trace, gate results, checks and timings."""
+
+    scenario: str
+    index: int
+    trace: str
+    gates: dict[str, bool] = field(default_factory=dict)
+    checks: dict[str, bool] = field(default_factory=dict)
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    outcomes: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    latency_ms: float | None = None  # the scenario's key request, end to end
+
+    @property
+    def matched(self) -> bool:
+        """Whether every gate result equals SPEC §9 and every check holds."""
+        if self.error is not None:
+            return False
+        exp = EXPECTED[self.scenario]
+        return all(self.gates.get(k) == v for k, v in exp.items()) and all(
+            self.checks.get(c, False) for c in CHECKS.get(self.scenario, ())
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["matched"] = self.matched
+        return data
+
+
+def make_claim(claim_id: str, owner: str, model_id: str, object_id: str) -> dict[str, Any]:
+    """A valid offloadable claim on the first two blocks of a prompt."""
+    return {
+        "claim_id": claim_id,
+        "owner_scope": owner,
+        "object_id": object_id,
+        "cache_identity": {
+            "model_id": model_id, "tokenizer_id": "token-ids", "cache_key_domain": "vllm-prefix",
+            "salt_namespace": "none", "block_size": BLOCK, "kv_format": "vllm-cpu-float32",
+        },
+        "request_token_map_id": f"{object_id}/tokens",
+        "predicate": {"id": "leading-2", "kind": "leading_prefix_at_least", "blocks": 2},
+        "footprint_blocks": 2,
+        "protection_mode": "offloadable",
+        "registration": "pre_registered",
+    }
+
+
+class Witness:
+    """One in-process engine and the scenarios that run on it."""
+
+    def __init__(self, work_dir: str | Path, *, policy: str = "fail", load_mode: str = "async",
+                 host_tier_bytes: int = 64 << 20, extra: dict[str, Any] | None = None) -> None:
+        from residentkv.adapters.vllm.control import operator
+        from residentkv.adapters.vllm.engine import make_engine, write_tiny_model
+
+        self.work_dir = Path(work_dir)
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.policy = policy
+        self.load_mode = load_mode
+        extra = {"load_mode": load_mode, **(extra or {})}
+        self.model_dir = write_tiny_model(self.work_dir / "tiny-llama")
+        self.model_id = str(self.model_dir)
+        self.llm = make_engine(self.model_dir, event_sink=self.work_dir / f"engine-{policy}.jsonl",
+                               policy=policy, host_tier_bytes=host_tier_bytes, extra=extra)
+        self.op = operator()
+        # The engine's first forward pays one-off warm-up costs; keep them out of the timings.
+        self.generate([self.prompt("warmup", 0)], [None])
+
+    # ------------------------------------------------------------------ helpers
+
+    def prompt(self, scenario: str, index: int, salt: str = "") -> list[int]:
+        """A deterministic prompt, distinct per scenario, run and salt."""
+        rng = random.Random(f"{scenario}/{index}/{salt}")
+        return [rng.randrange(3, 1024) for _ in range(PROMPT_TOKENS)]
+
+    def generate(self, prompts: Sequence[list[int]],
+                 claims: Sequence[dict[str, Any] | None]) -> tuple[list[Any], float]:
+        """Run one batch; returns the outputs and the wall time in ms."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        params = [
+            SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0, ignore_eos=True,
+                           extra_args={"kv_transfer_params": {"resident_claim": c}} if c else None)
+            for c in claims
+        ]
+        start = time.perf_counter_ns()
+        outs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
+                                 use_tqdm=False)
+        return list(outs), (time.perf_counter_ns() - start) / 1e6
+
+    def reset(self) -> None:
+        """Drop vLLM's device prefix cache so a later hit can only come from the host tier."""
+        if not self.llm.reset_prefix_cache():
+            raise RuntimeError("vLLM refused to reset the prefix cache")
+
+    @staticmethod
+    def tokens(out: Any) -> list[int]:
+        return list(out.outputs[0].token_ids)
+
+    @staticmethod
+    def finish(out: Any) -> str | None:
+        return out.outputs[0].finish_reason
+
+    def outcome(self, out: Any) -> dict[str, Any] | None:
+        """The claim outcome the caller got: from the request output when vLLM passed it on,
+        else (FINISHED_ERROR, where vLLM 0.32 drops it) from the connector's record."""
+        params = out.kv_transfer_params or {}
+        return params.get("resident_claim") or self.op.outcome_for(out.request_id)
+
+    def read_trace(self, path: Path) -> list[dict[str, Any]]:
+        self.op.flush()
+        with path.open(encoding="utf-8") as fh:
+            return [json.loads(line) for line in fh if line.strip()]
+
+    # ------------------------------------------------------------------ running
+
+    def run(self, scenario: str, index: int, out_dir: str | Path,
+            gates: bool = True) -> ScenarioRun:
+        """Run *scenario* once, writing its trace under *out_dir*, and judge it."""
+        if scenario_policy(scenario) != self.policy:
+            raise ValueError(f"scenario {scenario} needs policy {scenario_policy(scenario)}, "
+                             f"this engine runs {self.policy}")
+        trace = Path(out_dir) / scenario / f"run-{index:03d}.jsonl"
+        trace.parent.mkdir(parents=True, exist_ok=True)
+        trace.unlink(missing_ok=True)
+        self.op.configure(event_sink=trace, failure_injection=[], offload_unclaimed=False)
+        run = ScenarioRun(scenario=scenario, index=index, trace=str(trace))
+        claims: list[str] = []
+        try:
+            self.reset()
+            targets = getattr(self, f"_s_{scenario}")(run, index, claims)
+        except Exception as exc:  # a broken run is recorded, never counted as a match
+            run.error = f"{type(exc).__name__}: {exc}"
+            targets = {}
+        finally:
+            self.op.configure(failure_injection=[], offload_unclaimed=False)
+            self.op.release_claims(claims, reason="witness run ended")
+            self.op.flush()
+        if gates and run.error is None:
+            try:
+                run.gates = judge(trace, scenario, targets)
+            except Exception as exc:  # a gate crash is a harness failure, not a verdict
+                run.error = f"gates raised {type(exc).__name__}: {exc}"
+        return run
+
+    def _cid(self, scenario: str, index: int, role: str) -> str:
+        return f"{scenario}-{index}-{role}"
+
+    def _claim(self, cid: str, owner: str = "tenant:a/session:1",
+               obj: str = "prefix-a") -> dict[str, Any]:
+        return make_claim(cid, owner, self.model_id, obj)
+
+    # --- scenarios: each returns {"target": claim_id, ["control": claim_id]} ------------------
+
+    def _s_no_claim(self, run: ScenarioRun, i: int, claims: list[str]) -> dict[str, str]:
+        p = self.prompt(run.scenario, i)
+        self.generate([p], [None])
+        self.reset()
+        _, run.timings_ms["request"] = self.generate([p], [None])
+        run.latency_ms = run.timings_ms["request"]
+        return {"target": self._cid(run.scenario, i, "target")}
+
+    def _success(self, run: ScenarioRun, i: int, claims: list[str]) -> tuple[str, Any]:
+        p = self.prompt(run.scenario, i)
+        cid = self._cid(run.scenario, i, "target")
+        claims.append(cid)
+        (cold,), run.timings_ms["no_claim_request"] = self.generate([p], [None])
+        self.reset()
+        (resident,), run.timings_ms["resident_request"] = self.generate([p], [self._claim(cid)])
+        self.reset()
+        (reuse,), run.timings_ms["reuse_request"] = self.generate([p], [self._claim(cid)])
+        run.latency_ms = run.timings_ms["reuse_request"]
+        run.outcomes = {"resident": self.outcome(resident), "reuse": self.outcome(reuse)}
+        run.checks["restored_tokens_equal_cold"] = self.tokens(reuse) == self.tokens(cold)
+        run.checks["outcome_restored"] = (run.outcomes["reuse"] or {}).get("outcome") == "restored"
+        return cid, reuse
+
+    def _s_success_path(self, run: ScenarioRun, i: int, claims: list[str]) -> dict[str, str]:
+        cid, _ = self._success(run, i, claims)
+        return {"target": cid}
+
+    def _s_wrong_claim_failure(self, run: ScenarioRun, i: int,
+                               claims: list[str]) -> dict[str, str]:
+        # The injection names a claim that never arrives: it must change nothing.
+        ghost = self._cid(run.scenario, i, "never-submitted")
+        self.op.configure(failure_injection=[InjectionRule(claim_id=ghost)])
+        fired = self.op.injections_fired
+        cid, _ = self._success(run, i, claims)
+        run.checks["no_injection_fired"] = self.op.injections_fired == fired
+        return {"target": cid}
+
+    def _s_ordinary_offload_no_claim(self, run: ScenarioRun, i: int,
+                                     claims: list[str]) -> dict[str, str]:
+        self.op.configure(offload_unclaimed=True)
+        p = self.prompt(run.scenario, i)
+        (first,), _ = self.generate([p], [None])
+        self.reset()
+        (second,), run.timings_ms["request"] = self.generate([p], [None])
+        run.latency_ms = run.timings_ms["request"]
+        events = self.read_trace(Path(run.trace))
+        run.checks["unclaimed_load_happened"] = any(
+            e["event"] == "kv_load_finished" and e["success"] and e["claim_id"] is None
+            and same_request(e["request_id"], second.request_id) for e in events)
+        run.checks["restored_tokens_equal_cold"] = self.tokens(second) == self.tokens(first)
+        return {"target": self._cid(run.scenario, i, "target")}
+
+    def _s_claimed_load_failure(self, run: ScenarioRun, i: int,
+                                claims: list[str]) -> dict[str, str]:
+        p = self.prompt(run.scenario, i)
+        cid = self._cid(run.scenario, i, "target")
+        claims.append(cid)
+        self.op.configure(failure_injection=[InjectionRule(claim_id=cid, mode="once")])
+        self.generate([p], [self._claim(cid)])
+        self.reset()
+        (reuse,), run.timings_ms["refused_request"] = self.generate([p], [self._claim(cid)])
+        run.latency_ms = run.timings_ms["refused_request"]
+        run.outcomes = {"reuse": self.outcome(reuse)}
+        run.checks["finish_reason_error"] = self.finish(reuse) == "error"
+        run.checks["outcome_refused"] = (run.outcomes["reuse"] or {}).get("outcome") == "refused"
+        return {"target": cid}
+
+    def _s_unclaimed_load_failure(self, run: ScenarioRun, i: int,
+                                  claims: list[str]) -> dict[str, str]:
+        self.op.configure(offload_unclaimed=True,
+                          failure_injection=[InjectionRule(unclaimed=True, mode="once")])
+        p = self.prompt(run.scenario, i)
+        self.generate([p], [None])
+        self.reset()
+        (second,), run.timings_ms["request"] = self.generate([p], [None])
+        run.latency_ms = run.timings_ms["request"]
+        run.checks["finish_reason_error"] = self.finish(second) == "error"
+        events = self.read_trace(Path(run.trace))
+        run.checks["unclaimed_failure_branch"] = any(
+            e["event"] == "scheduler_load_failure" and e["claim_id"] is None
+            and same_request(e["request_id"], second.request_id) for e in events)
+        return {"target": self._cid(run.scenario, i, "target")}
+
+    def _s_fallback_recompute(self, run: ScenarioRun, i: int,
+                              claims: list[str]) -> dict[str, str]:
+        p = self.prompt(run.scenario, i)
+        cid = self._cid(run.scenario, i, "target")
+        claims.append(cid)
+        # Persistent: every load of this claim fails, so no retry can succeed by accident.
+        self.op.configure(failure_injection=[InjectionRule(claim_id=cid, mode="persistent")])
+        (cold,), _ = self.generate([p], [None])
+        self.reset()
+        self.generate([p], [self._claim(cid)])
+        self.reset()
+        (reuse,), run.timings_ms["request"] = self.generate([p], [self._claim(cid)])
+        run.latency_ms = run.timings_ms["request"]
+        run.outcomes = {"reuse": self.outcome(reuse)}
+        run.checks["restored_tokens_equal_cold"] = self.tokens(reuse) == self.tokens(cold)
+        run.checks["outcome_fallback_recompute"] = (
+            (run.outcomes["reuse"] or {}).get("outcome") == "fallback_recompute")
+        events = self.read_trace(Path(run.trace))
+        run.checks["fallback_in_trace"] = any(
+            e["event"] == "claim_restored" and e["source"] == "fallback_recompute"
+            and e["claim_id"] == cid for e in events)
+        return {"target": cid}
+
+    def _s_generic_counter_only(self, run: ScenarioRun, i: int,
+                                claims: list[str]) -> dict[str, str]:
+        p = self.prompt(run.scenario, i)
+        for _ in range(2):
+            (out,), run.timings_ms["request"] = self.generate([p], [None])
+            # vLLM's own counter, as vLLM reported it: it names no claim and proves nothing.
+            self.op.emit("generic_counter", source="harness", request_id=out.request_id,
+                         name="vllm.num_cached_tokens", value=int(out.num_cached_tokens or 0))
+        run.latency_ms = run.timings_ms["request"]
+        return {"target": self._cid(run.scenario, i, "target")}
+
+    def _s_multi_claim_targeted_failure(self, run: ScenarioRun, i: int,
+                                        claims: list[str]) -> dict[str, str]:
+        pt = self.prompt(run.scenario, i, "target")
+        pc = self.prompt(run.scenario, i, "control")
+        tid = self._cid(run.scenario, i, "target")
+        kid = self._cid(run.scenario, i, "control")
+        claims += [tid, kid]
+        (cold_c,), _ = self.generate([pc], [None])
+        self.reset()
+        self.op.configure(failure_injection=[InjectionRule(claim_id=tid)])
+        ct, ck = self._claim(tid, obj="prefix-t"), self._claim(kid, obj="prefix-c")
+        self.generate([pt, pc], [ct, ck])
+        self.reset()
+        # Both reuse requests in one batch: the failure and the restore share a step.
+        (out_t, out_c), run.timings_ms["batch"] = self.generate([pt, pc], [ct, ck])
+        run.latency_ms = run.timings_ms["batch"]
+        run.outcomes = {"target": self.outcome(out_t), "control": self.outcome(out_c)}
+        run.checks["control_tokens_equal_cold"] = self.tokens(out_c) == self.tokens(cold_c)
+        run.checks["outcome_refused"] = (run.outcomes["target"] or {}).get("outcome") == "refused"
+        run.checks["control_outcome_restored"] = (
+            (run.outcomes["control"] or {}).get("outcome") == "restored")
+        return {"target": tid, "control": kid}
+
+    def _s_cross_tenant_reuse(self, run: ScenarioRun, i: int,
+                              claims: list[str]) -> dict[str, str]:
+        p = self.prompt(run.scenario, i)
+        aid = self._cid(run.scenario, i, "target")
+        bid = self._cid(run.scenario, i, "tenant-b")
+        claims += [aid, bid]
+        (cold,), _ = self.generate([p], [None])
+        self.reset()
+        self.generate([p], [self._claim(aid, owner="tenant:a/session:1")])
+        self.reset()
+        # Tenant B: the same prefix under its own claim, then under tenant A's claim id.
+        (own,), run.timings_ms["request"] = self.generate(
+            [p], [self._claim(bid, owner="tenant:b/session:9")])
+        self.reset()
+        run.latency_ms = run.timings_ms["request"]
+        (forged,), _ = self.generate([p], [self._claim(aid, owner="tenant:b/session:9")])
+        events = self.read_trace(Path(run.trace))
+        run.checks["no_restore_for_other_tenant"] = not any(
+            e["request_id"] is not None
+            and any(same_request(e["request_id"], o.request_id) for o in (own, forged))
+            and e["event"] in {"kv_load_started", "kv_load_finished", "claim_restored",
+                               "claim_restore_required"}
+            for e in events)
+        run.checks["other_tenant_tokens_equal_cold"] = (
+            self.tokens(own) == self.tokens(cold) == self.tokens(forged))
+        run.outcomes = {"tenant_b_own": self.outcome(own), "tenant_b_forged": self.outcome(forged)}
+        run.checks["foreign_claim_reference_rejected"] = (
+            (run.outcomes["tenant_b_forged"] or {}).get("outcome") == "rejected")
+        return {"target": aid}
+
+
+def same_request(internal: str, external: str) -> bool:
+    """Whether vLLM's internal request id (``<external>-<8 hex>``) is the caller's request."""
+    return internal == external or internal.startswith(external + "-")
+
+
+def judge(trace: Path, scenario: str, targets: dict[str, str]) -> dict[str, bool]:
+    """Run the gates SPEC §9 names for *scenario* on each role's claim."""
+    from residentkv.trace.gates import check_trace
+
+    wanted: dict[str, list[str]] = {}
+    for key in EXPECTED[scenario]:
+        role, gate = key.split(".")
+        wanted.setdefault(role, []).append(gate)
+    results: dict[str, bool] = {}
+    for role, gates in wanted.items():
+        cid = targets.get(role)
+        if cid is None:
+            results.update({f"{role}.{g}": False for g in gates})
+            continue
+        check = check_trace(trace, gates=tuple(gates), claim_id=cid)
+        for r in check.results:
+            results[f"{role}.{r.gate}"] = bool(r.passed) and not check.problems
+    return results
+
+
+# ---------------------------------------------------------------------- orchestration
+
+
+def run_policy_group(policy: str, scenarios: Sequence[str], repeat: int,
+                     out_dir: str | Path, load_mode: str = "async") -> list[ScenarioRun]:
+    """Run *scenarios* (all of one policy) *repeat* times on one in-process engine."""
+    witness = Witness(Path(out_dir) / "_engine", policy=policy, load_mode=load_mode)
+    runs = []
+    for scenario in scenarios:
+        for i in range(repeat):
+            runs.append(witness.run(scenario, i, out_dir))
+    return runs
+
+
+def run_witness(scenarios: Sequence[str], repeat: int, out_dir: str | Path,
+                *, load_mode: str = "async", python: str | None = None) -> list[ScenarioRun]:
+    """Run every scenario, one child process per policy; returns all runs in scenario order."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    groups: dict[str, list[str]] = {}
+    for s in scenarios:
+        groups.setdefault(scenario_policy(s), []).append(s)
+    runs: list[ScenarioRun] = []
+    for policy, group in groups.items():
+        result = out / f"results-{policy}.json"
+        result.unlink(missing_ok=True)
+        log = out / f"engine-{policy}.log"
+        cmd = [python or sys.executable, "-m", "residentkv.adapters.vllm.witness",
+               "--policy", policy, "--repeat", str(repeat), "--out", str(out),
+               "--load-mode", load_mode,
+               "--result", str(result), *group]
+        with log.open("w", encoding="utf-8") as fh:
+            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, check=False)
+        if proc.returncode != 0 or not result.exists():
+            tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
+            raise RuntimeError(
+                f"the {policy}-policy engine exited with {proc.returncode}; log {log}:\n"
+                + "\n".join(tail))
+        for item in json.loads(result.read_text(encoding="utf-8")):
+            item.pop("matched", None)
+            runs.append(ScenarioRun(**item))
+    order = {s: n for n, s in enumerate(scenarios)}
+    runs.sort(key=lambda r: (order[r.scenario], r.index))
+    return runs
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    data = sorted(values)
+    if not data:
+        return None
+    k = (len(data) - 1) * q
+    lo, hi = int(k), min(int(k) + 1, len(data) - 1)
+    return data[lo] + (data[hi] - data[lo]) * (k - lo)
+
+
+def summarize(runs: Sequence[ScenarioRun]) -> list[dict[str, Any]]:
+    """One row per scenario: per gate passes/runs and expectation, matched runs, latency."""
+    rows = []
+    for scenario in dict.fromkeys(r.scenario for r in runs):
+        mine = [r for r in runs if r.scenario == scenario]
+        cells = {}
+        for key, exp in EXPECTED[scenario].items():
+            passes = sum(1 for r in mine if r.gates.get(key))
+            cells[key] = {"passes": passes, "runs": len(mine), "expected": exp}
+        lat = [r.latency_ms for r in mine if r.latency_ms is not None]
+        rows.append({
+            "scenario": scenario, "runs": len(mine),
+            "matched": sum(1 for r in mine if r.matched), "gates": cells,
+            "p50_ms": _percentile(lat, 0.5), "p95_ms": _percentile(lat, 0.95),
+            "errors": [r.error for r in mine if r.error],
+            "failed_checks": sorted({c for r in mine for c in CHECKS.get(scenario, ())
+                                     if not r.checks.get(c, False)}),
+        })
+    return rows
+
+
+def format_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The scenario x gate table as plain text (passes/runs, expected in brackets)."""
+    gate_cols = ["target.observation", "target.failure_outcome", "target.attribution",
+                 "control.observation", "control.failure_outcome"]
+    heads = ["scenario", "observation", "failure_outcome", "attribution", "ctl.observation",
+             "ctl.failure", "matched", "p50 ms", "p95 ms"]
+    table = [heads]
+    for row in rows:
+        line = [row["scenario"]]
+        for col in gate_cols:
+            cell = row["gates"].get(col)
+            if cell is None:
+                line.append("-")
+            else:
+                want = "pass" if cell["expected"] else "fail"
+                line.append(f"{cell['passes']}/{cell['runs']} ({want})")
+        line += [f"{row['matched']}/{row['runs']}"] + [
+            "-" if row[k] is None else f"{row[k]:.1f}" for k in ("p50_ms", "p95_ms")]
+        table.append(line)
+    widths = [max(len(r[c]) for r in table) for c in range(len(heads))]
+    out = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in table]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    notes = []
+    for row in rows:
+        for err in row["errors"][:1]:
+            notes.append(f"{row['scenario']}: error: {err}")
+        if row["failed_checks"]:
+            notes.append(f"{row['scenario']}: failed checks: {', '.join(row['failed_checks'])}")
+    return "\n".join(out + notes)
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m residentkv.adapters.vllm.witness",
+                                     description="run witness scenarios on one engine")
+    parser.add_argument("scenarios", nargs="+", choices=SCENARIOS)
+    parser.add_argument("--policy", choices=("fail", "recompute"), required=True)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--load-mode", choices=("async", "sync"), default="async")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--result", required=True)
+    args = parser.parse_args(argv)
+    runs = run_policy_group(args.policy, args.scenarios, args.repeat, args.out, args.load_mode)
+    Path(args.result).write_text(json.dumps([r.to_json() for r in runs], indent=1),
+                                 encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
