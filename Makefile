@@ -31,17 +31,14 @@ install-vllm: $(VLLM_STAMP)
 
 FIXTURES ?= ../shared/fixtures/paper-traces
 
+# The main job: fetch the pinned runtime releases, verify every curated anchor, run the live
+# witness on real vLLM, run the suite, classify every row and write the reports.
 demo: $(VLLM_STAMP)
 	$(RKV) --version
-	$(RKV) trace check $(EXAMPLES)/success_path.jsonl --gate observation
-	$(RKV) trace check $(EXAMPLES)/claimed_load_failure.jsonl --gate failure_outcome
-	$(RKV) trace check $(EXAMPLES)/two_claim_attribution.jsonl --claim c-a \
-		--gate failure_outcome --gate attribution
-	$(RKV) check --examples
+	$(RKV) audit --live --out demo-out/report
+	$(RKV) witness run --scenario all --out demo-out/witness
 	$(RKV) litmus
 	$(RKV) sweep --resident 60 --active 70 --usable 80..150 --out demo-out/sweep
-	$(RKV) suite
-	$(RKV) witness run --scenario all
 	if [ -d $(FIXTURES) ]; then $(RKV) trace reproduce $(FIXTURES); \
 	else echo "trace reproduce: $(FIXTURES) not found, nothing to reproduce"; fi
 
@@ -52,6 +49,7 @@ typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
 unit: $(VLLM_STAMP)
+	$(RKV) sources fetch
 	$(PY) -m pytest -q
 
 test: lint typecheck unit

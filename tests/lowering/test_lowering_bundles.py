@@ -78,7 +78,7 @@ def test_every_shipped_file_parses_alone() -> None:
     ("satisfied_by: [[observation]]\n  materialization", "satisfied_by: [[observaton]]\n"
      "  materialization", "O004", 11),
     ("version: 2", "version: 0", "O001", 3),
-    ("summary: id\n", "summary: id\n    extra: 1\n", "D003", 10),
+    ("summary: id\n", "summary: id\n    extra: 1\n", "O001", 10),
 ])
 def test_bad_bundles_are_located_errors(old: str, new: str, code: str, line: int) -> None:
     with pytest.raises(DescriptorError) as exc:

@@ -14,6 +14,7 @@ from residentkv.lowering.bundles import load_bundles
 from residentkv.lowering.check import open_sources
 from residentkv.lowering.descriptor import read_descriptor
 from residentkv.lowering.sources import PathRefused
+from residentkv.sources.roots import default_roots
 
 
 @click.group("anchors")
@@ -25,10 +26,20 @@ def anchors() -> None:
 @click.argument("descriptors", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--source", "sources", multiple=True, metavar="NAME=PATH",
               help="Source root for anchors of package NAME: a directory, wheel or sdist.")
+@click.option("--cache", default=None, type=click.Path(file_okay=False),
+              help="Release cache of `residentkv sources fetch` (default: its usual place).")
+@click.option("--no-cache", is_flag=True, help="Use only the --source roots given.")
 @click.pass_context
-def verify(ctx: click.Context, descriptors: tuple[str, ...], sources: tuple[str, ...]) -> None:
-    """Verify every anchor of DESCRIPTOR files; exit 1 if any is drifted, missing or failed."""
-    verifier = Verifier(open_sources(sources))
+def verify(ctx: click.Context, descriptors: tuple[str, ...], sources: tuple[str, ...],
+           cache: str | None, no_cache: bool) -> None:
+    """Verify every anchor of DESCRIPTOR files; exit 1 if any is drifted, missing or failed.
+
+    Packages without a --source are verified against the pinned releases in the release cache
+    (`residentkv sources fetch`), when present; otherwise their anchors are unverifiable.
+    """
+    roots = {} if no_cache else default_roots(cache)
+    roots.update(open_sources(sources))
+    verifier = Verifier(roots)
     modes = set(load_bundles())
     bad = 0
     for path in descriptors:

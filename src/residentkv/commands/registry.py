@@ -13,9 +13,12 @@ import click
 def extra_commands() -> list[click.Command]:
     """Command objects of the later layers, imported explicitly."""
     from residentkv.commands.anchors import anchors
+    from residentkv.commands.audit import audit
     from residentkv.commands.check import check
     from residentkv.commands.microruntime import litmus, sweep
+    from residentkv.commands.sources import drift, sources
     from residentkv.commands.suite import suite
     from residentkv.commands.witness import witness
 
-    return [check, anchors, litmus, sweep, suite, witness]
+    anchors.add_command(drift)
+    return [audit, check, anchors, sources, litmus, sweep, suite, witness]

@@ -41,6 +41,9 @@ def write_tiny_model(directory: str | Path) -> Path:
     return path
 
 
+SERVED_MODEL_NAME = "tiny-llama"
+
+
 def make_engine(
     model_dir: str | Path,
     *,
@@ -73,6 +76,8 @@ def make_engine(
         transfer["kv_connector_module_path"] = "residentkv.adapters.vllm"
     return LLM(
         model=str(model_dir),
+        # a stable name, so cache identities in traces do not carry a temporary path
+        served_model_name=SERVED_MODEL_NAME,
         load_format="dummy",
         skip_tokenizer_init=True,
         enforce_eager=True,

@@ -146,7 +146,11 @@ class Witness:
     def __init__(self, work_dir: str | Path, *, policy: str = "fail", load_mode: str = "async",
                  host_tier_bytes: int = 64 << 20, extra: dict[str, Any] | None = None) -> None:
         from residentkv.adapters.vllm.control import operator
-        from residentkv.adapters.vllm.engine import make_engine, write_tiny_model
+        from residentkv.adapters.vllm.engine import (
+            SERVED_MODEL_NAME,
+            make_engine,
+            write_tiny_model,
+        )
 
         self.work_dir = Path(work_dir)
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -154,7 +158,7 @@ class Witness:
         self.load_mode = load_mode
         extra = {"load_mode": load_mode, **(extra or {})}
         self.model_dir = write_tiny_model(self.work_dir / "tiny-llama")
-        self.model_id = str(self.model_dir)
+        self.model_id = SERVED_MODEL_NAME
         self.llm = make_engine(self.model_dir, event_sink=self.work_dir / f"engine-{policy}.jsonl",
                                policy=policy, host_tier_bytes=host_tier_bytes, extra=extra)
         self.op = operator()

@@ -1,0 +1,14 @@
+"""``residentkv audit``: the main job over the curated runtime descriptors.
+
+Fetch the pinned releases if missing, verify every anchor, run (or reuse) the witness traces of
+the adapter rows, run the bad-lowering suite when this build has one, classify every row, and
+write ``report.md``, ``report.json`` (the same JSON as ``residentkv check --format json``),
+``report.sarif`` and ``audit.json`` to one output folder.
+"""
+
+from __future__ import annotations
+
+from residentkv.audit.job import AuditOptions, AuditResult, run_audit
+from residentkv.audit.matrix import runtime_matrix
+
+__all__ = ["AuditOptions", "AuditResult", "run_audit", "runtime_matrix"]

