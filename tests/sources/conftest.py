@@ -1,15 +1,12 @@
-"""Fixtures for the release-cache tests: tiny local wheels, a CLI runner, the pinned cache."""
+"""Fixtures for the release-cache tests: tiny local wheels."""
 
 from __future__ import annotations
 
-import os
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from residentkv.sources import PINS, cache_dir, fetch, find_archive
 
 
 def make_wheel(folder: Path, dist: str, version: str, files: dict[str, str]) -> Path:
@@ -38,30 +35,3 @@ def wheel_factory(tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
-@pytest.fixture(scope="session")
-def pinned_cache() -> Path:
-    """The release cache holding every pinned archive, or a skip saying how to get one.
-
-    CI runs `residentkv sources fetch` first (the Makefile does); with RESIDENTKV_FETCH=1 the
-    fixture fetches what is missing itself.
-    """
-    cache = cache_dir()
-    missing = [p for p in PINS if find_archive(cache, p) is None]
-    if missing and os.environ.get("RESIDENTKV_FETCH") == "1":
-        fetch(missing, cache)
-        missing = [p for p in PINS if find_archive(cache, p) is None]
-    if missing:
-        pytest.skip(f"pinned releases not in the cache {cache}: "
-                    f"{', '.join(p.requirement for p in missing)}; run `residentkv sources "
-                    "fetch` (or set RESIDENTKV_FETCH=1)")
-    return cache
-
-
-@pytest.fixture
-def cli_run(capsys: pytest.CaptureFixture[str]) -> Callable[..., tuple[int, str, str]]:
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from rkv_cli import run
-
-    return lambda *args: run(capsys, *args)

@@ -19,6 +19,7 @@ from residentkv.lowering.check import open_sources, run_check
 from residentkv.lowering.classify import POSITIVE, RANK
 from residentkv.lowering.yamlio import load_yaml, plain
 from residentkv.suite.case import SuiteCase
+from residentkv.suite.runner import source_location
 
 #: the status an obligation weakens to
 WEAKER = {"satisfied": "partial", "partial": "absent", "unknown": "absent"}
@@ -80,6 +81,11 @@ OPERATORS = {"drop_anchor": _drop_anchor, "break_anchor_hash": _break_hash,
              "weaken_status": _weaken}
 
 
+def _source(case_dir: Path, work: Path, rel: str) -> Path:
+    base, rel = source_location(case_dir, rel)
+    return (work if base == case_dir else base) / rel
+
+
 class DescriptorParent:
     """A passing case's descriptor, copied with its evidence into a scratch folder."""
 
@@ -90,7 +96,8 @@ class DescriptorParent:
         shutil.copytree(case_dir, self.work)
         text = (self.work / case.descriptor).read_text(encoding="utf-8")
         self.doc = plain(load_yaml(text, self.name))
-        self.sources = [f"{n}={self.work / p}" for n, p in sorted(case.sources.items())]
+        self.sources = [f"{n}={_source(case_dir, self.work, p)}"
+                        for n, p in sorted(case.sources.items())]
         self.bundles = self.work / case.bundles if case.bundles else None
         self.verifier = Verifier(open_sources(self.sources))
         rows = self._check(self.doc["rows"]).rows

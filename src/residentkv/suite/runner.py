@@ -38,11 +38,25 @@ def shipped_suite() -> Path:
         return Path(path)
 
 
+SHARED = "_shared"
+SHARED_PREFIX = "shared:"
+
+
 def case_folders(root: Path) -> Iterator[Path]:
-    """Every case folder under *root* (a folder per case; files at the top are ignored)."""
+    """Every case folder under *root* (a folder per case; files at the top and the suite's
+    ``_shared`` folder of common evidence are not cases)."""
     if not root.is_dir():
         raise UserInputError("suite folder not found", code="L001", path=str(root))
-    yield from sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    yield from sorted(p for p in root.iterdir() if p.is_dir()
+                      and not p.name.startswith((".", SHARED)))
+
+
+def source_location(folder: Path, rel: str) -> tuple[Path, str]:
+    """Where a case's source root lives: in the case folder, or ``shared:NAME`` in the
+    suite's ``_shared`` folder (one toy tree serves every case that does not alter it)."""
+    if rel.startswith(SHARED_PREFIX):
+        return folder.parent / SHARED, rel.removeprefix(SHARED_PREFIX)
+    return folder, rel
 
 
 def run_case(folder: Path, bundles_dir: Path | None = None) -> CaseResult:
@@ -91,7 +105,7 @@ def _descriptor(folder: Path, case: SuiteCase, bundles_dir: Path | None,
     path = _inside(folder, case.descriptor, "descriptor", mismatches)
     sources = []
     for name, rel in sorted(case.sources.items()):
-        root = _inside(folder, rel, f"source {name}", mismatches)
+        root = _inside(*source_location(folder, rel), f"source {name}", mismatches)
         if root is not None:
             sources.append(f"{name}={root}")
     if path is None:

@@ -1,1 +1,0 @@
-"""toyrt: a toy serving runtime used by the residentkv suite (test data)."""
