@@ -36,6 +36,7 @@ FIXTURES ?= ../shared/fixtures/paper-traces
 demo: $(VLLM_STAMP)
 	$(RKV) --version
 	$(RKV) audit --live --out demo-out/report
+	$(RKV) check --examples
 	$(RKV) witness run --scenario all --out demo-out/witness
 	$(RKV) litmus
 	$(RKV) sweep --resident 60 --active 70 --usable 80..150 --out demo-out/sweep

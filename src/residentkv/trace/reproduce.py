@@ -108,9 +108,10 @@ def _trace_rows(root: Path, trace: Path, manifest: dict[str, Any]) -> list[Row]:
         ours = "pass" if result is not None and result.passed else "fail"
         published = _published(root, manifest, scenario, run_dir, gate)
         if published is None:
-            missing = ", ".join(result.missing) if result is not None else "no claim"
+            why = (f"missing {', '.join(result.missing)}" if result is not None
+                   else "the trace names no claim")
             reason, explained = f"no published value for this trace; ours {ours}" + (
-                f" (missing {missing})" if ours == "fail" else ""), True
+                f" ({why})" if ours == "fail" else ""), True
         else:
             reason, explained = _reason(result, imported.events, manifest, published == ours)
         rows.append(Row(scenario, str(trace.relative_to(root)), gate, ours, published,
