@@ -112,8 +112,13 @@ class SlotAllocator:
 
 def _runs(src: Sequence[int], dst: Sequence[int]) -> list[tuple[int, int, int]]:
     """Split a block mapping into (src_start, dst_start, length) runs consecutive on both sides."""
-    if len(src) != len(dst):
-        raise ValueError(f"copy of {len(src)} blocks into {len(dst)} places")
+    n = len(src)
+    if n != len(dst):
+        raise ValueError(f"copy of {n} blocks into {len(dst)} places")
+    # the common case, a claimed prefix in consecutive blocks and slots: one run, found in C
+    if n and list(src) == list(range(src[0], src[0] + n)) and list(dst) == list(
+            range(dst[0], dst[0] + n)):
+        return [(src[0], dst[0], n)]
     runs: list[tuple[int, int, int]] = []
     for s, d in zip(src, dst, strict=True):
         if runs and runs[-1][0] + runs[-1][2] == s and runs[-1][1] + runs[-1][2] == d:
@@ -142,12 +147,29 @@ class HostPool:
         self._cuda = first.device.type == "cuda"
         self._stream = torch.cuda.Stream() if self._cuda else None  # UNTESTED path
         self.pool: dict[str, Any] = {}
+        self._views: dict[tuple[int, int], list[Any]] = {}
         self.bytes_per_block = 0
         for name, kv in kv_caches.items():
             self.pool[name] = torch.empty(
                 (num_slots, *kv.shape[1:]), dtype=kv.dtype, device="cpu", pin_memory=self._cuda
             )
             self.bytes_per_block += kv[0].numel() * kv.element_size()
+
+    _VIEW_CACHE_LIMIT = 4096
+
+    def _slots(self, start: int, n: int) -> list[Any]:
+        """Per-layer views of host slots start..start+n-1.
+
+        A claim keeps its slots for its whole life, so every store and restore of it addresses
+        the same slot range: building those views once takes tensor slicing off the copy path.
+        """
+        key = (start, n)
+        views = self._views.get(key)
+        if views is None:
+            if len(self._views) >= self._VIEW_CACHE_LIMIT:
+                self._views.clear()
+            views = self._views[key] = [self.pool[name][start:start + n] for name in self.layers]
+        return views
 
     def _index(self, ids: Sequence[int], device: Any) -> Any:
         return self._torch.tensor(list(ids), dtype=self._torch.long, device=device)
@@ -159,8 +181,8 @@ class HostPool:
             # Claimed prefixes usually sit in consecutive blocks and slots: one slice copy per
             # run and layer avoids building index tensors on the hot path.
             for s0, d0, n in _runs(block_ids, slots):
-                for name in self.layers:
-                    self.pool[name][d0:d0 + n].copy_(kv_caches[name][s0:s0 + n])
+                for name, dst in zip(self.layers, self._slots(d0, n), strict=True):
+                    dst.copy_(kv_caches[name][s0:s0 + n])
             return len(block_ids) * self.bytes_per_block
         # UNTESTED (no GPU here): CUDA device -> pinned host on a side stream.
         src_idx = self._index(block_ids, self.device)
@@ -177,8 +199,8 @@ class HostPool:
         """Copy host slots into device blocks; returns the bytes copied."""
         if self._stream is None:
             for s0, d0, n in _runs(slots, block_ids):
-                for name in self.layers:
-                    kv_caches[name][d0:d0 + n].copy_(self.pool[name][s0:s0 + n])
+                for name, src in zip(self.layers, self._slots(s0, n), strict=True):
+                    kv_caches[name][d0:d0 + n].copy_(src)
             return len(block_ids) * self.bytes_per_block
         # UNTESTED (no GPU here): pinned host -> CUDA device on a side stream, waited for
         # before the forward that reads the blocks.
