@@ -192,12 +192,14 @@ def _failure_chain(facts: StreamFacts, t: ClaimTrack, c: Chain) -> Seqs:
     return ok
 
 
-def _best(chains: Iterable[Seqs], wanted: Sequence[str]) -> Seqs:
+def _best(chains: Iterable[Seqs], wanted: frozenset[str]) -> Seqs:
     """The chain that satisfies most of *wanted* (the first, on ties)."""
     best: Seqs = {}
+    best_score = 0
     for seqs in chains:
-        if sum(r in seqs for r in wanted) > sum(r in best for r in wanted):
-            best = seqs
+        score = len(wanted & seqs.keys())
+        if score > best_score:
+            best, best_score = seqs, score
     return best
 
 
@@ -221,11 +223,11 @@ def _views(facts: StreamFacts, t: ClaimTrack) -> tuple[list[Seqs], list[Seqs]]:
 
 
 def _observation(facts: StreamFacts, t: ClaimTrack) -> Seqs:
-    return _best(_views(facts, t)[0], OBSERVATION)
+    return _best(_views(facts, t)[0], _OBS_SET)
 
 
 def _failure(facts: StreamFacts, t: ClaimTrack) -> Seqs:
-    return _best(_views(facts, t)[1], FAILURE)
+    return _best(_views(facts, t)[1], _FAIL_SET)
 
 
 def _ordered(t: ClaimTrack) -> list[Chain]:
@@ -442,7 +444,7 @@ def check_trace(
     unknown = [g for g in gates if g not in REQUIREMENTS]
     if unknown:
         raise ValueError(f"unknown gate(s): {', '.join(unknown)}")
-    reader = TraceReader(path, max_line_bytes=max_line_bytes, stream=stream)
+    reader = TraceReader(path, max_line_bytes=max_line_bytes, stream=stream, fast=True)
     with _cyclic_gc_paused():
         facts = collect(event for _, event in reader)
     problems = list(reader.problems)

@@ -13,33 +13,7 @@ from typing import Any
 
 from residentkv.errors import IllegalTransition
 from residentkv.model.claim import ProtectionMode, Registration
-from residentkv.model.events import (
-    IDENTITY_FIELDS,
-    ActiveRequestDeferred,
-    ActiveRequestRefused,
-    BlockEvicted,
-    ClaimAccepted,
-    ClaimBlockLostAfterRelease,
-    ClaimDemoted,
-    ClaimEvent,
-    ClaimExpired,
-    ClaimHarmed,
-    ClaimMaterialized,
-    ClaimOffloaded,
-    ClaimRestored,
-    ClaimRestoreFailed,
-    ClaimRestoreRequired,
-    ClaimReused,
-    ClaimSubmitted,
-    Envelope,
-    GenericCounter,
-    KvLoadFailed,
-    KvLoadFinished,
-    KvLookup,
-    KvStoreFinished,
-    RequestFinished,
-    SchedulerLoadFailure,
-)
+from residentkv.model.events import CLAIM_EVENT_NAMES, IDENTITY_FIELDS
 from residentkv.model.lifecycle import ClaimLifecycle, ClaimState
 
 #: claim event -> lifecycle state it enters (claim_materialized only when the predicate holds)
@@ -60,6 +34,10 @@ _STATE_OF = {
 }
 
 _NAMED_CAP = 64
+
+#: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
+Event = Any
+ClaimHandler = Callable[["StreamFacts", "ClaimTrack", Event], None]
 
 
 @dataclass(slots=True)
@@ -101,6 +79,7 @@ class ClaimTrack:
     predicate_blocks: int | None = None
     identity: dict[str, str] = field(default_factory=dict)
     identity_missing_seq: int | None = None
+    last_identity: tuple[str | None, ...] | None = None
     ambiguous_seq: int | None = None
     required_values: set[int] = field(default_factory=set)
     materialized_seq: int | None = None
@@ -158,34 +137,45 @@ class StreamFacts:
             self.failure_named_overflow = True
 
 
-def collect(events: Iterable[Envelope]) -> StreamFacts:
-    """Run one pass over *events* (already in seq order) and return the facts."""
+def collect(events: Iterable[Event]) -> StreamFacts:
+    """Run one pass over *events* (already in seq order) and return the facts.
+
+    An event is a v1 pydantic model or its fast-decoded twin: both answer the same attribute
+    names, and dispatch is on the event name.
+    """
     facts = StreamFacts()
+    claim_handlers, other_handlers = _CLAIM_HANDLERS, _OTHER_HANDLERS
     for event in events:
         facts.event_count += 1
-        if isinstance(event, ClaimEvent):
-            _claim_event(facts, event)
+        name = event.event
+        if name in CLAIM_EVENT_NAMES:
+            _claim_event(facts, event, name, claim_handlers.get(name))
         else:
-            _other_event(facts, event)
+            handler = other_handlers.get(name)
+            if handler is not None:
+                handler(facts, event)
     return facts
 
 
-def _claim_event(facts: StreamFacts, e: ClaimEvent) -> None:
+def _claim_event(facts: StreamFacts, e: Event, name: str, handler: ClaimHandler | None) -> None:
     cid = e.claim_id
     if cid is None:
         return
     t = facts.track(cid)
     t.event_count += 1
-    if t.first_event is None and not isinstance(e, ClaimSubmitted):
-        t.first_event, t.first_seq = e.event, e.seq  # type: ignore[attr-defined]
+    if t.first_event is None and name != "claim_submitted":
+        t.first_event, t.first_seq = name, e.seq
     _identity(t, e)
-    _transition(t, e)
-    handler = _CLAIM_HANDLERS.get(type(e))
+    _transition(t, e, name)
     if handler is not None:
         handler(facts, t, e)
 
 
-def _identity(t: ClaimTrack, e: ClaimEvent) -> None:
+def _identity(t: ClaimTrack, e: Event) -> None:
+    ident = (e.object_id, e.cache_identity, e.request_token_map_id, e.predicate_id)
+    if ident == t.last_identity:
+        return  # the common case: the same complete identity as the claim's last event
+    t.last_identity = ident
     for name in IDENTITY_FIELDS:
         value = getattr(e, name)
         if value is None:
@@ -197,9 +187,9 @@ def _identity(t: ClaimTrack, e: ClaimEvent) -> None:
             t.ambiguous_seq = e.seq
 
 
-def _transition(t: ClaimTrack, e: ClaimEvent) -> None:
-    state = _STATE_OF.get(e.event)  # type: ignore[attr-defined]
-    if state is None or (isinstance(e, ClaimMaterialized) and not e.holds):
+def _transition(t: ClaimTrack, e: Event, name: str) -> None:
+    state = _STATE_OF.get(name)
+    if state is None or (name == "claim_materialized" and not e.holds):
         return
     if t.lifecycle is None:
         t.lifecycle = ClaimLifecycle(t.claim_id, keep_history=False)
@@ -211,7 +201,7 @@ def _transition(t: ClaimTrack, e: ClaimEvent) -> None:
         t.lifecycle.state = state
 
 
-def _accepted(facts: StreamFacts, t: ClaimTrack, e: ClaimAccepted) -> None:
+def _accepted(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     if t.accepted_seq is None:
         t.accepted_seq = e.seq
         t.registration = e.registration
@@ -220,18 +210,18 @@ def _accepted(facts: StreamFacts, t: ClaimTrack, e: ClaimAccepted) -> None:
         t.predicate_blocks = e.predicate.blocks
 
 
-def _materialized(facts: StreamFacts, t: ClaimTrack, e: ClaimMaterialized) -> None:
+def _materialized(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     t.required_values.add(e.required)
     if e.holds and t.materialized_seq is None:
         t.materialized_seq = e.seq
 
 
-def _offloaded(facts: StreamFacts, t: ClaimTrack, e: ClaimOffloaded) -> None:
+def _offloaded(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     if len(t.offloaded) < 16:
         t.offloaded.append((e.generation, e.seq))
 
 
-def _restore_required(facts: StreamFacts, t: ClaimTrack, e: ClaimRestoreRequired) -> None:
+def _restore_required(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     if e.generation not in t.chains:
         _unlink(facts, t, _chain(t, None))
         _prune(t)
@@ -284,7 +274,7 @@ def _chain(t: ClaimTrack, generation: int | None) -> Chain | None:
     return None if gen is None else t.chains.get(gen)
 
 
-def _restored(facts: StreamFacts, t: ClaimTrack, e: ClaimRestored) -> None:
+def _restored(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     t.last_restored_seq = e.seq
     c = _chain(t, e.generation)
     if c is None:
@@ -297,7 +287,7 @@ def _restored(facts: StreamFacts, t: ClaimTrack, e: ClaimRestored) -> None:
         c.restored_fallback = e.seq
 
 
-def _reused(facts: StreamFacts, t: ClaimTrack, e: ClaimReused) -> None:
+def _reused(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     c = _chain(t, e.generation)
     if c is None:
         return
@@ -307,7 +297,7 @@ def _reused(facts: StreamFacts, t: ClaimTrack, e: ClaimReused) -> None:
         c.reused_holds = e.seq
 
 
-def _restore_failed(facts: StreamFacts, t: ClaimTrack, e: ClaimRestoreFailed) -> None:
+def _restore_failed(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     facts.name_failure(e.claim_id, e.seq)
     facts.name_failure(e.outcome_claim_id, e.seq)
     c = _chain(t, e.generation)
@@ -316,58 +306,51 @@ def _restore_failed(facts: StreamFacts, t: ClaimTrack, e: ClaimRestoreFailed) ->
         c.restore_failed_scoped = e.seq
 
 
-def _release(facts: StreamFacts, t: ClaimTrack, e: ClaimEvent) -> None:
-    t.release_seq.setdefault(e.event, e.seq)  # type: ignore[attr-defined]
+def _release(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
+    t.release_seq.setdefault(e.event, e.seq)
 
 
-def _harmed(facts: StreamFacts, t: ClaimTrack, e: ClaimHarmed) -> None:
+def _harmed(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     facts.name_failure(t.claim_id, e.seq)
     if t.harm_seq is None:
         t.harm_seq = e.seq
 
 
-def _lost(facts: StreamFacts, t: ClaimTrack, e: ClaimBlockLostAfterRelease) -> None:
+def _lost(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     if t.first_loss_seq is None:
         t.first_loss_seq = e.seq
 
 
-_CLAIM_HANDLERS: dict[type[ClaimEvent], Callable[[StreamFacts, ClaimTrack, Any], None]] = {
-    ClaimAccepted: _accepted,
-    ClaimMaterialized: _materialized,
-    ClaimOffloaded: _offloaded,
-    ClaimRestoreRequired: _restore_required,
-    ClaimRestored: _restored,
-    ClaimReused: _reused,
-    ClaimRestoreFailed: _restore_failed,
-    ClaimDemoted: _release,
-    ClaimExpired: _release,
-    ClaimHarmed: _harmed,
-    ClaimBlockLostAfterRelease: _lost,
+_CLAIM_HANDLERS: dict[str, ClaimHandler] = {
+    "claim_accepted": _accepted,
+    "claim_materialized": _materialized,
+    "claim_offloaded": _offloaded,
+    "claim_restore_required": _restore_required,
+    "claim_restored": _restored,
+    "claim_reused": _reused,
+    "claim_restore_failed": _restore_failed,
+    "claim_demoted": _release,
+    "claim_expired": _release,
+    "claim_harmed": _harmed,
+    "claim_block_lost_after_release": _lost,
 }
 
 
-def _other_event(facts: StreamFacts, e: Envelope) -> None:
-    handler = _OTHER_HANDLERS.get(type(e))
-    if handler is not None:
-        handler(facts, e)
-
-
-def _claim_of(facts: StreamFacts, e: Envelope) -> ClaimTrack | None:
+def _claim_of(facts: StreamFacts, e: Event) -> ClaimTrack | None:
     return facts.claims.get(e.claim_id) if e.claim_id is not None else None
 
 
-def _finished(facts: StreamFacts, e: Envelope) -> None:
+def _finished(facts: StreamFacts, e: Event) -> None:
     # only watched requests: a finish before any failure or refusal orders nothing we judge
     if e.request_id is not None and e.request_id in facts.watched:
         facts.finish_seq.setdefault(e.request_id, e.seq)
 
 
-def _generic(facts: StreamFacts, e: Envelope) -> None:
+def _generic(facts: StreamFacts, e: Event) -> None:
     facts.generic_counters += 1
 
 
-def _store_finished(facts: StreamFacts, e: Envelope) -> None:
-    assert isinstance(e, KvStoreFinished)
+def _store_finished(facts: StreamFacts, e: Event) -> None:
     if not e.success:
         return
     t = _claim_of(facts, e)
@@ -377,15 +360,13 @@ def _store_finished(facts: StreamFacts, e: Envelope) -> None:
         t.store_ok_seq = e.seq
 
 
-def _lookup(facts: StreamFacts, e: Envelope) -> None:
-    assert isinstance(e, KvLookup)
+def _lookup(facts: StreamFacts, e: Event) -> None:
     t = _claim_of(facts, e)
     if t is not None and e.hit_tokens > 0:
         t.last_lookup_hit = e.seq
 
 
-def _load_finished(facts: StreamFacts, e: Envelope) -> None:
-    assert isinstance(e, KvLoadFinished)
+def _load_finished(facts: StreamFacts, e: Event) -> None:
     if not e.success:
         _load_failure(facts, e, e.injected)
         return
@@ -395,12 +376,11 @@ def _load_finished(facts: StreamFacts, e: Envelope) -> None:
         c.load_ok = e.seq
 
 
-def _load_failed(facts: StreamFacts, e: Envelope) -> None:
-    assert isinstance(e, KvLoadFailed)
+def _load_failed(facts: StreamFacts, e: Event) -> None:
     _load_failure(facts, e, e.injected)
 
 
-def _load_failure(facts: StreamFacts, e: Envelope, injected: bool) -> None:
+def _load_failure(facts: StreamFacts, e: Event, injected: bool) -> None:
     facts.name_failure(e.claim_id, e.seq)
     t = _claim_of(facts, e)
     generation = getattr(e, "generation", None)
@@ -415,7 +395,7 @@ def _load_failure(facts: StreamFacts, e: Envelope, injected: bool) -> None:
         facts.watched.add(e.request_id)
 
 
-def _chains_for(facts: StreamFacts, e: Envelope) -> list[Chain]:
+def _chains_for(facts: StreamFacts, e: Event) -> list[Chain]:
     """Open chains an event without a generation belongs to: by claim id, else by request id."""
     if e.claim_id is not None:
         # a named claim links by name only: a failure relabelled to another (or an unknown)
@@ -433,8 +413,7 @@ def _chains_for(facts: StreamFacts, e: Envelope) -> list[Chain]:
     return found
 
 
-def _scheduler_failure(facts: StreamFacts, e: Envelope) -> None:
-    assert isinstance(e, SchedulerLoadFailure)
+def _scheduler_failure(facts: StreamFacts, e: Event) -> None:
     if e.claim_id is not None:
         facts.name_failure(e.claim_id, e.seq)
     for c in _chains_for(facts, e):
@@ -446,8 +425,7 @@ def _scheduler_failure(facts: StreamFacts, e: Envelope) -> None:
             c.sched_recompute = e.seq
 
 
-def _refused(facts: StreamFacts, e: Envelope) -> None:
-    assert isinstance(e, ActiveRequestRefused)
+def _refused(facts: StreamFacts, e: Event) -> None:
     facts.name_failure(e.outcome_claim_id, e.seq)
     for b in e.blocking_claim_ids:
         facts.name_failure(b, e.seq)
@@ -457,20 +435,20 @@ def _refused(facts: StreamFacts, e: Envelope) -> None:
         facts.watched.add(e.request_id)
     named = {e.outcome_claim_id, e.claim_id, *e.blocking_claim_ids} - {None}
     for cid in named:
-        t = facts.claims.get(cid)  # type: ignore[arg-type]
+        t = facts.claims.get(cid)
         if t is None:
             continue
         _note_refusal(t, e)
 
 
-def _note_conflict(t: ClaimTrack, e: ActiveRequestRefused | ActiveRequestDeferred) -> None:
+def _note_conflict(t: ClaimTrack, e: Event) -> None:
     """An active request refused or deferred because of exactly this resident claim."""
     resident = t.materialized_seq is not None and t.harm_seq is None
     if resident and e.blocking_claim_ids == [t.claim_id] and t.conflict_seq is None:
         t.conflict_seq, t.conflict_request = e.seq, e.request_id
 
 
-def _note_refusal(t: ClaimTrack, e: ActiveRequestRefused) -> None:
+def _note_refusal(t: ClaimTrack, e: Event) -> None:
     _note_conflict(t, e)
     if e.blocking_claim_ids != [t.claim_id] and t.smear_seq is None:
         t.smear_seq = e.seq
@@ -490,8 +468,7 @@ def _note_refusal(t: ClaimTrack, e: ActiveRequestRefused) -> None:
         c.refusal_attributed = e.seq
 
 
-def _deferred(facts: StreamFacts, e: Envelope) -> None:
-    assert isinstance(e, ActiveRequestDeferred)
+def _deferred(facts: StreamFacts, e: Event) -> None:
     if len(e.blocking_claim_ids) > 1 and facts.smeared_refusal is None:
         facts.smeared_refusal = e.seq
     if e.request_id is not None:
@@ -502,22 +479,21 @@ def _deferred(facts: StreamFacts, e: Envelope) -> None:
             _note_conflict(t, e)
 
 
-def _evicted(facts: StreamFacts, e: Envelope) -> None:
-    assert isinstance(e, BlockEvicted)
+def _evicted(facts: StreamFacts, e: Event) -> None:
     t = _claim_of(facts, e)
     if t is not None and t.first_loss_seq is None:
         t.first_loss_seq = e.seq
 
 
-_OTHER_HANDLERS: dict[type[Envelope], Callable[[StreamFacts, Envelope], None]] = {
-    RequestFinished: _finished,
-    GenericCounter: _generic,
-    KvStoreFinished: _store_finished,
-    KvLookup: _lookup,
-    KvLoadFinished: _load_finished,
-    KvLoadFailed: _load_failed,
-    SchedulerLoadFailure: _scheduler_failure,
-    ActiveRequestRefused: _refused,
-    ActiveRequestDeferred: _deferred,
-    BlockEvicted: _evicted,
+_OTHER_HANDLERS: dict[str, Callable[[StreamFacts, Event], None]] = {
+    "request_finished": _finished,
+    "generic_counter": _generic,
+    "kv_store_finished": _store_finished,
+    "kv_lookup": _lookup,
+    "kv_load_finished": _load_finished,
+    "kv_load_failed": _load_failed,
+    "scheduler_load_failure": _scheduler_failure,
+    "active_request_refused": _refused,
+    "active_request_deferred": _deferred,
+    "block_evicted": _evicted,
 }

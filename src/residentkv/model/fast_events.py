@@ -1,0 +1,99 @@
+"""A fast decoder for ``residentkv.event/v1``, derived from the pydantic event models.
+
+The pydantic models in :mod:`residentkv.model.events` stay the single source of truth (JSON
+Schema, error reports, emitters). For reading large traces, each model without nested models
+or validators is mirrored as a msgspec ``Struct`` with the same fields, types, defaults and
+constraints, decoded about five times faster. The mirror is never more permissive: msgspec
+decodes strictly (no type coercion), unknown fields are refused, and every ``ge``/``gt``/
+``min_length`` constraint is carried over. Whatever it refuses goes to the pydantic validator,
+which either accepts it (pydantic's lax JSON mode) or reports exactly what is wrong.
+
+A decoded Struct answers the same attribute names as its pydantic twin, ``event`` included
+(a class attribute), so the gates read either.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Annotated, Any, Union, get_args, get_origin
+
+import annotated_types
+import msgspec
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from residentkv.model.events import ALL_EVENT_TYPES, Envelope
+
+
+def _constraints(metadata: list[Any]) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    for m in metadata:
+        if isinstance(m, annotated_types.Ge):
+            meta["ge"] = m.ge
+        elif isinstance(m, annotated_types.Gt):
+            meta["gt"] = m.gt
+        elif isinstance(m, annotated_types.MinLen):
+            meta["min_length"] = m.min_length
+        else:
+            raise TypeError(f"constraint {m!r} has no msgspec mirror")
+    return meta
+
+
+def _with_meta(annotation: Any, meta: dict[str, Any]) -> Any:
+    """Apply constraints to the non-null part of an optional type, as pydantic does."""
+    if not meta:
+        return annotation
+    if get_origin(annotation) in (Union, types.UnionType):
+        args = get_args(annotation)
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) != 1:
+            raise TypeError(f"constraints on {annotation!r} have no msgspec mirror")
+        return Annotated[inner[0], msgspec.Meta(**meta)] | None
+    return Annotated[annotation, msgspec.Meta(**meta)]
+
+
+def _mirrorable(model: type[BaseModel]) -> bool:
+    decorators = model.__pydantic_decorators__
+    if decorators.model_validators or decorators.field_validators:
+        return False
+    for field in model.model_fields.values():
+        for part in (field.annotation, *get_args(field.annotation)):
+            if isinstance(part, type) and issubclass(part, BaseModel):
+                return False
+    return True
+
+
+def _mirror(model: type[Envelope]) -> type[msgspec.Struct]:
+    name = str(model.model_fields["event"].annotation.__args__[0])  # type: ignore[union-attr]
+    fields: list[Any] = []
+    for attr, field in model.model_fields.items():
+        if attr == "event":
+            continue  # the tag
+        key = field.alias or attr
+        annotation = _with_meta(field.annotation, _constraints(list(field.metadata)))
+        if field.default_factory is not None:
+            factory: Any = field.default_factory  # every event default factory takes no argument
+            fields.append((key, annotation, msgspec.field(default_factory=factory)))
+        elif field.default is not PydanticUndefined:
+            fields.append((key, annotation, field.default))
+        else:
+            fields.append((key, annotation))
+    struct = msgspec.defstruct(
+        model.__name__, fields, kw_only=True, forbid_unknown_fields=True, frozen=True,
+        tag_field="event", tag=name,
+    )
+    struct.event = name  # type: ignore[attr-defined]  # read like the pydantic model's field
+    return struct
+
+
+#: event name -> fast Struct, for every event model that can be mirrored exactly
+FAST_STRUCTS: dict[str, type[msgspec.Struct]] = {
+    s.event: s  # type: ignore[attr-defined]
+    for s in (_mirror(m) for m in ALL_EVENT_TYPES if _mirrorable(m))
+}
+
+FAST_DECODER: msgspec.json.Decoder[Any] = msgspec.json.Decoder(
+    Union[tuple(FAST_STRUCTS.values())]  # noqa: UP007
+)
+
+DecodeError = (msgspec.ValidationError, msgspec.DecodeError)

@@ -1,0 +1,132 @@
+"""The fast reading path must read exactly what the pydantic models read, and nothing more."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from residentkv.model.events import EVENT_ADAPTER, EVENT_MODELS, event_to_dict
+from residentkv.model.fast_events import FAST_DECODER, FAST_STRUCTS, DecodeError
+from residentkv.trace import reader as reader_module
+from residentkv.trace.reader import TraceReader
+from tracekit import CANONICAL
+
+TRACES = Path(__file__).resolve().parents[2] / "src" / "residentkv" / "data" / "traces"
+
+
+def sample_events() -> list[dict[str, Any]]:
+    return [e for build in CANONICAL.values() for e in build().events]
+
+
+def test_every_event_type_without_nested_models_is_mirrored() -> None:
+    assert set(EVENT_MODELS) - set(FAST_STRUCTS) == {"claim_accepted", "claim_harmed"}
+
+
+@pytest.mark.parametrize("event", sample_events(), ids=lambda e: f"{e['seq']}-{e['event']}")
+def test_fast_and_pydantic_decode_the_same_values(event: dict[str, Any]) -> None:
+    raw = json.dumps(event).encode()
+    model = EVENT_ADAPTER.validate_json(raw)
+    if event["event"] not in FAST_STRUCTS:
+        with pytest.raises(DecodeError):
+            FAST_DECODER.decode(raw)
+        return
+    fast = FAST_DECODER.decode(raw)
+    assert fast.event == model.event
+    for key, value in event_to_dict(model).items():
+        if key != "event":
+            assert getattr(fast, key) == value, key
+
+
+MUTATIONS = st.sampled_from([
+    ("seq", -1), ("seq", "5"), ("seq", 1.5), ("ts_ns", None), ("source", ""), ("claim_id", 3),
+    ("surprise", 1), ("generation", -2), ("hit_tokens", -1), ("success", "yes"),
+    ("success", 1), ("blocking_claim_ids", "c-1"), ("arbiter", "judge"), ("status", "done"),
+    ("bytes", -5), ("policy", "retry"), ("schema", "residentkv.event/v2"), ("event", "bogus"),
+    ("holds", None), ("invalid_block_ids", ["x"]), ("value", "3"), ("job_id", None),
+])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(sample_events()), MUTATIONS, st.booleans())
+def test_fast_decoder_never_accepts_what_pydantic_refuses(
+    event: dict[str, Any], mutation: tuple[str, Any], drop: bool
+) -> None:
+    key, value = mutation
+    mutated = dict(event)
+    if drop and key in mutated:
+        del mutated[key]
+    else:
+        mutated[key] = value
+    raw = json.dumps(mutated).encode()
+    try:
+        FAST_DECODER.decode(raw)
+    except DecodeError:
+        return  # refused: the pydantic path judges it
+    EVENT_ADAPTER.validate_json(raw)  # must not raise
+
+
+def test_fast_reader_reports_the_same_problems(tmp_path: Path) -> None:
+    events = sample_events()[:12]
+    lines = [json.dumps(e) for e in events]
+    lines[3] = lines[3].replace('"seq"', '"sek"')
+    lines[5] = "{not json"
+    lines[7] = json.dumps(dict(events[7], surprise=1))
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    slow, fast = TraceReader(path), TraceReader(path, fast=True)
+    assert [n for n, _ in slow] == [n for n, _ in fast]
+    assert [(p.code, p.line, p.message) for p in slow.problems] == [
+        (p.code, p.line, p.message) for p in fast.problems]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")), max_size=30),
+       st.integers(1, 50), st.integers(1, 60), st.booleans())
+def test_chunked_lines_match_a_plain_split(
+    lines: list[bytes], chunk: int, limit: int, trailing_newline: bool
+) -> None:
+    data = b"\n".join(lines) + (b"\n" if trailing_newline and lines else b"")
+    reader = TraceReader("mem", max_line_bytes=limit)
+    old = reader_module._CHUNK
+    reader_module._CHUNK = chunk
+    try:
+        got = list(reader._lines(io.BytesIO(data)))
+    finally:
+        reader_module._CHUNK = old
+    expected_lines = data.split(b"\n")
+    if expected_lines and expected_lines[-1] == b"":
+        expected_lines.pop()
+    expected = [(i + 1, line if len(line) <= limit else None)
+                for i, line in enumerate(expected_lines)]
+    assert got == expected
+
+
+def test_reading_a_shipped_trace_fast_gives_the_same_events() -> None:
+    path = TRACES / "two_claim_attribution.jsonl"
+    slow = [event_to_dict(e) for _, e in TraceReader(path)]
+    fast = [(n, e) for n, e in TraceReader(path, fast=True)]
+    assert len(slow) == len(fast)
+    for s_event, (_, f_event) in zip(slow, fast, strict=True):
+        assert s_event["seq"] == f_event.seq and s_event["event"] == f_event.event
+
+
+def test_pydantic_still_judges_lax_lines_the_fast_decoder_refuses(tmp_path: Path) -> None:
+    event = dict(sample_events()[0], seq="7")  # a numeric string: lax JSON accepts it
+    raw = json.dumps(event).encode()
+    with pytest.raises(DecodeError):
+        FAST_DECODER.decode(raw)
+    try:
+        expected = EVENT_ADAPTER.validate_json(raw).seq
+    except ValidationError:
+        expected = None
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(raw + b"\n")
+    got = [e.seq for _, e in TraceReader(path, fast=True)]
+    assert got == ([] if expected is None else [expected])
