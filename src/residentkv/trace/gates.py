@@ -446,7 +446,7 @@ def check_trace(
         raise ValueError(f"unknown gate(s): {', '.join(unknown)}")
     reader = TraceReader(path, max_line_bytes=max_line_bytes, stream=stream, fast=True)
     with _cyclic_gc_paused():
-        facts = collect(event for _, event in reader)
+        facts = collect(reader.events())
     problems = list(reader.problems)
     if reader.events_read == 0:
         problems.append(Finding(code="T009", message="no valid event in the trace",

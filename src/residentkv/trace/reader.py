@@ -68,6 +68,7 @@ class TraceReader:
         self.problem_count = 0
         self.events_read = 0
         self.lines_read = 0
+        self.line = 0
 
     def _problem(self, code: str, line: int | None, message: str, col: int | None = None) -> None:
         self.problem_count += 1
@@ -91,66 +92,74 @@ class TraceReader:
             ) from None
 
     def __iter__(self) -> Iterator[tuple[int, Envelope]]:
+        for event in self.events():
+            yield self.line, event
+
+    def events(self) -> Iterator[Envelope]:
+        """The valid events in order; ``self.line`` is the line of the one just yielded."""
         # the hot loop: one decoder call per line; everything unusual takes _slow_path
         validate = _decode_fast if self.fast else EVENT_ADAPTER.validate_json
-        last_seq, last_line = -1, 0
-        line_no = 0
-        with self._open() as fh:
-            for line_no, raw in self._lines(fh):
-                if raw is None:
-                    self._problem("T007", line_no, f"line longer than {self.max_line_bytes} bytes")
-                    continue
-                if b"\x00" in raw:
-                    # NUL never occurs in a JSONL trace: the file is binary, stop reading
-                    self._problem("T008", line_no, "NUL byte: binary data, not a JSONL trace")
-                    break
-                try:
-                    event: Envelope = validate(raw)
-                except ValidationError as error:
-                    self._slow_path(raw, line_no, error)
-                    continue
-                if event.seq <= last_seq:
-                    self._problem(
-                        "T006", line_no,
-                        f"seq {event.seq} is not greater than seq {last_seq} on line {last_line}",
-                    )
-                    continue
-                last_seq, last_line = event.seq, line_no
-                self.events_read += 1
-                yield line_no, event
-        self.lines_read = line_no
+        limit, last_seq, last_line, count, line_no = self.max_line_bytes, -1, 0, 0, 0
+        try:
+            with self._open() as fh:
+                for first, lines in self._batches(fh):
+                    line_no = first - 1
+                    for raw in lines:
+                        line_no += 1
+                        if raw is None:
+                            self._problem("T007", line_no, f"line longer than {limit} bytes")
+                            continue
+                        if b"\x00" in raw:
+                            # NUL never occurs in a JSONL trace: the file is binary, stop
+                            self._problem("T008", line_no,
+                                          "NUL byte: binary data, not a JSONL trace")
+                            return
+                        try:
+                            event: Envelope = validate(raw)
+                        except ValidationError as error:
+                            self._slow_path(raw, line_no, error)
+                            continue
+                        if event.seq <= last_seq:
+                            self._problem("T006", line_no, f"seq {event.seq} is not greater "
+                                          f"than seq {last_seq} on line {last_line}")
+                            continue
+                        last_seq, last_line = event.seq, line_no
+                        count += 1
+                        self.line = line_no
+                        yield event
+        finally:
+            self.events_read, self.lines_read = count, line_no
 
-    def _lines(self, fh: Any) -> Iterator[tuple[int, bytes | None]]:
-        """``(line_number, line)`` read in large chunks; ``None`` for a line over the limit.
+    def _batches(self, fh: Any) -> Iterator[tuple[int, list[bytes | None]]]:
+        """The lines of each large chunk read, with the number of the first one; ``None``
+        stands for a line over the limit.
 
         Memory stays bounded: a partial line is kept only up to the limit, the rest of an
         over-long line is skipped without being stored.
         """
         limit, number, partial, skipping = self.max_line_bytes, 0, b"", False
         while chunk := fh.read(_CHUNK):
-            lines = chunk.split(b"\n")
+            lines: list[bytes | None] = list(chunk.split(b"\n"))
             tail = lines.pop()  # after the last newline: the start of the next line
             if lines:
-                first = lines[0]
                 if skipping:
-                    number, skipping = number + 1, False
-                    yield number, None
-                    lines = lines[1:]
+                    lines[0], skipping = None, False
                 elif partial:
-                    lines[0] = partial + first
+                    lines[0] = partial + (lines[0] or b"")
                 partial = b""
-                for line in lines:
-                    number += 1
-                    yield number, (line if len(line) <= limit else None)
+                yield number + 1, [
+                    line if line is None or len(line) <= limit else None for line in lines
+                ]
+                number += len(lines)
             if skipping:
                 continue
-            partial += tail
+            partial += tail or b""
             if len(partial) > limit:
                 partial, skipping = b"", True
         if skipping:
-            yield number + 1, None
+            yield number + 1, [None]
         elif partial:
-            yield number + 1, partial if len(partial) <= limit else None
+            yield number + 1, [partial if len(partial) <= limit else None]
 
     def _slow_path(self, raw: bytes, line_no: int, error: ValidationError) -> None:
         """Classify a line the validator refused: blank, not UTF-8, or invalid (reported)."""
