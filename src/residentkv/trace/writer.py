@@ -9,16 +9,19 @@ thread-safe: the lock covers both the ``seq`` assignment and the write, so file 
 from __future__ import annotations
 
 import itertools
-import json
 import threading
 import time
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from residentkv.model.events import EVENT_MODELS, SCHEMA_ID
+import msgspec
+
+from residentkv.model.events import SCHEMA_ID
+from residentkv.model.fast_events import FAST_STRUCTS
 
 _SEQ_LOCK = threading.Lock()
+_ENCODE = msgspec.json.Encoder().encode
 _SEQ = itertools.count()
 
 
@@ -38,8 +41,9 @@ def reset_seq(start: int = 0) -> None:
 class EventWriter:
     """Append v1 events to one JSONL stream.
 
-    ``emit`` validates the event against its model (an emitter bug must not write a trace the
-    reader would reject), assigns ``seq`` and ``ts_ns``, and returns the written object.
+    ``emit`` validates the event against the strict mirror of its model (an emitter bug must
+    not write a trace the reader would reject), assigns ``seq`` and ``ts_ns``, and returns the
+    written object. A failed validation raises :class:`ValueError`.
     """
 
     def __init__(
@@ -74,8 +78,8 @@ class EventWriter:
         **fields: Any,
     ) -> dict[str, Any]:
         """Write one event and return it as written."""
-        model = EVENT_MODELS.get(event)
-        if model is None:
+        struct = FAST_STRUCTS.get(event)
+        if struct is None:
             raise ValueError(f"unknown event type {event!r}")
         with self._lock, _SEQ_LOCK:
             record: dict[str, Any] = {
@@ -89,8 +93,9 @@ class EventWriter:
                 **fields,
             }
             if self.validate:
-                model.model_validate(record)
-            self._buffer.append(json.dumps(record, separators=(",", ":"), sort_keys=False))
+                # the strict mirror of the event model: whatever it accepts, the reader accepts
+                msgspec.convert(record, struct)
+            self._buffer.append(_ENCODE(record).decode())
             self.count += 1
             if len(self._buffer) >= self._buffer_lines:
                 self._flush_locked()
