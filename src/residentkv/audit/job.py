@@ -47,7 +47,6 @@ ADAPTER_FILE = "residentkv_vllm_adapter.yaml"
 WITNESS_SCENARIOS: tuple[str, ...] = (
     "success_path", "claimed_load_failure", "multi_claim_targeted_failure")
 TRACE_DIR = Path("traces") / "witness"
-SUITE_ABSENT = "suite: not available in this build"
 
 WitnessRunner = Callable[[Sequence[str], int, Path], list[Any]]
 
@@ -229,43 +228,26 @@ def _live_witness(opts: AuditOptions, descriptors: list[Path]) -> tuple[dict[str
 
 
 def suite_summary() -> dict[str, Any]:
-    """Run the bad-lowering suite shipped in this build (all cases, all mutants), if any.
+    """Run the bad-lowering suite shipped in the package: every case and every mutant.
 
-    Uses ``residentkv.suite.run.run_suite(shipped_suite())``; a build without the suite (or
-    without its shipped cases) reports ``suite: not available in this build`` -- never a pass.
+    The suite's failure is a finding of the audit (``passed: false`` with the reason), never a
+    crash and never a pass.
     """
+    from residentkv.suite.run import run_suite, summary_lines
+    from residentkv.suite.runner import shipped_suite
+
     try:
-        run_mod = importlib.import_module("residentkv.suite.run")
-        runner_mod = importlib.import_module("residentkv.suite.runner")
-    except ModuleNotFoundError as e:
-        if e.name and e.name.startswith("residentkv.suite"):
-            return {"available": False, "passed": False, "detail": SUITE_ABSENT, "lines": []}
-        return {"available": True, "passed": False, "lines": [],
-                "detail": f"suite: cannot import the suite: {e}"}
-    run = getattr(run_mod, "run_suite", None)
-    shipped = getattr(runner_mod, "shipped_suite", None)
-    if not callable(run) or not callable(shipped):
-        return {"available": False, "passed": False, "detail": SUITE_ABSENT, "lines": []}
-    try:
-        root = shipped()
-        if not Path(root).is_dir() or not any(Path(root).iterdir()):
-            return {"available": False, "passed": False, "detail": SUITE_ABSENT, "lines": []}
-        result = run(root)
-        lines_of = getattr(run_mod, "summary_lines", None)
-        lines = [str(x) for x in lines_of(result)] if callable(lines_of) else []
-    except Exception as e:  # the suite's failure is a finding of the audit, not a crash
+        result = run_suite(shipped_suite())
+    except Exception as e:
         return {"available": True, "passed": False, "lines": [],
                 "detail": f"suite: raised {type(e).__name__}: {e}"}
-    passed = bool(getattr(result, "passed", False))
-    cases = getattr(result, "cases", [])
-    ok = sum(1 for c in cases if getattr(c, "passed", False))
-    detail = f"suite: {'passed' if passed else 'FAILED'} ({ok}/{len(cases)} cases"
-    tallies = getattr(result, "operators", {})
-    if isinstance(tallies, dict) and tallies:
-        gen = sum(getattr(t, "generated", 0) for t in tallies.values())
-        killed = sum(getattr(t, "killed", 0) for t in tallies.values())
-        detail += f", {killed}/{gen} mutants killed"
-    return {"available": True, "passed": passed, "detail": detail + ")", "lines": lines}
+    ok = sum(c.passed for c in result.cases)
+    generated = sum(t.generated for t in result.operators.values())
+    killed = sum(t.killed for t in result.operators.values())
+    detail = (f"suite: {'passed' if result.passed else 'FAILED'} ({ok}/{len(result.cases)} "
+              f"cases, {killed}/{generated} mutants killed)")
+    return {"available": True, "passed": result.passed, "detail": detail,
+            "lines": summary_lines(result)}
 
 
 # ------------------------------------------------------------------------------- the job

@@ -40,6 +40,7 @@ def render_audit_text(result: AuditResult, *, width: int = 160) -> str:
     out = ["sources:"] + [f"  {_source_line(s)}" for s in result.sources]
     out.append(_witness_line(result.witness))
     out.append(result.suite["detail"])
+    out += [f"  {line}" for line in result.suite.get("lines", [])]
     out.append(render_runtime_matrix(runtime_matrix(doc), width=width).rstrip())
     out.append(render_table("rows", _ROW_COLUMNS, _compact_rows(doc), width=width).rstrip())
     for f in (f for r in doc["rows"] for f in r["findings"] if f["severity"] == "error"):
