@@ -19,7 +19,7 @@ from __future__ import annotations
 class ResidentKVError(Exception):
     """Base class of every exception residentkv raises deliberately."""
 
-    code: str = "E000"
+    code: str = "E101"
 
     def __init__(self, message: str, *, code: str | None = None) -> None:
         super().__init__(message)
@@ -75,9 +75,13 @@ class TraceReadError(UserInputError):
 
 
 class IllegalTransition(ResidentKVError):
-    """A lifecycle transition the contract forbids; names both states."""
+    """A lifecycle transition the contract forbids; names both states.
 
-    code = "T020"
+    Raised by the state machine itself; in a trace it is reported through the lifecycle gate's
+    ``legal_transitions`` requirement rather than as an error.
+    """
+
+    code = "E101"
 
     def __init__(self, claim_id: str, from_state: str | None, to_state: str) -> None:
         src = from_state if from_state is not None else "(none)"

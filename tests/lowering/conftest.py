@@ -16,23 +16,9 @@ RunCli = Callable[..., tuple[int, str, str]]
 
 
 @pytest.fixture
-def run_cli(capsys: pytest.CaptureFixture[str]) -> RunCli:
+def run_cli(cli_run: RunCli) -> RunCli:
     """Run ``residentkv ARGS`` through cli.main (the real exit-code mapping)."""
-    from residentkv import cli
-    from residentkv.commands.anchors import anchors
-    from residentkv.commands.check import check
-
-    # The lead registers these in commands/registry.py; adding them again is idempotent.
-    cli.cli.add_command(check)
-    cli.cli.add_command(anchors)
-
-    def run(*args: str) -> tuple[int, str, str]:
-        with pytest.raises(SystemExit) as exc:
-            cli.main(list(args))
-        out, err = capsys.readouterr()
-        return int(exc.value.code or 0), out, err
-
-    return run
+    return cli_run
 
 
 @pytest.fixture

@@ -3,24 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from residentkv import cli as cli_module
-from residentkv.commands.microruntime import litmus, sweep
-
-
-@pytest.fixture(autouse=True)
-def registered() -> Iterator[None]:
-    """Register the commands for the test if the lead has not done so yet."""
-    added = [c for c in (litmus, sweep) if c.name not in cli_module.cli.commands]
-    for c in added:
-        cli_module.cli.add_command(c)
-    yield
-    for c in added:
-        cli_module.cli.commands.pop(c.name or "", None)
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -2,7 +2,8 @@
 
 ``sources fetch`` is the one command that reaches the network, through pip's own client, to put
 the pinned release archives in the cache; verification never does. ``drift`` is defined here
-(the lead attaches it to the ``anchors`` group) because it is built on the release cache.
+(and attached to the ``anchors`` group by the command registry) because it is built on the
+release cache.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ sentence saying what the result does not show. A claim with zero events fails ev
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import pairwise
 from pathlib import Path
@@ -470,5 +470,3 @@ def check_trace(
         results=results,
     )
 
-
-GateFn = Callable[[StreamFacts, str], GateResult]
