@@ -4,9 +4,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from residentkv.cli import main
 from residentkv.sources import PINS, cache_dir, fetch, find_archive
+
+# Property tests judge behaviour, never speed: no per-example deadline (CI machines are shared),
+# and a fixed derandomized run so a failure reproduces.
+settings.register_profile("residentkv", deadline=None, derandomize=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("residentkv")
 
 TESTS = Path(__file__).parent
 sys.path.insert(0, str(TESTS))
