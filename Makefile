@@ -55,8 +55,13 @@ unit: $(VLLM_STAMP)
 
 test: lint typecheck unit
 
-bench: $(STAMP)
+# Figures only (nothing here asserts on time): see the README's performance section.
+bench: $(VLLM_STAMP)
 	$(PY) bench/trace_gates.py
+	$(PY) bench/check.py
+	$(PY) bench/mutants.py
+	$(PY) bench/microruntime.py
+	$(PY) bench/witness.py --runs 30 --out bench-out
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
