@@ -563,39 +563,15 @@ class MicroRuntime:
         self._job += 1
         job = f"load-{self._job}"
         nbytes = c.footprint * self.block_size
+        ids: dict[str, Any] = {"claim_id": c.id, "request_id": req.id, "job_id": job,
+                               "generation": c.generation}
         if w is not None:
-            w.emit(
-                "kv_load_started",
-                claim_id=c.id,
-                request_id=req.id,
-                job_id=job,
-                bytes=nbytes,
-                generation=c.generation,
-                from_tier=HOST_TIER,
-                to_tier=DEVICE_TIER,
-            )
+            w.emit("kv_load_started", **ids, bytes=nbytes, from_tier=HOST_TIER, to_tier=DEVICE_TIER)
         if c.id in self.fail_loads_of:
             invalid = sorted(c.obj.blocks[p] for p in range(c.footprint) if p in c.obj.blocks)
             if w is not None:
-                w.emit(
-                    "kv_load_finished",
-                    claim_id=c.id,
-                    request_id=req.id,
-                    job_id=job,
-                    bytes=nbytes,
-                    generation=c.generation,
-                    success=False,
-                    injected=True,
-                )
-                w.emit(
-                    "kv_load_failed",
-                    claim_id=c.id,
-                    request_id=req.id,
-                    invalid_block_ids=invalid,
-                    job_id=job,
-                    injected=True,
-                    generation=c.generation,
-                )
+                w.emit("kv_load_finished", **ids, bytes=nbytes, success=False, injected=True)
+                w.emit("kv_load_failed", **ids, invalid_block_ids=invalid, injected=True)
                 w.emit(
                     "scheduler_load_failure",
                     claim_id=c.id,
@@ -636,15 +612,7 @@ class MicroRuntime:
             self._refuse(req, FEASIBILITY_RESTORE, (c.id,), c.id, "scheduler_boundary")
             return False
         if w is not None:
-            w.emit(
-                "kv_load_finished",
-                claim_id=c.id,
-                request_id=req.id,
-                job_id=job,
-                bytes=nbytes,
-                generation=c.generation,
-                success=True,
-            )
+            w.emit("kv_load_finished", **ids, bytes=nbytes, success=True)
         c.offloaded = False
         self._cemit(
             c, "claim_restored", request_id=req.id, generation=c.generation, source="offload_tier"

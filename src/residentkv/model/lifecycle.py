@@ -104,10 +104,3 @@ class ClaimLifecycle:
         self.state = to_state
         if self.keep_history:
             self.history.append(to_state)
-
-    def can_advance(self, to_state: ClaimState) -> bool:
-        return to_state in TRANSITIONS[self.state]
-
-    @property
-    def terminal(self) -> bool:
-        return self.state in TERMINAL_STATES

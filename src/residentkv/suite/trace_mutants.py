@@ -34,18 +34,9 @@ Mutations = Iterator[tuple[frozenset[str], str, Edit]]
 
 OTHER_CLAIM = "mutant:other-claim"
 
-#: (earlier requirement, later requirement): swapping their evidence events breaks the later
-SWAPS: tuple[tuple[str, str], ...] = (
-    ("store_succeeded", "offloaded"),
-    ("offloaded", "lookup_hit"),
-    ("restore_required", "load_succeeded"),
-    ("restored_from_offload", "reused_after_restore"),
-    ("claim_load_failed", "scheduler_failure_branch"),
-    ("claim_load_failed", "restore_failed_scoped"),
-    ("claim_load_failed", "refusal_attributed"),
-)
-#: requirement -> the one that breaks when the evidence events of the pair are swapped
-_SWAP_BREAKS = {
+#: (earlier requirement, later requirement) -> the one that breaks when their evidence events
+#: are swapped
+SWAPS: dict[tuple[str, str], str] = {
     ("store_succeeded", "offloaded"): "store_succeeded",
     ("offloaded", "lookup_hit"): "lookup_hit",
     ("restore_required", "load_succeeded"): "load_succeeded",
@@ -223,7 +214,7 @@ def _relabel(p: Parent, result: GateResult) -> Mutations:
 
 
 def _swap(p: Parent, result: GateResult) -> Mutations:
-    for first, second in SWAPS:
+    for (first, second), breaks in SWAPS.items():
         a, b = result.evidence.get(first), result.evidence.get(second)
         if not a or not b or a[0] not in p.index or b[0] not in p.index:
             continue
@@ -231,7 +222,7 @@ def _swap(p: Parent, result: GateResult) -> Mutations:
         if i == j:
             continue
         ei, ej = p.events[i], p.events[j]
-        yield frozenset({_SWAP_BREAKS[(first, second)]}), (
+        yield frozenset({breaks}), (
             f"swap {ei['event']} (seq {a[0]}) with {ej['event']} (seq {b[0]})"
         ), Edit(replace={i: {**ej, "seq": ei["seq"]}, j: {**ei, "seq": ej["seq"]}})
 

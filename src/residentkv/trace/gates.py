@@ -404,9 +404,15 @@ def check_events(
     well_formed: bool = True,
 ) -> list[GateResult]:
     """Run *gates* over already-read events for one claim or for every claim found."""
-    facts = collect(events)
+    return _judge_all(collect(events), gates, claim_id, well_formed)
+
+
+def _judge_all(facts: StreamFacts, gates: Sequence[str], claim_id: str | None,
+               well_formed: bool) -> list[GateResult]:
+    """Every gate for the given claim, or for every claim of the stream."""
     claims = [claim_id] if claim_id is not None else claims_in(facts)
-    return [judge(facts, g, c, well_formed=well_formed) for c in claims for g in gates]
+    with _cyclic_gc_paused():
+        return [judge(facts, g, c, well_formed=well_formed) for c in claims for g in gates]
 
 
 @contextmanager
@@ -452,16 +458,14 @@ def check_trace(
         problems.append(Finding(code="T009", message="no valid event in the trace",
                                 path=str(path), help="a trace must hold v1 events, one per line"))
     well_formed = reader.problem_count == 0
-    claims = [claim_id] if claim_id is not None else claims_in(facts)
-    if claim_id is None and not claims and reader.events_read:
+    if claim_id is None and not facts.claims and reader.events_read:
         problems.append(Finding(code="T012", message="the trace names no claim",
                                 path=str(path),
                                 help="gates judge claims; events without a claim id show nothing"))
     if claim_id is not None and claim_id not in facts.claims:
         problems.append(Finding(code="T011", message=f"no event for claim {claim_id!r}",
                                 path=str(path)))
-    with _cyclic_gc_paused():
-        results = [judge(facts, g, c, well_formed=well_formed) for c in claims for g in gates]
+    results = _judge_all(facts, gates, claim_id, well_formed)
     return TraceCheck(
         path=str(path),
         events=reader.events_read,

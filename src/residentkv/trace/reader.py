@@ -67,7 +67,6 @@ class TraceReader:
         self.problems: list[Finding] = []
         self.problem_count = 0
         self.events_read = 0
-        self.lines_read = 0
         self.line = 0
 
     def _problem(self, code: str, line: int | None, message: str, col: int | None = None) -> None:
@@ -128,7 +127,7 @@ class TraceReader:
                         self.line = line_no
                         yield event
         finally:
-            self.events_read, self.lines_read = count, line_no
+            self.events_read = count
 
     def _batches(self, fh: Any) -> Iterator[tuple[int, list[bytes | None]]]:
         """The lines of each large chunk read, with the number of the first one; ``None``

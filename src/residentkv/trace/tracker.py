@@ -117,7 +117,6 @@ class StreamFacts:
     #: requests whose finish matters: those hit by a load failure or named by a refusal
     watched: set[str] = field(default_factory=set)
     smeared_refusal: int | None = None
-    event_count: int = 0
     derived: dict[str, Any] = field(default_factory=dict)
 
     def track(self, claim_id: str) -> ClaimTrack:
@@ -146,7 +145,6 @@ def collect(events: Iterable[Event]) -> StreamFacts:
     facts = StreamFacts()
     claim_handlers, other_handlers = _CLAIM_HANDLERS, _OTHER_HANDLERS
     for event in events:
-        facts.event_count += 1
         name = event.event
         if name in CLAIM_EVENT_NAMES:
             _claim_event(facts, event, name, claim_handlers.get(name))
