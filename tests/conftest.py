@@ -13,6 +13,11 @@ from residentkv.sources import PINS, cache_dir, fetch, find_archive
 # and a fixed derandomized run so a failure reproduces.
 settings.register_profile("residentkv", deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])
+# `make fuzz-gates`: long randomized runs of the differential properties (a new seed each run;
+# failures are kept in the example database and printed with a reproduction blob).
+settings.register_profile("fuzz", deadline=None, derandomize=False, print_blob=True,
+                          max_examples=int(os.environ.get("RESIDENTKV_FUZZ_EXAMPLES", "50000")),
+                          suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("residentkv")
 
 TESTS = Path(__file__).parent
