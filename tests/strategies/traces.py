@@ -2,7 +2,7 @@
 
 Three layers, each readable on its own:
 
-1. **Legal traces** (:func:`legal_traces`): a :class:`Plan` per claim (its protection mode and
+1. **Legal traces** (:func:`build_legal`): a :class:`Plan` per claim (its protection mode and
    path through SPEC §2–§4: success, controlled failure, both, expiry, demotion, capacity
    conflict, soft loss reported as harm, resident only), built into events by
    :class:`_Builder`, the claims' events interleaved (each claim's own order kept) with noise
@@ -10,11 +10,14 @@ Three layers, each readable on its own:
    pass and which it must fail (:func:`legal_expectations`).
 2. **Defects** (:data:`DEFECTS`): name -> function that changes a legal trace and declares the
    (claim, gate) pairs that SPEC says it must break. 1–3 are applied at a time
-   (:func:`defective_traces`); a defect never edits an event an earlier one touched and never
+   (:func:`build_defective`); a defect never edits an event an earlier one touched and never
    picks a claim an earlier one picked, so each declared break survives the others.
 3. **Raw-line defects** (:data:`RAW_DEFECTS`): JSON type perturbations and duplicate keys,
-   applied to the serialized lines; v1 is strictly typed JSON without duplicate keys, so the
-   trace is not well formed and every gate of every claim must fail.
+   applied to the serialized lines (:func:`build_raw`); v1 is strictly typed JSON without
+   duplicate keys, so the trace is not well formed and every gate of every claim must fail.
+
+Hypothesis draws only a :class:`Shape` (:func:`shapes`); :func:`families` turns one shape into
+a legal trace, several defective ones and one with raw-line defects.
 
 The oracle comes from the SPEC, not from either implementation: tests compare the streaming
 gates and the reference semantics against it, and against each other.
@@ -412,63 +415,75 @@ def legal_expectations(plans: list[Plan]) -> dict[Key, bool]:
     return expect
 
 
+@dataclass(frozen=True)
+class Shape:
+    """What hypothesis draws: the structure of a trace. Everything else follows from ``seed``,
+    so a failure shrinks to fewer claims, cycles and defects while generation stays cheap."""
+
+    claims: tuple[tuple[Kind, int], ...]  # (kind, successful restore cycles) per claim
+    interleaved: bool
+    seed: int
+
+
+_SEED = st.integers(0, 2**32 - 1)
+_KIND = st.sampled_from(list(Kind))
+_TARGET = st.sampled_from([Kind.FAILURE, Kind.LIFECYCLE])
+_QUIET = st.sampled_from([Kind.SUCCESS, Kind.RESIDENT, Kind.SOFT])
+# sometimes ten and more cycles: bounded gate state must prune resolved history
+_SUCCESSES = st.one_of(st.integers(1, 3), st.integers(10, 12))
+
+
 @st.composite
-def plans(draw: st.DrawFn, max_claims: int = 4) -> list[Plan]:
-    """1..max_claims claim plans; often an attribution mix (one failing target, quiet others)."""
+def shapes(draw: st.DrawFn, max_claims: int = 4) -> Shape:
+    """1..max_claims claims; often an attribution mix (one failing target, quiet others)."""
     n = draw(st.integers(1, max_claims))
     if n > 1 and draw(st.booleans()):
-        target = draw(st.sampled_from([Kind.FAILURE, Kind.LIFECYCLE]))
-        quiet = st.sampled_from([Kind.SUCCESS, Kind.RESIDENT, Kind.SOFT])
-        kinds = [target, *(draw(quiet) for _ in range(n - 1))]
-        kinds = draw(st.permutations(kinds))
+        kinds = [draw(_TARGET), *(draw(_QUIET) for _ in range(n - 1))]
+        if draw(st.booleans()):
+            kinds.reverse()
     else:
-        kinds = [draw(st.sampled_from(list(Kind))) for _ in range(n)]
-    return [draw(_plan(i + 1, kind)) for i, kind in enumerate(kinds)]
+        kinds = [draw(_KIND) for _ in range(n)]
+    claims = tuple((k, draw(_SUCCESSES) if k in SUCCEEDS else 0) for k in kinds)
+    return Shape(claims, n > 1 and draw(st.booleans()), draw(_SEED))
 
 
-@st.composite
-def _plan(draw: st.DrawFn, index: int, kind: Kind) -> Plan:
-    footprint = draw(st.integers(1, 8))
-    blocks = draw(st.integers(1, footprint))
-    if draw(st.integers(0, 3)) == 0:
-        start = draw(st.integers(0, footprint - blocks))
+def _plan(rnd: random.Random, index: int, kind: Kind, successes: int) -> Plan:
+    footprint = rnd.randint(1, 8)
+    blocks = rnd.randint(1, footprint)
+    if rnd.random() < 0.25:
+        start = rnd.randint(0, footprint - blocks)
         predicate = {"id": f"p-range{start}-{blocks}", "kind": "contiguous_range",
                      "blocks": blocks, "start": start}
     else:
         predicate = {"id": f"p-lead{blocks}", "kind": "leading_prefix_at_least",
                      "blocks": blocks}
-    successes = 0
-    if kind in SUCCEEDS:
-        # sometimes ten and more cycles: bounded gate state must prune resolved history
-        successes = draw(st.one_of(st.integers(1, 3), st.integers(10, 12)))
-    cycles = successes + (kind in FAILS)
-    labels = list(range(cycles))
-    if draw(st.integers(0, 3)) == 0:  # labels need only be distinct: seq orders the cycles
-        labels = draw(st.permutations([3 * g + 1 for g in labels]))
+    labels = list(range(successes + (kind in FAILS))) or [0]
+    if rnd.random() < 0.25:  # labels need only be distinct: seq orders the cycles
+        labels = [3 * g + 1 for g in labels]
+        rnd.shuffle(labels)
     return Plan(
         claim_id=f"c-{index}", kind=kind, owner_scope=f"tenant:{'ab'[index % 2]}/session:{index}",
-        predicate=predicate, footprint=footprint, successes=successes,
-        labels=list(labels) or [0],
-        loss=kind in (Kind.EXPIRING, Kind.DEMOTABLE, Kind.SOFT) and draw(st.booleans()),
-        release=kind in (Kind.SUCCESS, Kind.RESIDENT) and draw(st.integers(0, 3)) == 0,
+        predicate=predicate, footprint=footprint, successes=successes, labels=labels,
+        loss=kind in (Kind.EXPIRING, Kind.DEMOTABLE, Kind.SOFT) and rnd.random() < 0.5,
+        release=kind in (Kind.SUCCESS, Kind.RESIDENT) and rnd.random() < 0.25,
     )
 
 
-@st.composite
-def legal_traces(draw: st.DrawFn, max_claims: int = 4) -> GenTrace:
-    """A legal trace of 1..max_claims claims, its oracle in ``expect``."""
-    claim_plans = draw(plans(max_claims))
-    rnd = draw(st.randoms(use_true_random=False))
-    shuffle = len(claim_plans) > 1 and draw(st.booleans())
+def build_legal(shape: Shape, variant: int = 0) -> GenTrace:
+    """The legal trace of *shape* (the same for every *variant*), its oracle in ``expect``;
+    *variant* only seeds what defects applied later choose."""
+    rnd = random.Random(shape.seed)
+    claim_plans = [_plan(rnd, i + 1, k, n) for i, (k, n) in enumerate(shape.claims)]
     jobs = itertools.count()
     queues = [_Builder(p, jobs).build() for p in claim_plans]
     queues.append(_noise(rnd, jobs))
-    events = _interleave(rnd, queues, shuffle)
+    events = _interleave(rnd, queues, shape.interleaved)
     if HAS_PROVENANCE:
         events.insert(0, Ev(event("stream_started", None, None, emitter={
             "name": "residentkv.tests", "version": "0"}, runtime={"name": "generated",
             "version": "0"}, stream_id="generated", replica=None, rank=None), None, "provenance"))
-    t = GenTrace(claim_plans, events, rnd, shuffle)
+    t = GenTrace(claim_plans, events, random.Random(shape.seed * 7919 + variant),
+                 shape.interleaved)
     t.expect = legal_expectations(claim_plans)
     return t
 
@@ -973,14 +988,13 @@ def apply_defects(t: GenTrace, names: list[str]) -> GenTrace:
     return t
 
 
-@st.composite
-def defective_traces(draw: st.DrawFn, max_claims: int = 4) -> GenTrace:
-    """A legal trace with 1–3 defects applied (at least one that applied)."""
-    t = draw(legal_traces(max_claims))
-    wanted = draw(st.integers(1, 3))
+def build_defective(shape: Shape, variant: int, wanted: int) -> GenTrace:
+    """The legal trace of *shape* with the first *wanted* (1–3) defects that apply, in an
+    order *variant* shuffles."""
+    t = build_legal(shape, variant)
     names = sorted(DEFECTS)
     t.rnd.shuffle(names)
-    for name in names:  # the first ones that apply
+    for name in names:
         apply_defects(t, [name])
         if len(t.defects) == wanted:
             break
@@ -1043,13 +1057,27 @@ RAW_DEFECTS: dict[str, Callable[[GenTrace], bool]] = {
 }
 
 
-@st.composite
-def raw_traces(draw: st.DrawFn, max_claims: int = 3) -> GenTrace:
-    """A legal or defective trace with 1–2 lines that are not strictly typed v1 JSON: not well
-    formed, so every gate of every claim must fail."""
-    t = draw(st.one_of(legal_traces(max_claims), defective_traces(max_claims)))
-    for name in draw(st.lists(st.sampled_from(sorted(RAW_DEFECTS)), min_size=1, max_size=2)):
+def build_raw(shape: Shape, variant: int, defects: int, lines: int) -> GenTrace:
+    """The trace of *shape* with *defects* (0–3) defects, then 1–2 lines that are not strictly
+    typed v1 JSON: not well formed, so every gate of every claim must fail."""
+    t = build_defective(shape, variant, defects) if defects else build_legal(shape, variant)
+    for _ in range(lines):
+        name = t.rnd.choice(sorted(RAW_DEFECTS))
         t.defects.append(name)
         RAW_DEFECTS[name](t)
     t.expect = {(c, g): False for c in t.claims() for g in GATE_NAMES}
     return t
+
+
+_WANTED = st.integers(1, 3)
+
+
+@st.composite
+def families(draw: st.DrawFn, max_claims: int = 4, defective: int = 4) -> list[GenTrace]:
+    """One legal trace, *defective* traces derived from it (1–3 defects each) and one with
+    raw-line defects: the legal build is shared, so each example checks several traces."""
+    shape = draw(shapes(max_claims))
+    out = [build_legal(shape)]
+    out += [build_defective(shape, v + 1, draw(_WANTED)) for v in range(defective)]
+    out.append(build_raw(shape, defective + 1, draw(st.integers(0, 3)), draw(st.integers(1, 2))))
+    return out

@@ -19,12 +19,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
-from hypothesis import given, note, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings
 
 from residentkv.trace.gates import GateResult, check_trace
 from residentkv.trace.reader import TraceReader
-from strategies.traces import GenTrace, defective_traces, legal_traces, raw_traces
+from strategies.traces import GenTrace, families
 
 try:
     from residentkv.trace.semantics import reference_results
@@ -63,83 +62,56 @@ def verdicts(results: Sequence[GateResult]) -> Verdicts:
             for r in results}
 
 
-def show(t: GenTrace) -> None:
-    note(t.describe())
-    note(t.compact())
-
-
 def agree(t: GenTrace) -> None:
     """(b), then (a)."""
-    show(t)
     ours, ref = verdicts(streaming(t)), verdicts(reference(t))
     false_pass = sorted(k for k, v in ours.items() if v[0] and not ref.get(k, (False,))[0])
-    assert not false_pass, f"(b) streaming passes what the reference fails: {false_pass}"
+    assert not false_pass, report(t, f"(b) streaming passes what the reference fails: "
+                                     f"{false_pass}")
     diff = {k: (ours.get(k), ref.get(k)) for k in ours.keys() | ref.keys()
             if ours.get(k) != ref.get(k)}
-    assert not diff, f"(a) streaming (left) differs from the reference (right): {diff}"
+    assert not diff, report(t, f"(a) streaming (left) differs from the reference (right): {diff}")
 
 
 def oracle(t: GenTrace, results: list[GateResult]) -> None:
-    """(c): every (claim, gate) the oracle decides has that verdict; no result is a fail."""
-    show(t)
+    """(c): every (claim, gate) the oracle decides has that verdict (no result is a fail)."""
     got = {(r.claim_id, r.gate): r for r in results}
     wrong = {}
     for key, must_pass in sorted(t.expect.items()):
         r = got.get(key)
         if (r is not None and r.passed) != must_pass:
             wrong[key] = ("must pass" if must_pass else "must fail",
-                          "missing" if r is None else r.missing)
-    assert not wrong, f"(c) verdicts against the SPEC oracle: {wrong}"
+                          "no result" if r is None else r.missing)
+    assert not wrong, report(t, f"(c) verdicts against the SPEC oracle: {wrong}")
 
 
-any_trace = st.one_of(legal_traces(), defective_traces(), raw_traces())
+def report(t: GenTrace, what: str) -> str:
+    return f"{what}\n{t.describe()}\n{t.compact()}"
+
+
+# Each example is a family of traces sharing one legal build: the legal trace, four defective
+# ones and one with raw-line defects (six traces per example).
+@needs_reference
+@budget(1_700)
+@given(families())
+def test_streaming_equals_reference(family: list[GenTrace]) -> None:
+    for t in family:
+        agree(t)
+
+
+@budget(900)
+@given(families())
+def test_oracle_streaming(family: list[GenTrace]) -> None:
+    for t in family:
+        oracle(t, streaming(t))
 
 
 @needs_reference
-@budget(4_000)
-@given(legal_traces())
-def test_legal_traces_streaming_equals_reference(t: GenTrace) -> None:
-    agree(t)
-
-
-@needs_reference
-@budget(8_000)
-@given(defective_traces())
-def test_defective_traces_streaming_equals_reference(t: GenTrace) -> None:
-    agree(t)
-
-
-@needs_reference
-@budget(1_500)
-@given(raw_traces())
-def test_raw_line_defects_streaming_equals_reference(t: GenTrace) -> None:
-    agree(t)
-
-
-@budget(2_000)
-@given(legal_traces())
-def test_oracle_legal_streaming(t: GenTrace) -> None:
-    oracle(t, streaming(t))
-
-
-@budget(3_000)
-@given(st.one_of(defective_traces(), raw_traces()))
-def test_oracle_defects_streaming(t: GenTrace) -> None:
-    oracle(t, streaming(t))
-
-
-@needs_reference
-@budget(1_000)
-@given(legal_traces())
-def test_oracle_legal_reference(t: GenTrace) -> None:
-    oracle(t, reference(t))
-
-
-@needs_reference
-@budget(2_000)
-@given(st.one_of(defective_traces(), raw_traces()))
-def test_oracle_defects_reference(t: GenTrace) -> None:
-    oracle(t, reference(t))
+@budget(900)
+@given(families())
+def test_oracle_reference(family: list[GenTrace]) -> None:
+    for t in family:
+        oracle(t, reference(t))
 
 
 def test_fuzz_profile_is_registered() -> None:
