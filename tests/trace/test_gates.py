@@ -151,7 +151,8 @@ LIFE: list[tuple[str, Callable[[Events], Events]]] = [
 
 EXPIRY: list[tuple[str, Callable[[Events], Events]]] = [
     # demoted instead of expired: the loss is post-release (no harm), but no expiry preceded it
-    ("expiry_before_loss", setf("claim_expired", event="claim_demoted")),
+    ("expiry_before_loss", lambda ev: [dict(e, event="claim_demoted") if e["event"] ==
+                                       "claim_expired" else e for e in ev]),
 ]
 
 HARD: list[tuple[str, Callable[[Events], Events]]] = [
