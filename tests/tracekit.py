@@ -129,7 +129,7 @@ def hard_protected_conflict(claim: str = "c-h") -> Trace:
     t = Trace().started("r-1").accept(claim, "r-1", mode="hard_protected")
     t.add("claim_materialized", claim, "r-1", surviving=2, leading=2, required=2, holds=True,
           tier="device").finished("r-1")
-    t.started("r-2").add("active_request_refused", None, "r-2", outcome_claim_id=claim,
+    t.started("r-2").add("active_request_refused", claim, "r-2", outcome_claim_id=claim,
                          blocking_claim_ids=[claim], arbiter="admission", shortfall=50,
                          feasibility="infeasible_preserve_resident_and_active")
     return t.finished("r-2", "refused", "infeasible")

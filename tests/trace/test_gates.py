@@ -133,7 +133,6 @@ FAIL: list[tuple[str, Callable[[Events], Events]]] = [
         setf("kv_load_finished", injected=False)(ev))),
     ("scheduler_failure_branch", setf("scheduler_load_failure", policy="recompute")),
     ("restore_failed_scoped", setf("claim_restore_failed", outcome_claim_id=None)),
-    ("refusal_attributed", setf("active_request_refused", arbiter="admission")),
     ("outcome_before_finish", move_before("request_finished", "active_request_refused",
                                           nth=1)),
     ("no_restore_after_failure", insert_after("active_request_refused", {
@@ -151,7 +150,9 @@ LIFE: list[tuple[str, Callable[[Events], Events]]] = [
 ]
 
 EXPIRY: list[tuple[str, Callable[[Events], Events]]] = [
-    ("expiry_before_loss", move_before("block_evicted", "claim_expired")),
+    # demoted instead of expired: the loss is post-release (no harm), but no expiry preceded it
+    ("expiry_before_loss", lambda ev: [dict(e, event="claim_demoted") if e["event"] ==
+                                       "claim_expired" else e for e in ev]),
 ]
 
 HARD: list[tuple[str, Callable[[Events], Events]]] = [
@@ -210,6 +211,13 @@ COUPLED: list[tuple[str, Callable[[], Trace], str, str, Callable[[Events], Event
     ("lifecycle", expiring_release_before_loss.__call__, "c-e", "demotion_before_loss",
      setf("claim_accepted", protection_mode="demotable", expires_after_s=None)),
     ("attribution", claimed_load_failure, "c-1", "multiple_claims", lambda ev: ev),
+    # SPEC §4.1: the timing is judged on the attributed refusal itself, so a refusal that is
+    # not attributed takes outcome_before_finish with it
+    ("failure_outcome", claimed_load_failure, "c-1", "refusal_attributed",
+     setf("active_request_refused", arbiter="admission")),
+    # SPEC §4.1: a loss of the materialized claim before its expiry is (unreported) harm
+    ("lifecycle", expiring_release_before_loss, "c-e", "expiry_before_loss",
+     move_before("block_evicted", "claim_expired")),
     ("lifecycle", hard_protected_conflict, "c-h", "materialized",
      setf("claim_materialized", holds=False)),  # not resident: the refusal is no conflict
     ("lifecycle", hard_protected_conflict, "c-h", "conflict_attributed",

@@ -1,0 +1,276 @@
+"""The observation and failure chains of SPEC §4 / §4.1, one restore cycle at a time.
+
+Each function takes one :class:`~residentkv.trace.semantics.stream.Cycle` and returns the seqs
+of the deciding event(s) of one requirement, or None when the cycle does not meet it. A gate
+passes only when one and the same cycle meets every requirement of its chain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from residentkv.trace.semantics.stream import (
+    ClaimView,
+    Cycle,
+    Event,
+    failed_load,
+    first,
+    injected_load_failure,
+    seq_of,
+)
+
+Found = list[int] | None
+Seqs = dict[str, list[int]]
+
+
+def _first_offload(claim: ClaimView, before: int) -> Event | None:
+    return first(claim.named("claim_offloaded"), lambda e: e.seq < before)
+
+
+# ------------------------------------------------------------------------------ observation
+def materialized(cy: Cycle) -> Found:
+    """SPEC §2/§4.1: the accepted predicate held (evaluated on the event's numbers) before the
+    restore this cycle serves."""
+    m = cy.claim.materialized
+    return [m.seq] if m is not None and m.seq < cy.seq else None
+
+
+def offloaded(cy: Cycle) -> Found:
+    """SPEC §4 observation: the claim was offloaded before its restore was required."""
+    o = _first_offload(cy.claim, cy.seq)
+    return None if o is None else [o.seq]
+
+
+def store_succeeded(cy: Cycle) -> Found:
+    """SPEC §4: "store to the host tier succeeded" — the claim's first successful
+    ``kv_store_finished`` precedes its offload (when there is one) and this restore."""
+    s = first(cy.claim.named("kv_store_finished"), lambda e: bool(e.success))
+    o = _first_offload(cy.claim, cy.seq)
+    if s is None or s.seq >= min(seq_of(o), cy.seq):
+        return None
+    return [s.seq]
+
+
+def lookup_hit(cy: Cycle) -> Found:
+    """SPEC §4: "lookup hit requiring a load" — a hit of its own for this restore: after the
+    offload and the previous restore of the claim, before this one."""
+    o = _first_offload(cy.claim, cy.seq)
+    after = max(cy.prev, -1 if o is None else o.seq)
+    hit = first(cy.claim.named("kv_lookup"),
+                lambda e: e.hit_tokens > 0 and after < e.seq < cy.seq)
+    return None if hit is None else [hit.seq]
+
+
+def restore_required(cy: Cycle) -> Found:
+    """SPEC §3 lifecycle: the cycle's own ``claim_restore_required``."""
+    return [cy.seq]
+
+
+def load_success(cy: Cycle) -> Event | None:
+    """The cycle's first successful load that the same job did not then report invalid
+    (issue 10: a load reported successful whose blocks the job reports invalid is no success),
+    while the claim was live."""
+    def voided(load: Event) -> bool:
+        return any(f.invalid_block_ids and f.job_id == load.job_id
+                   and f.claim_id in (cy.claim.id, None)
+                   for f in cy.stream_events("kv_load_failed"))
+
+    return first(cy.members("kv_load_finished"),
+                 lambda e: bool(e.success) and e.seq < cy.claim.end and not voided(e))
+
+
+def load_succeeded(cy: Cycle) -> Found:
+    """SPEC §4 observation: "load succeeded"."""
+    load = load_success(cy)
+    return None if load is None else [load.seq]
+
+
+def _restores(cy: Cycle) -> list[Event]:
+    return [e for e in cy.members("claim_restored") if e.seq < cy.claim.end]
+
+
+def restored_from_offload(cy: Cycle) -> Found:
+    """SPEC §4: ``claim_restored(source=offload_tier)`` after the load, while the claim is
+    live (SPEC §4.1: nothing is restored after the claim ended)."""
+    after = seq_of(load_success(cy)) if load_success(cy) is not None else -1
+    r = first(_restores(cy), lambda e: e.source == "offload_tier" and e.seq > after)
+    return None if r is None else [r.seq]
+
+
+def reused_after_restore(cy: Cycle) -> Found:
+    """SPEC §4: ``claim_restored`` before ``claim_reused``, the reuse holding.
+
+    Issue 10: no reuse of the cycle precedes the offload-tier restore (a reuse after a fallback
+    restore and before the real one is no reuse after restore); no reuse after the claim ended;
+    a reuse by a request of another ``owner_scope`` than the claim's is never a reuse of it.
+    """
+    restores = _restores(cy)
+    if not restores:
+        return None
+    offload = first(restores, lambda e: e.source == "offload_tier")
+    gate = (offload or restores[0]).seq
+    reuses = cy.members("claim_reused")
+    if any(e.seq < gate for e in reuses) or any(_foreign(cy.claim, e) for e in reuses):
+        return None
+    ok = first(reuses, lambda e: bool(e.holds) and restores[0].seq < e.seq < cy.claim.end)
+    return None if ok is None else [ok.seq]
+
+
+def _foreign(claim: ClaimView, reuse: Event) -> bool:
+    """A reuse by a request whose declared owner scope is not the claim's."""
+    mine = getattr(claim.accepted, "owner_scope", None)
+    theirs = claim.stream.owner_scope(reuse.request_id)
+    return mine is not None and theirs is not None and mine != theirs
+
+
+OBSERVATION_RULES: dict[str, Callable[[Cycle], Found]] = {
+    "materialized": materialized,
+    "store_succeeded": store_succeeded,
+    "offloaded": offloaded,
+    "lookup_hit": lookup_hit,
+    "restore_required": restore_required,
+    "load_succeeded": load_succeeded,
+    "restored_from_offload": restored_from_offload,
+    "reused_after_restore": reused_after_restore,
+}
+
+
+def observation_chain(cy: Cycle) -> Seqs:
+    """The observation requirements this cycle meets."""
+    return _met(OBSERVATION_RULES, cy)
+
+
+def _met(rules: dict[str, Callable[[Cycle], Found]], cy: Cycle) -> Seqs:
+    met: Seqs = {}
+    for requirement, rule in rules.items():
+        found = rule(cy)
+        if found is not None:
+            met[requirement] = found
+    return met
+
+
+# --------------------------------------------------------------------------------- failure
+def load_failure(cy: Cycle) -> Event | None:
+    """The cycle's first failed load of the cycle's own request (SPEC §4.1: the affected
+    request of a failure is the request whose restore of this claim failed)."""
+    if cy.request_id is None:
+        return None
+    return first(cy.members("kv_load_finished", "kv_load_failed"),
+                 lambda e: failed_load(e) and e.request_id == cy.request_id)
+
+
+def failure_cycle(claim: ClaimView) -> Cycle | None:
+    """The cycle of the claim's first failed load: the failure a failure_outcome judges.
+
+    A later failure never makes up for an earlier one that did not become a claim-scoped
+    outcome.
+    """
+    return next((cy for cy in claim.cycles if load_failure(cy) is not None), None)
+
+
+def claim_load_failed(cy: Cycle) -> Found:
+    """SPEC §4: "the load of *this claim* failed (``injected``)" on the affected request."""
+    lf = load_failure(cy)
+    if lf is None or cy.request_id is None:
+        return None
+    hit = first(cy.members("kv_load_finished", "kv_load_failed"),
+                lambda e: injected_load_failure(e) and e.request_id == cy.request_id)
+    return None if hit is None else [hit.seq]
+
+
+def scheduler_failure_branch(cy: Cycle) -> Found:
+    """SPEC §4: "the runtime's failure branch fired (``scheduler_load_failure``, policy
+    ``fail``)" for the affected request, naming this claim or no claim."""
+    lf = load_failure(cy)
+    if lf is None:
+        return None
+    hit = first(cy.claim.stream.events, lambda e: e.event == "scheduler_load_failure"
+                and e.seq > lf.seq and e.policy == "fail" and e.request_id == cy.request_id
+                and e.claim_id in (cy.claim.id, None))
+    return None if hit is None else [hit.seq]
+
+
+def restore_failed_scoped(cy: Cycle) -> Found:
+    """SPEC §4: ``claim_restore_failed(outcome_claim_id == claim)`` — of this cycle's label and
+    request, and the claim's first ending (nothing ended the claim before it failed closed)."""
+    lf = load_failure(cy)
+    if lf is None:
+        return None
+    f = first(cy.claim.named("claim_restore_failed"), lambda e: e.seq > lf.seq)
+    if f is None or f.seq != cy.claim.end or f.outcome_claim_id != cy.claim.id:
+        return None
+    if int(f.generation) != cy.label or f.request_id != cy.request_id:
+        return None
+    return [f.seq]
+
+
+def attributed_refusal(cy: Cycle) -> Event | None:
+    """SPEC §4 B4 / §4.1: the refusal of *the affected request*: ``outcome_claim_id == claim``,
+    ``blocking_claim_ids == [claim]``, ``arbiter == scheduler_boundary``, and (issue 10) its
+    envelope ``claim_id`` equal to its ``outcome_claim_id``. The first such refusal after the
+    failed load is the one every later requirement is judged on."""
+    lf = load_failure(cy)
+    if lf is None:
+        return None
+    c = cy.claim.id
+    return first(cy.claim.stream.events, lambda e: e.event == "active_request_refused"
+                 and e.seq > lf.seq and e.request_id == cy.request_id
+                 and e.outcome_claim_id == c and list(e.blocking_claim_ids) == [c]
+                 and e.arbiter == "scheduler_boundary" and e.claim_id == c)
+
+
+def refusal_attributed(cy: Cycle) -> Found:
+    """See :func:`attributed_refusal`."""
+    ref = attributed_refusal(cy)
+    return None if ref is None else [ref.seq]
+
+
+def outcome_before_finish(cy: Cycle) -> Found:
+    """SPEC §4.1: the attributed refusal (the same event) comes before the affected request's
+    *first* ``request_finished``; a request that then finishes ``served`` contradicts it."""
+    ref = attributed_refusal(cy)
+    fin = cy.claim.stream.first_finish(cy.request_id)
+    if ref is None or fin is None or fin.seq < ref.seq or fin.status == "served":
+        return None
+    return [ref.seq, fin.seq]
+
+
+def no_restore_after_failure(cy: Cycle) -> Found:
+    """SPEC §4: no ``claim_restored`` of the claim after the failure (fallback recompute is
+    never satisfaction)."""
+    lf = load_failure(cy)
+    if lf is None or any(e.seq > lf.seq for e in cy.claim.named("claim_restored")):
+        return None
+    return []
+
+
+FAILURE_RULES: dict[str, Callable[[Cycle], Found]] = {
+    "store_succeeded": store_succeeded,
+    "restore_required": restore_required,
+    "claim_load_failed": claim_load_failed,
+    "scheduler_failure_branch": scheduler_failure_branch,
+    "restore_failed_scoped": restore_failed_scoped,
+    "refusal_attributed": refusal_attributed,
+    "outcome_before_finish": outcome_before_finish,
+    "no_restore_after_failure": no_restore_after_failure,
+}
+
+
+def failure_chain(claim: ClaimView) -> Seqs:
+    """The failure requirements met by the claim's failure cycle.
+
+    Without any failed load, the best a cycle can show is its restore and an earlier store:
+    the first cycle after the claim's first successful store (else the first cycle).
+    """
+    cy = failure_cycle(claim) or first(claim.cycles, lambda c: store_succeeded(c) is not None)
+    cy = cy or first(claim.cycles)
+    return {} if cy is None else _met(FAILURE_RULES, cy)
+
+
+def best(chains: list[Seqs]) -> Seqs:
+    """The chain meeting the most requirements (the first, on ties)."""
+    chosen: Seqs = {}
+    for chain in chains:
+        if len(chain) > len(chosen):
+            chosen = chain
+    return chosen

@@ -1,0 +1,368 @@
+"""The requirements every gate shares, lifecycle, attribution and the negative controls.
+
+Each rule is a predicate over one claim's view of the whole stream; its docstring cites the
+SPEC sentence (or the issue 10 decision) it implements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from residentkv.errors import IllegalTransition
+from residentkv.model.events import IDENTITY_FIELDS
+from residentkv.model.lifecycle import ClaimLifecycle, ClaimState
+from residentkv.trace.semantics.chains import (
+    FAILURE_RULES,
+    OBSERVATION_RULES,
+    Found,
+    Seqs,
+    failure_chain,
+    failure_cycle,
+    observation_chain,
+)
+from residentkv.trace.semantics.stream import (
+    ACCEPTED_FIELDS,
+    RELEASES,
+    ClaimView,
+    Cycle,
+    Event,
+    failed_load,
+    first,
+    seq_of,
+)
+
+
+# ----------------------------------------------------------------------------------- common
+def trace_well_formed(c: ClaimView) -> Found:
+    """SPEC §3/§4.1: every line a valid v1 event; a second ``request_finished`` of one request
+    is a well-formedness problem."""
+    return [] if c.stream.well_formed and c.stream.duplicate_finish is None else None
+
+
+def claim_events_present(c: ClaimView) -> Found:
+    """SPEC §4: "a trace with zero events of the claim fails every gate"."""
+    return [c.claim_events[0].seq] if c.claim_events else None
+
+
+def claim_accepted_before_lifecycle(c: ClaimView) -> Found:
+    """SPEC §4: "accepted, pre-registered, before any other event of the claim"; §4.1: "no
+    event of the claim (store included) precedes ``claim_accepted``" (an optional
+    ``claim_submitted`` may)."""
+    head = first(c.own, lambda e: e.event != "claim_submitted")
+    if head is None or head is not c.accepted or str(head.registration) != "pre_registered":
+        return None
+    return [head.seq]
+
+
+def identity_complete(c: ClaimView) -> Found:
+    """SPEC §3: claim events repeat the identity tuple; every claim event carries all four."""
+    complete = all(getattr(e, f, None) is not None for e in c.claim_events
+                   for f in IDENTITY_FIELDS)
+    return [] if complete and c.claim_events else None
+
+
+def stable_identity(c: ClaimView) -> Found:
+    """SPEC §4: "each identity field takes exactly one value across the claim's events";
+    §4.1: a second ``claim_accepted`` that changes any identity or predicate field is
+    ``ambiguous_identity``."""
+    for f in IDENTITY_FIELDS:
+        if len({getattr(e, f, None) for e in c.claim_events} - {None}) > 1:
+            return None
+    accepts = c.named("claim_accepted")
+    if any(_defining(a) != _defining(accepts[0]) for a in accepts[1:]):
+        return None
+    return []
+
+
+def _defining(accepted: Event) -> tuple[object, ...]:
+    return tuple(_plain(getattr(accepted, f, None)) for f in ACCEPTED_FIELDS)
+
+
+def _plain(value: object) -> object:
+    """A comparable form of a field value (a nested predicate becomes its field tuple)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return tuple(str(getattr(value, k, None)) for k in ("id", "kind", "blocks", "start"))
+
+
+def predicate_fixed(c: ClaimView) -> Found:
+    """SPEC §4 ``predicate_fixed``: the accepted predicate is the claim's ``predicate_id`` and
+    every materialization is judged against its size."""
+    a = c.accepted
+    if a is None:
+        return None
+    ids = [e.predicate_id for e in c.claim_events if getattr(e, "predicate_id", None) is not None]
+    if not ids or ids[0] != a.predicate.id:
+        return None
+    if any(e.required != a.predicate.blocks for e in c.named("claim_materialized")):
+        return None
+    return [a.seq]
+
+
+COMMON_RULES: dict[str, Callable[[ClaimView], Found]] = {
+    "trace_well_formed": trace_well_formed,
+    "claim_events_present": claim_events_present,
+    "claim_accepted_before_lifecycle": claim_accepted_before_lifecycle,
+    "identity_complete": identity_complete,
+    "stable_identity": stable_identity,
+    "predicate_fixed": predicate_fixed,
+}
+
+
+def met(rules: dict[str, Callable[[ClaimView], Found]], c: ClaimView) -> Seqs:
+    found: Seqs = {}
+    for requirement, rule in rules.items():
+        seqs = rule(c)
+        if seqs is not None:
+            found[requirement] = seqs
+    return found
+
+
+# ------------------------------------------------------------------------- chains as gates
+def observation(c: ClaimView) -> Seqs:
+    """SPEC §4 observation: the cycle meeting most of the chain (the first, on ties)."""
+    chosen: Seqs = {}
+    for cy in c.cycles:
+        chain = observation_chain(cy)
+        if len(chain) > len(chosen):
+            chosen = chain
+    return chosen
+
+
+def failure(c: ClaimView) -> Seqs:
+    """SPEC §4 failure_outcome, judged on the claim's failure cycle."""
+    return failure_chain(c)
+
+
+# ------------------------------------------------------------------------------- lifecycle
+_STATE_OF = {
+    "claim_submitted": ClaimState.SUBMITTED, "claim_accepted": ClaimState.ACCEPTED,
+    "claim_rejected": ClaimState.REJECTED, "claim_materialized": ClaimState.MATERIALIZED,
+    "claim_offloaded": ClaimState.OFFLOADED,
+    "claim_restore_required": ClaimState.RESTORE_REQUIRED,
+    "claim_restored": ClaimState.RESTORED, "claim_reused": ClaimState.REUSED,
+    "claim_restore_failed": ClaimState.FAILED_CLOSED, "claim_demoted": ClaimState.DEMOTED,
+    "claim_expired": ClaimState.EXPIRED, "claim_released": ClaimState.RELEASED,
+    "claim_harmed": ClaimState.HARMED,
+}
+
+
+def legal_transitions(c: ClaimView) -> Found:
+    """SPEC §2 lifecycle: every claim event is a legal transition of the state machine (a
+    ``claim_materialized`` counts only when its numbers satisfy the predicate). Nothing is
+    restored or reused after the claim ended (§4.1). For ``soft_priority`` a loss must be
+    reported as harm first: an unreported loss is an illegal transition (§2, §4.1)."""
+    life = ClaimLifecycle(c.id, keep_history=False)
+    moved = False
+    for e in c.claim_events:
+        state = _STATE_OF.get(e.event)
+        if state is None or (e.event == "claim_materialized" and not c.evaluates(e)):
+            continue
+        moved = True
+        try:
+            life.advance(state)
+        except IllegalTransition:
+            return None
+    if not moved or (c.mode == "soft_priority" and _unreported_loss(c, ("claim_harmed",))):
+        return None
+    return []
+
+
+def _unreported_loss(c: ClaimView, reports: tuple[str, ...]) -> Event | None:
+    """The first loss not preceded by one of *reports* or a release of the claim."""
+    told = seq_of(first(c.claim_events, lambda e: e.event in reports or e.event in RELEASES))
+    return first(c.losses, lambda e: e.seq < told)
+
+
+def no_harm(c: ClaimView) -> Found:
+    """SPEC §2: loss of an accepted, materialized, unreleased claim is harm — reported
+    (``claim_harmed``) or observed (§4.1: an eviction of a needed position, an evaluation
+    that no longer holds) before any release."""
+    if c.named("claim_harmed") or _unreported_loss(c, ()):
+        return None
+    return []
+
+
+def lifecycle_materialized(c: ClaimView) -> Found:
+    """SPEC §2: the claim materialized (the predicate evaluated on real positions)."""
+    return None if c.materialized is None else [c.materialized.seq]
+
+
+def release_before_loss(c: ClaimView, event: str) -> Found:
+    """SPEC §2: ``expiring``/``demotable`` — the expiry/demotion precedes every loss."""
+    release = first(c.named(event))
+    if release is None or any(e.seq < release.seq for e in c.losses):
+        return None
+    return [release.seq]
+
+
+def conflict_attributed(c: ClaimView) -> Found:
+    """SPEC §2 ``hard_protected`` / §4.1: an active request that does not fit is refused or
+    deferred naming exactly this claim (``outcome_claim_id`` and ``blocking_claim_ids``),
+    while the claim is resident and live (materialized, not harmed, not ended), before that
+    request's first finish (a refused request that then finishes ``served`` contradicts it).
+    The claim's own restore failure is no capacity conflict."""
+    x = first(c.stream.events, lambda e: _conflict(c, e))
+    fin = None if x is None else c.stream.first_finish(x.request_id)
+    if x is None or fin is None or fin.seq < x.seq:
+        return None
+    if x.event == "active_request_refused" and fin.status == "served":
+        return None
+    return [x.seq, fin.seq]
+
+
+def _conflict(c: ClaimView, e: Event) -> bool:
+    if e.event == "active_request_refused":
+        if e.outcome_claim_id != c.id:
+            return False
+    elif e.event != "active_request_deferred":
+        return False
+    if list(e.blocking_claim_ids) != [c.id] or c.materialized is None:
+        return False
+    harmed = seq_of(first(c.named("claim_harmed")))
+    own_failure = any(s < e.seq and r == e.request_id for s, r in c.failed_load_requests)
+    return c.materialized.seq < e.seq < min(c.end, harmed) and not own_failure
+
+
+def generations(c: ClaimView) -> Seqs:
+    """SPEC §4 lifecycle (offloadable): a complete success cycle, then the failure cycle, the
+    two with distinct generation labels (labels need only be distinct; seq orders)."""
+    found: Seqs = {}
+    full = [cy for cy in c.cycles if observation_chain(cy).keys() >= OBSERVATION_RULES.keys()]
+    fail_cy = failure_cycle(c)
+    failed = fail_cy is not None and failure_chain(c).keys() >= FAILURE_RULES.keys()
+    if full:
+        found["success_generation"] = [full[0].seq]
+    if failed and fail_cy is not None:
+        found["failure_generation"] = [fail_cy.seq]
+        before = [cy for cy in full if cy.seq < fail_cy.seq and cy.label != fail_cy.label]
+        if before:
+            found["generations_ordered"] = [before[0].seq, fail_cy.seq]
+    return found
+
+
+def lifecycle(c: ClaimView) -> tuple[Seqs, tuple[str, ...]]:
+    """The lifecycle paths the claim's protection mode promises, and which requirements apply.
+
+    expiring / demotable: the release precedes every loss, no harm. hard_protected: resident,
+    unharmed, and a conflict refused naming exactly this claim. soft_priority: resident, loss
+    reported as harm. offloadable and the rest: a success cycle, then a failure cycle.
+    """
+    found: Seqs = {}
+    for key, rule in (("legal_transitions", legal_transitions), ("no_harm", no_harm),
+                      ("materialized", lifecycle_materialized)):
+        seqs = rule(c)
+        if seqs is not None:
+            found[key] = seqs
+    if c.mode == "soft_priority":
+        return found, ("legal_transitions", "materialized")
+    if c.mode == "hard_protected":
+        _put(found, "conflict_attributed", conflict_attributed(c))
+        return found, ("legal_transitions", "materialized", "no_harm", "conflict_attributed")
+    if c.mode in ("expiring", "demotable"):
+        key, event = (("expiry_before_loss", "claim_expired") if c.mode == "expiring"
+                      else ("demotion_before_loss", "claim_demoted"))
+        _put(found, key, release_before_loss(c, event))
+        return found, ("legal_transitions", key, "no_harm")
+    found.update(generations(c))
+    return found, ("legal_transitions", "no_harm", "success_generation", "failure_generation",
+                   "generations_ordered")
+
+
+def _put(found: Seqs, key: str, seqs: Found) -> None:
+    if seqs is not None:
+        found[key] = seqs
+
+
+# ----------------------------------------------------------------------------- attribution
+def multiple_claims(c: ClaimView) -> Found:
+    """SPEC §4 attribution: "several claims in one stream" — at least two accepted claims."""
+    accepted = c.stream.accepted_claims
+    if len(accepted) < 2:
+        return None
+    return sorted(seq_of(first(ClaimView(c.stream, a).named("claim_accepted")))
+                  for a in accepted[:2])
+
+
+def failures_name_only_target(c: ClaimView) -> Found:
+    """SPEC §4.1: any failure or outcome event (store/load failure, restore failure, refusal,
+    demotion, expiry, harm) that names a non-target, or names no claim, fails; an outcome
+    event's envelope ``claim_id`` equals its ``outcome_claim_id``. No vacuous truth: at least
+    one failure must name the target."""
+    failures = c.stream.failures
+    if not failures or any(any(n != c.id for n in names) for _, names in failures):
+        return None
+    return []
+
+
+def served(other: ClaimView) -> bool:
+    """SPEC §4 attribution: a non-target is restored/served or untouched — no harm, no failed
+    load, no restore failure, no unreported loss, and every restore cycle restored from the
+    offload tier."""
+    if other.named("claim_harmed", "claim_restore_failed") or _unreported_loss(other, ()):
+        return False
+    if any(failed_load(e) for e in other.own):
+        return False
+    return all(OBSERVATION_RULES["restored_from_offload"](cy) is not None
+               for cy in other.cycles)
+
+
+def non_targets_served(c: ClaimView) -> Found:
+    """SPEC §4 attribution: "non-targets are restored/served or untouched"."""
+    others = [ClaimView(c.stream, a) for a in c.stream.accepted_claims if a != c.id]
+    if not others or not all(served(o) for o in others):
+        return None
+    return sorted(seq_of(o.accepted) for o in others)[:16]
+
+
+def target_failure_outcome(c: ClaimView, failure_met: Seqs) -> list[int]:
+    """SPEC §4 attribution: "the target passes failure_outcome"."""
+    return sorted({s for v in failure_met.values() for s in v})
+
+
+# -------------------------------------------------------------------------------- controls
+def controls(c: ClaimView) -> dict[str, bool]:
+    """The negative controls of SPEC §4, as facts of the stream for this claim."""
+    failures = c.stream.failures
+    return {
+        "generic_counter_only": bool(not c.claim_events and any(
+            e.event == "generic_counter" for e in c.stream.events)),
+        "wrong_claim_failure": any(n is not None and n != c.id
+                                   for _, names in failures for n in names),
+        "unclaimed_failure": any(None in names for _, names in failures),
+        "fallback_recompute": _fallback(c),
+        "ordinary_offload_without_claim": any(
+            e.event == "kv_store_finished" and e.success and e.claim_id is None
+            for e in c.stream.events),
+        "post_hoc_naming": bool(c.claim_events) and claim_accepted_before_lifecycle(c) is None,
+        "restore_after_reuse": any(_reuse_before_restore(cy) for cy in c.cycles),
+        "blocking_claim_smear": any(
+            e.event == "active_request_refused" and c.id in _refusal_names(e)
+            and list(e.blocking_claim_ids) != [c.id] for e in c.stream.events),
+        "ambiguous_identity": bool(c.claim_events) and stable_identity(c) is None,
+        "admission_refusal": any(
+            e.event == "active_request_refused" and c.id in _refusal_names(e)
+            and e.arbiter == "admission" for e in c.stream.events),
+    }
+
+
+def _refusal_names(e: Event) -> set[str | None]:
+    return {e.claim_id, e.outcome_claim_id, *e.blocking_claim_ids}
+
+
+def _fallback(c: ClaimView) -> bool:
+    """A fallback recompute of this claim: a ``claim_restored(source=fallback_recompute)``, or
+    the scheduler's ``recompute`` branch naming the claim or a request whose load of it
+    failed."""
+    if any(e.source == "fallback_recompute" for e in c.named("claim_restored")):
+        return True
+    failed = {r for _, r in c.failed_load_requests if r is not None}
+    return any(e.event == "scheduler_load_failure" and e.policy == "recompute" and (
+        e.claim_id == c.id or (e.claim_id is None and e.request_id in failed))
+        for e in c.stream.events)
+
+
+def _reuse_before_restore(cy: Cycle) -> bool:
+    """A reuse of a cycle before any restore of it (SPEC §4 control ``restore_after_reuse``)."""
+    restored = seq_of(first(cy.members("claim_restored")))
+    return any(e.seq < restored for e in cy.members("claim_reused"))

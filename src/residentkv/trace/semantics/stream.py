@@ -1,0 +1,250 @@
+"""The whole event list of one stream, seen from one claim: the vocabulary of the reference.
+
+Everything here is a plain question about a list of events (quadratic is fine). The streaming
+gates in :mod:`residentkv.trace.gates` are an optimisation of these definitions, never the other
+way round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from functools import cached_property
+from typing import Any
+
+from residentkv.model.events import CLAIM_EVENT_NAMES, IDENTITY_FIELDS
+
+#: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
+Event = Any
+
+NEVER = 1 << 62  # a seq after every event: "has not happened"
+
+#: events after which a claim makes no further promise (SPEC §4.1: "released, expired, failed
+#: closed"; demotion ends the claim too, SPEC §2)
+ENDINGS = frozenset({"claim_released", "claim_expired", "claim_demoted", "claim_restore_failed"})
+#: endings that turn a later loss into post-release loss (SPEC §2)
+RELEASES = frozenset({"claim_released", "claim_expired", "claim_demoted"})
+#: fields of claim_accepted that define the claim: a second acceptance may not change them
+ACCEPTED_FIELDS = (*IDENTITY_FIELDS, "registration", "protection_mode", "footprint_blocks",
+                   "predicate", "owner_scope", "expires_after_s")
+
+
+def first(events: Iterable[Event], test: Callable[[Event], bool] = lambda e: True) -> Any:
+    """The first event that passes *test*, or None."""
+    return next((e for e in events if test(e)), None)
+
+
+def seq_of(event: Event | None) -> int:
+    return NEVER if event is None else int(event.seq)
+
+
+def generation(event: Event) -> int | None:
+    value = getattr(event, "generation", None)
+    return None if value is None else int(value)
+
+
+def failed_load(event: Event) -> bool:
+    """A load failure: ``kv_load_finished(success=false)`` or a ``kv_load_failed`` naming at
+    least one invalid block (a ``kv_load_failed`` with no invalid block is not a failed load)."""
+    if event.event == "kv_load_finished":
+        return not event.success
+    return event.event == "kv_load_failed" and bool(event.invalid_block_ids)
+
+
+def injected_load_failure(event: Event) -> bool:
+    return failed_load(event) and bool(getattr(event, "injected", False))
+
+
+def failure_names(event: Event) -> tuple[str | None, ...] | None:
+    """The claim names a failure or outcome event carries (SPEC §4.1 attribution), or None
+    when the event is no failure or outcome at all.
+
+    Store/load failures, the scheduler's failure branch, restore failures, refusals (and the
+    claims a deferral blames), demotion, expiry and harm. ``None`` in the tuple is a missing
+    name: the event names no claim in that field.
+    """
+    name = event.event
+    if name in ("kv_store_finished", "kv_load_finished") and not event.success:
+        return (event.claim_id,)
+    if name == "kv_load_failed":
+        return (event.claim_id,) if event.invalid_block_ids else None
+    if name in ("scheduler_load_failure", "claim_demoted", "claim_expired", "claim_harmed"):
+        return (event.claim_id,)
+    if name == "claim_restore_failed":
+        return (event.claim_id, event.outcome_claim_id)
+    if name == "active_request_refused":
+        return (event.claim_id, event.outcome_claim_id, *event.blocking_claim_ids)
+    if name == "active_request_deferred":
+        return tuple(event.blocking_claim_ids)
+    return None
+
+
+class Stream:
+    """One stream's events, in seq order, with the stream-wide facts every claim shares."""
+
+    def __init__(self, events: Sequence[Event], well_formed: bool) -> None:
+        self.events = list(events)
+        self.well_formed = well_formed
+
+    @cached_property
+    def claim_ids(self) -> list[str]:
+        """Every claim id with a claim event, in order of first appearance."""
+        seen: dict[str, None] = {}
+        for e in self.events:
+            if e.event in CLAIM_EVENT_NAMES and e.claim_id is not None:
+                seen.setdefault(e.claim_id, None)
+        return list(seen)
+
+    @cached_property
+    def duplicate_finish(self) -> Event | None:
+        """The first ``request_finished`` of a request that had already finished."""
+        finished: set[str] = set()
+        for e in self.events:
+            if e.event == "request_finished" and e.request_id is not None:
+                if e.request_id in finished:
+                    return e
+                finished.add(e.request_id)
+        return None
+
+    def first_finish(self, request_id: str | None) -> Event | None:
+        """The request's first ``request_finished``: the deadline of its outcome."""
+        if request_id is None:
+            return None
+        return first(self.events, lambda e: e.event == "request_finished"
+                     and e.request_id == request_id)
+
+    def owner_scope(self, request_id: str | None) -> str | None:
+        """The owner scope the request declared when it started (None when unknown)."""
+        started = first(self.events, lambda e: e.event == "request_started"
+                        and e.request_id == request_id and request_id is not None)
+        return None if started is None else getattr(started, "owner_scope", None)
+
+    @cached_property
+    def failures(self) -> list[tuple[Event, tuple[str | None, ...]]]:
+        """Every failure or outcome event with the claim names it carries."""
+        found = []
+        for e in self.events:
+            names = failure_names(e)
+            if names is not None:
+                found.append((e, names))
+        return found
+
+    @cached_property
+    def accepted_claims(self) -> list[str]:
+        """Claims with a ``claim_accepted``, in order of acceptance."""
+        seen: dict[str, None] = {}
+        for e in self.events:
+            if e.event == "claim_accepted" and e.claim_id is not None:
+                seen.setdefault(e.claim_id, None)
+        return list(seen)
+
+
+class ClaimView:
+    """One claim within a stream: its events, acceptance, end and restore cycles."""
+
+    def __init__(self, stream: Stream, claim_id: str) -> None:
+        self.stream = stream
+        self.id = claim_id
+        #: every event whose envelope names the claim (store and load events included)
+        self.own = [e for e in stream.events if e.claim_id == claim_id]
+        self.claim_events = [e for e in self.own if e.event in CLAIM_EVENT_NAMES]
+        self.accepted = first(self.claim_events, lambda e: e.event == "claim_accepted")
+
+    def named(self, *names: str) -> list[Event]:
+        """The claim's own events of the given types."""
+        return [e for e in self.own if e.event in names]
+
+    @cached_property
+    def end(self) -> int:
+        """Seq of the claim's first ending (released, expired, demoted, failed closed)."""
+        return seq_of(first(self.claim_events, lambda e: e.event in ENDINGS))
+
+    @cached_property
+    def mode(self) -> str | None:
+        return None if self.accepted is None else str(self.accepted.protection_mode)
+
+    def evaluates(self, event: Event) -> bool:
+        """Whether a ``claim_materialized`` shows the accepted predicate holding.
+
+        SPEC §4.1: the gate evaluates the accepted predicate on the event's numbers; ``holds``
+        is a claim to check, never evidence. Both must agree, and the numbers must be coherent
+        (the leading run cannot exceed the surviving blocks). A ``contiguous_range`` not
+        starting at 0 holds only when the leading run covers it: the numbers show nothing else.
+        """
+        if self.accepted is None or not event.holds or event.leading > event.surviving:
+            return False
+        predicate = self.accepted.predicate
+        return bool(event.leading >= (predicate.start or 0) + predicate.blocks)
+
+    def needs(self, position: int | None) -> bool:
+        """Whether the predicate needs block *position* (unknown positions count: fail closed)."""
+        if position is None or self.accepted is None:
+            return True
+        start = self.accepted.predicate.start or 0
+        return bool(start <= position < start + self.accepted.predicate.blocks)
+
+    @cached_property
+    def materialized(self) -> Event | None:
+        """The first ``claim_materialized`` whose numbers satisfy the accepted predicate."""
+        return first(self.named("claim_materialized"), self.evaluates)
+
+    @cached_property
+    def losses(self) -> list[Event]:
+        """Observable losses after the claim first materialized (SPEC §4.1).
+
+        An eviction of a position the predicate needs, an evaluation that no longer holds
+        (``claim_materialized`` or ``claim_reused``), or a block lost after release.
+        """
+        start = seq_of(self.materialized)
+        return [e for e in self.own if e.seq > start and self._is_loss(e)]
+
+    def _is_loss(self, e: Event) -> bool:
+        if e.event == "block_evicted":
+            return self.needs(getattr(e, "position", None))
+        if e.event == "claim_materialized":
+            return not self.evaluates(e)
+        if e.event == "claim_reused":
+            return not bool(e.holds)
+        return bool(e.event == "claim_block_lost_after_release")
+
+    @cached_property
+    def failed_load_requests(self) -> list[tuple[int, str | None]]:
+        """(seq, request) of every failed load of this claim."""
+        return [(e.seq, e.request_id) for e in self.own if failed_load(e)]
+
+    @cached_property
+    def cycles(self) -> list[Cycle]:
+        """The claim's restore cycles, in seq order (see :class:`Cycle`)."""
+        required = self.named("claim_restore_required")
+        seqs = [e.seq for e in required]
+        stops, prevs = [*seqs[1:], NEVER][:len(seqs)], [-1, *seqs][:len(seqs)]
+        return [Cycle(self, r, p, s) for r, p, s in zip(required, prevs, stops, strict=True)
+                if r.seq < self.end]
+
+
+class Cycle:
+    """One restore cycle: a ``claim_restore_required`` up to the claim's next one.
+
+    Generation labels need only be distinct per cycle: ``seq`` orders the cycles, so
+    descending labels are legal. An event that carries a generation belongs to the cycle only
+    when its label is the cycle's; an event without one belongs to the cycle it falls in.
+    Cycles that begin after the claim ended are no restore of a live claim and are not cycles.
+    """
+
+    def __init__(self, claim: ClaimView, required: Event, prev: int, stop: int) -> None:
+        self.claim = claim
+        self.required = required
+        self.seq: int = required.seq
+        self.label = int(required.generation)
+        self.request_id: str | None = required.request_id
+        self.prev = prev
+        self.stop = stop
+
+    def members(self, *names: str) -> list[Event]:
+        """The claim's own events of *names* inside this cycle (label-matched)."""
+        return [e for e in self.claim.own if e.event in names and self.seq < e.seq < self.stop
+                and generation(e) in (None, self.label)]
+
+    def stream_events(self, name: str) -> list[Event]:
+        """Every stream event of type *name* inside this cycle, whatever claim it names."""
+        return [e for e in self.claim.stream.events
+                if e.event == name and self.seq < e.seq < self.stop]
