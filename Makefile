@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.residentkv-installed
 VLLM_STAMP := $(VENV)/.vllm-installed
 EXAMPLES := src/residentkv/data/traces
 
-.PHONY: demo test lint typecheck unit bench install install-vllm clean
+.PHONY: demo test lint typecheck unit bench fuzz fuzz-gates install install-vllm clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,25 @@ unit: $(VLLM_STAMP)
 	$(PY) -m pytest -q
 
 test: lint typecheck unit
+
+# Long randomized runs (a fresh seed each round) of properties that `make test` runs
+# derandomized. fuzz-gates: the trace gates against their reference semantics and the SPEC
+# oracle, for FUZZ_SECONDS, FUZZ_EXAMPLES examples (six traces each) per round; a failure stops
+# it, printed with a reproduction blob and kept in .hypothesis/ for the next run.
+FUZZ_SECONDS  ?= 600
+FUZZ_EXAMPLES ?= 5000
+
+fuzz: fuzz-gates fuzz-inputs
+
+fuzz-gates: $(STAMP)
+	end=$$(( $$(date +%s) + $(FUZZ_SECONDS) )); round=1; \
+	while [ $$(date +%s) -lt $$end ]; do \
+	  echo "fuzz-gates: round $$round"; \
+	  RESIDENTKV_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q \
+	    --hypothesis-profile=fuzz --hypothesis-show-statistics \
+	    tests/trace/test_differential.py || exit 1; \
+	  round=$$((round + 1)); \
+	done
 
 # Figures only (nothing here asserts on time): see the README's performance section.
 bench: $(VLLM_STAMP)

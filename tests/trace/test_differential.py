@@ -35,7 +35,8 @@ needs_reference = pytest.mark.skipif(
     reason="residentkv.trace.semantics (the reference semantics) is not importable",
 )
 NAME = "generated.jsonl"
-Verdicts = dict[tuple[str, str], tuple[bool, list[str], dict[str, bool]]]
+Verdict = tuple[bool, list[str], dict[str, bool]]
+Verdicts = dict[tuple[str, str], Verdict]
 
 
 def budget(examples: int) -> Callable[[Any], Any]:
@@ -69,9 +70,25 @@ def agree(t: GenTrace) -> None:
     false_pass = sorted(k for k, v in ours.items() if v[0] and not ref.get(k, (False,))[0])
     assert not false_pass, report(t, f"(b) streaming passes what the reference fails: "
                                      f"{false_pass}")
-    diff = {k: (ours.get(k), ref.get(k)) for k in ours.keys() | ref.keys()
+    diff = {k: differences(ours.get(k), ref.get(k)) for k in sorted(ours.keys() | ref.keys())
             if ours.get(k) != ref.get(k)}
-    assert not diff, report(t, f"(a) streaming (left) differs from the reference (right): {diff}")
+    assert not diff, report(t, f"(a) streaming differs from the reference: {diff}")
+
+
+def differences(ours: Verdict | None, ref: Verdict | None) -> dict[str, Any]:
+    """What differs, as (streaming, reference) pairs."""
+    if ours is None or ref is None:
+        return {"result": (ours is not None, ref is not None)}
+    out: dict[str, Any] = {}
+    if ours[0] != ref[0]:
+        out["passed"] = (ours[0], ref[0])
+    if ours[1] != ref[1]:
+        out["missing"] = (ours[1], ref[1])
+    controls = {c: (ours[2].get(c), ref[2].get(c)) for c in sorted(ours[2].keys() | ref[2].keys())
+                if ours[2].get(c) != ref[2].get(c)}
+    if controls:
+        out["controls"] = controls
+    return out
 
 
 def oracle(t: GenTrace, results: list[GateResult]) -> None:
