@@ -71,6 +71,10 @@ _CODES: list[Code] = [
     Code("T012", "no_claims", "the trace names no claim at all",
          "with no claim there is nothing a gate could show; generic counters are not claims",
          "a trace of generic_counter events only"),
+    Code("T013", "duplicate_finish", "a request has a second request_finished",
+         "a request finishes once: its first finish is the deadline of every outcome, and a "
+         "second one could make a late outcome look timely",
+         '{"event": "request_finished", "request_id": "r-2", ...} twice'),
     Code("E101", "internal_error", "residentkv hit a bug",
          "internal errors are never mistaken for a verdict",
          "rerun with --traceback and report the output"),

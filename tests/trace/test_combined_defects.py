@@ -16,8 +16,15 @@ import pytest
 from residentkv.trace.gates import GateResult, check_trace
 from residentkv.trace.reader import TraceReader
 from residentkv.trace.semantics import reference_results
-from tracekit import PRED, Trace, claimed_load_failure, hard_protected_conflict, ident
-from tracekit import success_path, two_claim_attribution
+from tracekit import (
+    PRED,
+    Trace,
+    claimed_load_failure,
+    hard_protected_conflict,
+    ident,
+    success_path,
+    two_claim_attribution,
+)
 
 Events = list[dict[str, Any]]
 
@@ -204,8 +211,11 @@ def class5_expiring_loss_by_evaluation() -> Trace:
 
 
 def class5_non_target_silent_loss() -> Trace:
+    """The served non-target is later evaluated without its leading block: unreported loss."""
     t = two_claim_attribution()
-    t.events.insert(at(t.events, "request_finished", nth=2) + 1, evicted("c-b", 0))
+    t.events.insert(at(t.events, "request_finished", nth=2) + 1, claim_event(
+        "claim_materialized", "c-b", None, surviving=1, leading=0, required=2, holds=False,
+        tier="device"))
     return t
 
 

@@ -360,13 +360,14 @@ def test_evidence_names_the_satisfying_seqs(traces_dir: Path) -> None:
 
 
 def test_many_generations_keep_the_chains_that_decide(tmp_path: Path) -> None:
-    # partial chains (reuse without the predicate holding), a success at generation 5, more
-    # partial chains and a failure at generation 9: memory per claim is bounded, but the chains
-    # that decide the gates must survive the pruning
+    # partial chains (a restore without a lookup hit of its own), a success at generation 5,
+    # more partial chains and a failure at generation 9: memory per claim is bounded, but the
+    # chains that decide the gates must survive
     def partial(t: Trace, g: int) -> None:
-        t.started(f"r-{g}").restore_ok("c-1", f"r-{g}", generation=g)
-        t.events[-1]["holds"] = False
-        t.finished(f"r-{g}")
+        n = len(t.events)
+        t.started(f"r-p{g}").restore_ok("c-1", f"r-p{g}", generation=g)
+        t.events[n + 1]["hit_tokens"] = 0
+        t.finished(f"r-p{g}")
 
     t = Trace().started("r-0").accept("c-1", "r-0").resident("c-1", "r-0").finished("r-0")
     for g in range(5):

@@ -11,12 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from test_gates import CASES, COUPLED, EXPECTED, Events, control_trace
 
 from residentkv.model.events import EVENT_ADAPTER, Envelope
 from residentkv.trace.gates import CONTROLS, GATE_NAMES, REQUIREMENTS, GateResult, check_events
 from residentkv.trace.reader import TraceReader
 from residentkv.trace.semantics import WHY, reference_results, why_missing
-from test_gates import CASES, COUPLED, EXPECTED, Events, control_trace
 from tracekit import Trace, success_path, two_claim_attribution
 
 DATA = Path(__file__).parent.parent.parent / "src" / "residentkv" / "data"

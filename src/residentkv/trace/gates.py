@@ -11,17 +11,15 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from itertools import pairwise
 from pathlib import Path
 from typing import BinaryIO
 
 from pydantic import BaseModel, ConfigDict
 
 from residentkv.findings import Finding
-from residentkv.model.claim import ProtectionMode, Registration
 from residentkv.model.events import Envelope
 from residentkv.trace.reader import DEFAULT_MAX_LINE_BYTES, TraceReader
-from residentkv.trace.tracker import Chain, ClaimTrack, StreamFacts, collect
+from residentkv.trace.tracker import ClaimTrack, StreamFacts, collect
 
 GATE_NAMES: tuple[str, ...] = ("observation", "failure_outcome", "lifecycle", "attribution")
 
@@ -120,165 +118,78 @@ class TraceCheck(BaseModel):
         )
 
 
-def _first(*seqs: int | None) -> bool:
-    """True when every seq is present and they are strictly increasing."""
-    present = [s for s in seqs if s is not None]
-    return len(present) == len(seqs) and all(a < b for a, b in pairwise(present))
-
-
 def _common(facts: StreamFacts, t: ClaimTrack, well_formed: bool) -> Seqs:
+    """SPEC §4 common requirements (see :mod:`residentkv.trace.semantics.rules`)."""
     ok: Seqs = {"claim_events_present": [t.first_seq or 0]}
-    if well_formed:
+    if well_formed and facts.duplicate_finish is None:
         ok["trace_well_formed"] = []
-    if (t.first_event == "claim_accepted" and t.registration is Registration.PRE_REGISTERED
-            and t.accepted_seq is not None):
+    if t.head_accepted and t.accepted_seq is not None:
         ok["claim_accepted_before_lifecycle"] = [t.accepted_seq]
-    if t.identity_missing_seq is None and len(t.identity) == 4:
+    if not t.identity_missing:
         ok["identity_complete"] = []
-    if t.ambiguous_seq is None:
+    if not t.ambiguous:
         ok["stable_identity"] = []
-    if (t.predicate_id is not None and t.identity.get("predicate_id") == t.predicate_id
-            and t.required_values <= {t.predicate_blocks}):
+    p = t.predicate
+    if (p is not None and t.first_predicate_id == p[0]
+            and t.required_values <= {p[2]}):
         ok["predicate_fixed"] = [t.accepted_seq or 0]
     return ok
 
 
-def _offload_before(t: ClaimTrack, c: Chain) -> int | None:
-    candidates = [s for g, s in t.offloaded if g <= c.generation and s < c.restore_required]
-    return min(candidates) if candidates else None
-
-
-def _observation_chain(t: ClaimTrack, c: Chain) -> Seqs:
-    ok: Seqs = {}
-    off = _offload_before(t, c)
-    if t.materialized_seq is not None and t.materialized_seq < c.restore_required:
-        ok["materialized"] = [t.materialized_seq]
-    if off is not None:
-        ok["offloaded"] = [off]
-    if t.store_ok_seq is not None and t.store_ok_seq < min(off or c.restore_required,
-                                                          c.restore_required):
-        ok["store_succeeded"] = [t.store_ok_seq]
-    if c.lookup_hit is not None and (off is None or off < c.lookup_hit):
-        ok["lookup_hit"] = [c.lookup_hit]
-    ok["restore_required"] = [c.restore_required]
-    if c.load_ok is not None:
-        ok["load_succeeded"] = [c.load_ok]
-    if c.restored_offload is not None and (c.load_ok is None or c.load_ok < c.restored_offload):
-        ok["restored_from_offload"] = [c.restored_offload]
-    if _first(c.restored_any, c.reused_holds) and c.reused_before_restore is None:
-        ok["reused_after_restore"] = [c.reused_holds or 0]
-    return ok
-
-
-def _failure_chain(facts: StreamFacts, t: ClaimTrack, c: Chain) -> Seqs:
-    ok: Seqs = {"restore_required": [c.restore_required]}
-    if t.store_ok_seq is not None and t.store_ok_seq < c.restore_required:
-        ok["store_succeeded"] = [t.store_ok_seq]
-    if c.load_failed is None:
-        return ok
-    if c.load_failed_injected:
-        ok["claim_load_failed"] = [c.load_failed]
-    if c.sched_fail is not None:
-        ok["scheduler_failure_branch"] = [c.sched_fail]
-    if c.restore_failed_scoped is not None:
-        ok["restore_failed_scoped"] = [c.restore_failed_scoped]
-    if c.refusal_attributed is not None:
-        ok["refusal_attributed"] = [c.refusal_attributed]
-    finish = facts.finish_seq.get(c.refusal_request or "") if c.refusal_request else None
-    if c.refusal_any is not None and finish is not None and c.refusal_any < finish:
-        ok["outcome_before_finish"] = [c.refusal_any, finish]
-    if t.last_restored_seq is None or t.last_restored_seq < c.load_failed:
-        ok["no_restore_after_failure"] = []
-    return ok
-
-
-def _best(chains: Iterable[Seqs], wanted: frozenset[str]) -> Seqs:
-    """The chain that satisfies most of *wanted* (the first, on ties)."""
-    best: Seqs = {}
-    best_score = 0
-    for seqs in chains:
-        score = len(wanted & seqs.keys())
-        if score > best_score:
-            best, best_score = seqs, score
-    return best
-
-
-_OBS_SET = frozenset(OBSERVATION)
-_FAIL_SET = frozenset(FAILURE)
-
-
-def _views(facts: StreamFacts, t: ClaimTrack) -> tuple[list[Seqs], list[Seqs]]:
-    """Observation and failure evaluations of each chain of *t*, in generation order.
-
-    Several gates judge the same claim one after another; only the last claim's views are kept,
-    so memory stays flat however many claims the stream has.
-    """
-    cached = facts.derived.get("views")
-    if cached is None or cached[0] is not t:
-        chains = _ordered(t)
-        cached = (t, [_observation_chain(t, c) for c in chains],
-                  [_failure_chain(facts, t, c) for c in chains])
-        facts.derived["views"] = cached
-    return cached[1], cached[2]
-
-
-def _observation(facts: StreamFacts, t: ClaimTrack) -> Seqs:
-    return _best(_views(facts, t)[0], _OBS_SET)
-
-
-def _failure(facts: StreamFacts, t: ClaimTrack) -> Seqs:
-    return _best(_views(facts, t)[1], _FAIL_SET)
-
-
-def _ordered(t: ClaimTrack) -> list[Chain]:
-    return [t.chains[g] for g in sorted(t.chains)]
-
-
 def _lifecycle(facts: StreamFacts, t: ClaimTrack) -> tuple[Seqs, tuple[str, ...]]:
-    """The lifecycle paths a claim's protection mode promises (SPEC §2, §4).
+    """The lifecycle paths a claim's protection mode promises (SPEC §2, §4, §4.1).
 
     expiring / demotable: the release precedes every loss, no harm. hard_protected: resident,
-    unharmed, and a conflicting active request refused or deferred naming exactly this claim
-    before that request finished. soft_priority: resident (any loss must be reported as harm).
-    offloadable and the rest: a success generation, then a failure generation.
+    unharmed, and a conflicting active request refused or deferred naming exactly this live
+    claim before that request's first finish. soft_priority: resident, every loss reported as
+    harm first. offloadable and the rest: a success cycle, then the failure cycle.
     """
     ok: Seqs = {}
-    if t.illegal_seq is None and t.lifecycle is not None:
+    if t.lifecycle is not None and not t.illegal and not (
+            t.mode == "soft_priority" and t.unreported_loss(t.first_harm)):
         ok["legal_transitions"] = []
-    if t.harm_seq is None:
+    if t.first_harm is None and not t.unreported_loss():
         ok["no_harm"] = []
     if t.materialized_seq is not None:
         ok["materialized"] = [t.materialized_seq]
-    if t.mode is ProtectionMode.SOFT_PRIORITY:
+    if t.mode == "soft_priority":
         return ok, ("legal_transitions", "materialized")
-    if t.mode is ProtectionMode.HARD_PROTECTED:
-        finish = facts.finish_seq.get(t.conflict_request or "")
-        if t.conflict_seq is not None and finish is not None and t.conflict_seq < finish:
-            ok["conflict_attributed"] = [t.conflict_seq, finish]
+    if t.mode == "hard_protected":
+        _conflict_attributed(t, ok)
         return ok, ("legal_transitions", "materialized", "no_harm", "conflict_attributed")
-    if t.mode in (ProtectionMode.EXPIRING, ProtectionMode.DEMOTABLE):
-        key, event = (
-            ("expiry_before_loss", "claim_expired") if t.mode is ProtectionMode.EXPIRING
-            else ("demotion_before_loss", "claim_demoted")
-        )
-        release = t.release_seq.get(event)
-        if release is not None and (t.first_loss_seq is None or release < t.first_loss_seq):
+    if t.mode in ("expiring", "demotable"):
+        key, event = (("expiry_before_loss", "claim_expired") if t.mode == "expiring"
+                      else ("demotion_before_loss", "claim_demoted"))
+        release = t.release_of.get(event)
+        if release is not None and (t.first_loss is None or release < t.first_loss):
             ok[key] = [release]
         return ok, ("legal_transitions", key, "no_harm")
-    observed, failed = _views(facts, t)
-    chains = _ordered(t)
-    success = [c for c, v in zip(chains, observed, strict=True) if v.keys() >= _OBS_SET]
-    failure = [c for c, v in zip(chains, failed, strict=True) if v.keys() >= _FAIL_SET]
-    if success:
-        ok["success_generation"] = [success[0].restore_required]
-    if failure:
-        ok["failure_generation"] = [failure[-1].restore_required]
-    if success and failure and success[0].generation < failure[-1].generation and (
-        (success[0].reused_holds or 0) < failure[-1].restore_required
-    ):
-        ok["generations_ordered"] = [success[0].reused_holds or 0, failure[-1].restore_required]
+    _generations(t, ok)
     return ok, ("legal_transitions", "no_harm", "success_generation", "failure_generation",
                 "generations_ordered")
+
+
+def _conflict_attributed(t: ClaimTrack, ok: Seqs) -> None:
+    fin = t.conflict_finish
+    if t.conflict is None or fin is None or t.conflict_early:
+        return
+    if not (t.conflict_refused and fin[1] == "served"):
+        ok["conflict_attributed"] = [t.conflict, fin[0]]
+
+
+def _generations(t: ClaimTrack, ok: Seqs) -> None:
+    if t.full:
+        ok["success_generation"] = [t.full[0][0]]
+    f = t.failure
+    if f is None or not f.requirements(f.cycle.before).keys() >= _FAIL_SET:
+        return
+    ok["failure_generation"] = [f.cycle.seq]
+    before = [s for s, label in f.prior_full if label != f.cycle.label]
+    if before:
+        ok["generations_ordered"] = [before[0], f.cycle.seq]
+
+
+_FAIL_SET = frozenset(FAILURE)
 
 
 class _Roster:
@@ -289,8 +200,8 @@ class _Roster:
         self.count = len(accepted)
         self.first_seqs = sorted((c.accepted_seq or 0, c.claim_id) for c in accepted)[:17]
         self.first_two = [s for s, _ in self.first_seqs[:2]]
-        self.unserved = {c.claim_id for c in accepted if not _served(c)}
-        self.accepted_seqs = {c.claim_id: c.accepted_seq or 0 for c in accepted}
+        self.unserved = {c.claim_id for c in accepted if not c.served()}
+        self.accepted = {c.claim_id for c in accepted}
 
 
 def _roster(facts: StreamFacts) -> _Roster:
@@ -301,49 +212,37 @@ def _roster(facts: StreamFacts) -> _Roster:
     return roster
 
 
-def _attribution(facts: StreamFacts, t: ClaimTrack, well_formed: bool) -> Seqs:
+def _attribution(facts: StreamFacts, t: ClaimTrack, common: Seqs) -> Seqs:
     ok: Seqs = {}
     roster = _roster(facts)
     if roster.count >= 2:
         ok["multiple_claims"] = roster.first_two
-    failure = {**_common(facts, t, well_formed), **_failure(facts, t)}
+    failure = {**common, **t.failure_requirements()}
     if all(r in failure for r in COMMON + FAILURE):
         ok["target_failure_outcome"] = sorted({s for v in failure.values() for s in v})
-    if (facts.failure_named == {t.claim_id} and not facts.failure_named_overflow
-            and facts.unclaimed_failure is None and facts.smeared_refusal is None
-            and t.smear_seq is None):
+    if facts.failure_names == {t.claim_id} and not facts.failure_named_more:
         ok["failures_name_only_target"] = []
-    others = roster.count - (t.claim_id in roster.accepted_seqs)
+    others = roster.count - (t.claim_id in roster.accepted)
     if others and not (roster.unserved - {t.claim_id}):
         # evidence: the acceptance seqs of (at most 16 of) the served non-targets
         ok["non_targets_served"] = [s for s, c in roster.first_seqs if c != t.claim_id][:16]
     return ok
 
 
-def _served(o: ClaimTrack) -> bool:
-    if o.harm_seq is not None or o.failure_seq is not None:
-        return False
-    return all(c.restored_offload is not None and c.load_failed is None for c in o.chains.values())
-
-
 def _controls(facts: StreamFacts, t: ClaimTrack) -> dict[str, bool]:
-    others_failed = bool(facts.failure_named - {t.claim_id}) or facts.failure_named_overflow
-    chains = t.chains.values()
+    names = facts.failure_names
     return {
-        "generic_counter_only": facts.generic_counters > 0 and t.event_count == 0,
-        "wrong_claim_failure": others_failed,
-        "unclaimed_failure": facts.unclaimed_failure is not None,
-        "fallback_recompute": any(
-            c.restored_fallback is not None or c.sched_recompute is not None for c in chains
-        ),
+        "generic_counter_only": facts.generic_counters > 0 and t.claim_events == 0,
+        "wrong_claim_failure": bool(names - {None, t.claim_id}) or facts.failure_named_more,
+        "unclaimed_failure": None in names,
+        "fallback_recompute": t.fallback,
         "ordinary_offload_without_claim": facts.unclaimed_store is not None,
-        "post_hoc_naming": t.registration is Registration.POST_HOC or (
-            t.event_count > 0 and t.first_event != "claim_accepted"
-        ),
-        "restore_after_reuse": any(c.reused_before_restore is not None for c in chains),
-        "blocking_claim_smear": t.smear_seq is not None,
-        "ambiguous_identity": t.ambiguous_seq is not None,
-        "admission_refusal": t.admission_refusal_seq is not None,
+        "post_hoc_naming": t.claim_events > 0 and not (
+            t.head_accepted and t.accepted_seq is not None),
+        "restore_after_reuse": t.restore_after_reuse,
+        "blocking_claim_smear": t.smear,
+        "ambiguous_identity": t.claim_events > 0 and t.ambiguous,
+        "admission_refusal": t.admission,
     }
 
 
@@ -361,23 +260,7 @@ def judge(facts: StreamFacts, gate: str, claim_id: str, *, well_formed: bool = T
     if gate not in REQUIREMENTS:
         raise ValueError(f"unknown gate {gate!r}")
     t = facts.claims.get(claim_id) or ClaimTrack(claim_id)
-    wanted: tuple[str, ...] = REQUIREMENTS[gate]
-    if t.event_count == 0:
-        ok: Seqs = {}
-    else:
-        ok = _common(facts, t, well_formed)
-        if gate == "observation":
-            ok.update(_observation(facts, t))
-        elif gate == "failure_outcome":
-            ok.update(_failure(facts, t))
-        elif gate == "lifecycle":
-            found, applicable = _lifecycle(facts, t)
-            ok.update(found)
-            wanted = COMMON + applicable
-        else:
-            ok.update(_attribution(facts, t, well_formed))
-    if t.event_count == 0 and gate == "lifecycle":
-        wanted = (*COMMON, "legal_transitions")
+    ok, wanted = _met(facts, t, gate, well_formed)
     missing = sorted(r for r in wanted if r not in ok)
     # built from values this module computed: validation would only re-check them
     return GateResult.model_construct(
@@ -391,9 +274,25 @@ def judge(facts: StreamFacts, gate: str, claim_id: str, *, well_formed: bool = T
     )
 
 
+def _met(facts: StreamFacts, t: ClaimTrack, gate: str,
+         well_formed: bool) -> tuple[Seqs, tuple[str, ...]]:
+    """What the claim meets, and which requirements the gate asks of it."""
+    if t.claim_events == 0:
+        return {}, (*COMMON, "legal_transitions") if gate == "lifecycle" else REQUIREMENTS[gate]
+    ok = _common(facts, t, well_formed)
+    if gate == "observation":
+        return {**ok, **t.best}, REQUIREMENTS[gate]
+    if gate == "failure_outcome":
+        return {**ok, **t.failure_requirements()}, REQUIREMENTS[gate]
+    if gate == "lifecycle":
+        found, applicable = _lifecycle(facts, t)
+        return {**ok, **found}, (*COMMON, *applicable)
+    return {**ok, **_attribution(facts, t, ok)}, REQUIREMENTS[gate]
+
+
 def claims_in(facts: StreamFacts) -> list[str]:
     """Every claim id that has at least one claim event, in order of first appearance."""
-    return list(facts.claims)
+    return list(facts.order)
 
 
 def check_events(
@@ -458,11 +357,16 @@ def check_trace(
         problems.append(Finding(code="T009", message="no valid event in the trace",
                                 path=str(path), help="a trace must hold v1 events, one per line"))
     well_formed = reader.problem_count == 0
-    if claim_id is None and not facts.claims and reader.events_read:
+    if facts.duplicate_finish is not None:
+        seq, request = facts.duplicate_finish
+        problems.append(Finding(code="T013", message=f"request {request!r} finished twice "
+                                f"(second request_finished at seq {seq})", path=str(path),
+                                help="a request finishes once; the first finish is its deadline"))
+    if claim_id is None and not facts.order and reader.events_read:
         problems.append(Finding(code="T012", message="the trace names no claim",
                                 path=str(path),
                                 help="gates judge claims; events without a claim id show nothing"))
-    if claim_id is not None and claim_id not in facts.claims:
+    if claim_id is not None and claim_id not in facts.order:
         problems.append(Finding(code="T011", message=f"no event for claim {claim_id!r}",
                                 path=str(path)))
     results = _judge_all(facts, gates, claim_id, well_formed)

@@ -1,8 +1,11 @@
 """One streaming pass over a trace that keeps, per claim, only the facts the gates need.
 
-Memory is proportional to the number of claims (and the requests they touch): each claim keeps
-the first ``seq`` of each milestone per restore generation, never a list of its events. The gates
-in :mod:`residentkv.trace.gates` then judge these facts.
+This is the streaming form of the reference semantics (:mod:`residentkv.trace.semantics`):
+each fact below is the running answer of one of its predicates. Memory follows the number of
+claims and requests, never the number of events: a claim keeps its open restore cycle, the
+best closed observation cycle, its failure cycle and a few flags. A closed cycle is settled
+(its verdicts are final once the next cycle begins) before it is forgotten, so bounded memory
+drops resolved history only, never an open obligation.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from residentkv.errors import IllegalTransition
-from residentkv.model.claim import ProtectionMode, Registration
 from residentkv.model.events import CLAIM_EVENT_NAMES, IDENTITY_FIELDS
 from residentkv.model.lifecycle import ClaimLifecycle, ClaimState
 
@@ -32,36 +34,96 @@ _STATE_OF = {
     "claim_released": ClaimState.RELEASED,
     "claim_harmed": ClaimState.HARMED,
 }
-
-_NAMED_CAP = 64
+_ENDINGS = frozenset({"claim_released", "claim_expired", "claim_demoted", "claim_restore_failed"})
+_RELEASES = frozenset({"claim_released", "claim_expired", "claim_demoted"})
+_ACCEPTED_FIELDS = (*IDENTITY_FIELDS, "registration", "protection_mode", "footprint_blocks",
+                    "owner_scope", "expires_after_s")
+_NAMES_KEPT = 2  # two distinct failure names already decide every attribution question
 
 #: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
 Event = Any
+Seqs = dict[str, list[int]]
 ClaimHandler = Callable[["StreamFacts", "ClaimTrack", Event], None]
 
 
 @dataclass(slots=True)
-class Chain:
-    """One restore generation of one claim: the first seq of each milestone."""
+class Cycle:
+    """One restore cycle of one claim: its ``claim_restore_required`` up to the next one."""
 
-    generation: int
-    restore_required: int
+    seq: int
+    label: int
     request_id: str | None
-    lookup_hit: int | None = None
-    load_ok: int | None = None
-    restored_offload: int | None = None
-    restored_any: int | None = None
-    restored_fallback: int | None = None
-    reused_holds: int | None = None
-    reused_before_restore: int | None = None
-    load_failed: int | None = None
-    load_failed_injected: bool = False
+    #: observation facts fixed when the cycle begins
+    before: Seqs
+    loads: list[tuple[Any, int]] = field(default_factory=list)
+    voided_jobs: set[Any] = field(default_factory=set)
+    offload_restores: list[int] = field(default_factory=list)
+    restore_any: int | None = None
+    restore_offload: int | None = None
+    restored_member: int | None = None
+    reuse_first: int | None = None
+    reuse_ok: int | None = None
+    foreign_reuse: bool = False
+    failed_load: int | None = None
+    injected_failure: int | None = None
+
+    def member(self, e: Event) -> bool:
+        """An event carrying a generation belongs to the cycle only under its label."""
+        g = getattr(e, "generation", None)
+        return g is None or g == self.label
+
+    def observation(self) -> Seqs:
+        """The observation requirements this cycle meets (final once it is closed)."""
+        met = dict(self.before)
+        load = next((s for j, s in self.loads if j not in self.voided_jobs), None)
+        if load is not None:
+            met["load_succeeded"] = [load]
+        after = -1 if load is None else load
+        restored = next((s for s in self.offload_restores if s > after), None)
+        if restored is not None:
+            met["restored_from_offload"] = [restored]
+        if self._reused_after_restore():
+            met["reused_after_restore"] = [self.reuse_ok or 0]
+        return met
+
+    def _reused_after_restore(self) -> bool:
+        if self.restore_any is None or self.reuse_ok is None or self.foreign_reuse:
+            return False
+        gate = self.restore_offload if self.restore_offload is not None else self.restore_any
+        return self.reuse_first is None or self.reuse_first >= gate
+
+
+@dataclass(slots=True)
+class FailureChain:
+    """The claim's failure cycle: the cycle of its first failed load, judged to the end."""
+
+    cycle: Cycle
+    prior_full: list[tuple[int, int]]
     sched_fail: int | None = None
-    sched_recompute: int | None = None
-    restore_failed_scoped: int | None = None
-    refusal_any: int | None = None
-    refusal_request: str | None = None
-    refusal_attributed: int | None = None
+    restore_failed: int | None = None
+    restore_failed_checked: bool = False
+    refusal: int | None = None
+    finish: tuple[int, str | None] | None = None
+    finished_early: bool = False
+    restored_after: bool = False
+
+    def requirements(self, before: Seqs) -> Seqs:
+        c = self.cycle
+        met: Seqs = {k: v for k, v in before.items()
+                     if k in ("store_succeeded", "restore_required")}
+        if c.injected_failure is not None:
+            met["claim_load_failed"] = [c.injected_failure]
+        if self.sched_fail is not None:
+            met["scheduler_failure_branch"] = [self.sched_fail]
+        if self.restore_failed is not None:
+            met["restore_failed_scoped"] = [self.restore_failed]
+        if self.refusal is not None:
+            met["refusal_attributed"] = [self.refusal]
+            if self.finish is not None and not self.finished_early and self.finish[1] != "served":
+                met["outcome_before_finish"] = [self.refusal, self.finish[0]]
+        if not self.restored_after:
+            met["no_restore_after_failure"] = []
+        return met
 
 
 @dataclass(slots=True)
@@ -69,37 +131,83 @@ class ClaimTrack:
     """What one pass learned about one claim."""
 
     claim_id: str
-    event_count: int = 0
-    first_event: str | None = None
+    claim_events: int = 0
     first_seq: int | None = None
+    head_seen: bool = False
+    head_accepted: bool = False
     accepted_seq: int | None = None
-    registration: Registration | None = None
-    mode: ProtectionMode | None = None
-    predicate_id: str | None = None
-    predicate_blocks: int | None = None
-    identity: dict[str, str] = field(default_factory=dict)
-    identity_missing_seq: int | None = None
-    last_identity: tuple[str | None, ...] | None = None
-    ambiguous_seq: int | None = None
+    registration: str | None = None
+    mode: str | None = None
+    predicate: tuple[str, str, int, int] | None = None  # id, kind, blocks, start
+    owner_scope: str | None = None
+    defining: tuple[Any, ...] | None = None
+    first_predicate_id: str | None = None
     required_values: set[int] = field(default_factory=set)
-    materialized_seq: int | None = None
-    store_ok_seq: int | None = None
-    offloaded: list[tuple[int, int]] = field(default_factory=list)
-    last_lookup_hit: int | None = None
-    chains: dict[int, Chain] = field(default_factory=dict)
-    current_gen: int | None = None
-    last_restored_seq: int | None = None
+    identity: dict[str, Any] = field(default_factory=dict)
+    identity_missing: bool = False
+    ambiguous: bool = False
     lifecycle: ClaimLifecycle | None = None
-    illegal_seq: int | None = None
-    illegal_message: str | None = None
-    release_seq: dict[str, int] = field(default_factory=dict)
-    first_loss_seq: int | None = None
-    harm_seq: int | None = None
-    failure_seq: int | None = None
-    smear_seq: int | None = None
-    admission_refusal_seq: int | None = None
-    conflict_seq: int | None = None
+    illegal: bool = False
+    end_seq: int | None = None
+    materialized_seq: int | None = None
+    first_loss: int | None = None
+    first_harm: int | None = None
+    first_release: int | None = None
+    release_of: dict[str, int] = field(default_factory=dict)
+    store_seq: int | None = None
+    offload_seq: int | None = None
+    last_hit: int | None = None
+    last_required: int = -1
+    cycle: Cycle | None = None
+    cycles: int = 0
+    best: Seqs = field(default_factory=dict)
+    full: list[tuple[int, int]] = field(default_factory=list)
+    first_cycle: Cycle | None = None
+    first_stored: Cycle | None = None
+    failure: FailureChain | None = None
+    failed_requests: set[str] = field(default_factory=set)
+    failed_load: bool = False
+    restore_failed: bool = False
+    unrestored_cycle: bool = False
+    restore_after_reuse: bool = False
+    fallback: bool = False
+    smear: bool = False
+    admission: bool = False
+    conflict: int | None = None
     conflict_request: str | None = None
+    conflict_refused: bool = False
+    conflict_finish: tuple[int, str | None] | None = None
+    conflict_early: bool = False
+
+    def evaluates(self, e: Event) -> bool:
+        """The accepted predicate evaluated on a ``claim_materialized`` event's numbers."""
+        if self.predicate is None or not e.holds or e.leading > e.surviving:
+            return False
+        return bool(e.leading >= self.predicate[3] + self.predicate[2])
+
+    def needs(self, position: int | None) -> bool:
+        if position is None or self.predicate is None:
+            return True
+        return self.predicate[3] <= position < self.predicate[3] + self.predicate[2]
+
+    def unreported_loss(self, *reports: int | None) -> bool:
+        """A loss before any release (or before one of *reports*)."""
+        told = min((s for s in (self.first_release, *reports) if s is not None), default=None)
+        return self.first_loss is not None and (told is None or self.first_loss < told)
+
+    def served(self) -> bool:
+        """SPEC §4 attribution: restored/served or untouched (see the reference's ``served``)."""
+        return not (self.first_harm is not None or self.restore_failed or self.failed_load
+                    or self.unrestored_cycle or self.unreported_loss())
+
+    def failure_requirements(self) -> Seqs:
+        """The failure requirements met by the failure cycle (else the best cycle without)."""
+        if self.failure is not None:
+            return self.failure.requirements(self.failure.cycle.before)
+        cy = self.first_stored or self.first_cycle
+        if cy is None:
+            return {}
+        return {k: v for k, v in cy.before.items() if k in ("store_succeeded", "restore_required")}
 
 
 @dataclass(slots=True)
@@ -107,16 +215,21 @@ class StreamFacts:
     """Stream-wide facts: per-claim tracks plus what no single claim owns."""
 
     claims: dict[str, ClaimTrack] = field(default_factory=dict)
-    finish_seq: dict[str, int] = field(default_factory=dict)
+    #: claims with a claim event, in order of first appearance
+    order: dict[str, None] = field(default_factory=dict)
+    finished: set[str] = field(default_factory=set)
+    duplicate_finish: tuple[int, str] | None = None
+    owner_scopes: dict[str, str | None] = field(default_factory=dict)
+    #: request -> claims waiting for its first finish
+    awaiting: dict[str, list[ClaimTrack]] = field(default_factory=dict)
+    #: request -> claims whose failure cycle is that request's
+    failing: dict[str, list[ClaimTrack]] = field(default_factory=dict)
+    #: request -> claims whose load failed on it
+    failed_on: dict[str, list[ClaimTrack]] = field(default_factory=dict)
     generic_counters: int = 0
     unclaimed_store: int | None = None
-    unclaimed_failure: int | None = None
-    failure_named: set[str] = field(default_factory=set)
-    failure_named_overflow: bool = False
-    by_request: dict[str, list[str]] = field(default_factory=dict)
-    #: requests whose finish matters: those hit by a load failure or named by a refusal
-    watched: set[str] = field(default_factory=set)
-    smeared_refusal: int | None = None
+    failure_names: set[str | None] = field(default_factory=set)
+    failure_named_more: bool = False
     derived: dict[str, Any] = field(default_factory=dict)
 
     def track(self, claim_id: str) -> ClaimTrack:
@@ -125,198 +238,242 @@ class StreamFacts:
             t = self.claims[claim_id] = ClaimTrack(claim_id)
         return t
 
-    def name_failure(self, claim_id: str | None, seq: int) -> None:
-        if claim_id is None:
-            if self.unclaimed_failure is None:
-                self.unclaimed_failure = seq
-            return
-        if len(self.failure_named) < _NAMED_CAP:
-            self.failure_named.add(claim_id)
-        elif claim_id not in self.failure_named:
-            self.failure_named_overflow = True
+    def name_failure(self, *names: str | None) -> None:
+        for name in names:
+            if name in self.failure_names:
+                continue
+            if len(self.failure_names - {None}) >= _NAMES_KEPT and name is not None:
+                self.failure_named_more = True
+            else:
+                self.failure_names.add(name)
+
+    def await_finish(self, request_id: str, t: ClaimTrack) -> None:
+        self.awaiting.setdefault(request_id, []).append(t)
 
 
 def collect(events: Iterable[Event]) -> StreamFacts:
-    """Run one pass over *events* (already in seq order) and return the facts.
-
-    An event is a v1 pydantic model or its fast-decoded twin: both answer the same attribute
-    names, and dispatch is on the event name.
-    """
+    """Run one pass over *events* (already in seq order) and return the settled facts."""
     facts = StreamFacts()
+    claims, track = facts.claims, facts.track
     claim_handlers, other_handlers = _CLAIM_HANDLERS, _OTHER_HANDLERS
     for event in events:
         name = event.event
+        cid = event.claim_id
+        t = None
+        if cid is not None:
+            t = claims.get(cid) or track(cid)
+            if not t.head_seen and name != "claim_submitted":
+                _head(t, event, name)
         if name in CLAIM_EVENT_NAMES:
-            _claim_event(facts, event, name, claim_handlers.get(name))
-        else:
-            handler = other_handlers.get(name)
-            if handler is not None:
-                handler(facts, event)
+            if t is not None:
+                _claim_event(facts, t, event, name, claim_handlers.get(name))
+            else:
+                _unnamed_claim_event(facts, event, name)
+            continue
+        handler = other_handlers.get(name)
+        if handler is not None:
+            handler(facts, t, event)
+    for t in claims.values():
+        _close(t)
     return facts
 
 
-def _claim_event(facts: StreamFacts, e: Event, name: str, handler: ClaimHandler | None) -> None:
-    cid = e.claim_id
-    if cid is None:
-        return
-    t = facts.track(cid)
-    t.event_count += 1
-    if t.first_event is None and name != "claim_submitted":
-        t.first_event, t.first_seq = name, e.seq
+def _head(t: ClaimTrack, e: Event, name: str) -> None:
+    """SPEC §4.1: no event of the claim (store included) precedes ``claim_accepted``."""
+    t.head_seen = True
+    t.head_accepted = name == "claim_accepted" and str(e.registration) == "pre_registered"
+
+
+def _unnamed_claim_event(facts: StreamFacts, e: Event, name: str) -> None:
+    if name in ("claim_restore_failed", "claim_demoted", "claim_expired", "claim_harmed"):
+        facts.name_failure(None, getattr(e, "outcome_claim_id", None))
+
+
+def _claim_event(facts: StreamFacts, t: ClaimTrack, e: Event, name: str,
+                 handler: ClaimHandler | None) -> None:
+    if t.claim_events == 0:
+        t.first_seq = e.seq
+        facts.order[t.claim_id] = None
+    t.claim_events += 1
     _identity(t, e)
-    _transition(t, e, name)
     if handler is not None:
         handler(facts, t, e)
+    _transition(t, e, name)
+    if name in _ENDINGS and t.end_seq is None:
+        t.end_seq = e.seq
+    if name in _RELEASES:
+        t.release_of.setdefault(name, e.seq)
+        if t.first_release is None:
+            t.first_release = e.seq
 
 
 def _identity(t: ClaimTrack, e: Event) -> None:
-    ident = (e.object_id, e.cache_identity, e.request_token_map_id, e.predicate_id)
-    if ident == t.last_identity:
-        return  # the common case: the same complete identity as the claim's last event
-    t.last_identity = ident
     for name in IDENTITY_FIELDS:
         value = getattr(e, name)
         if value is None:
-            if t.identity_missing_seq is None:
-                t.identity_missing_seq = e.seq
+            t.identity_missing = True
             continue
-        seen = t.identity.setdefault(name, value)
-        if seen != value and t.ambiguous_seq is None:
-            t.ambiguous_seq = e.seq
+        if t.identity.setdefault(name, value) != value:
+            t.ambiguous = True
+    if t.first_predicate_id is None and e.predicate_id is not None:
+        t.first_predicate_id = e.predicate_id
 
 
 def _transition(t: ClaimTrack, e: Event, name: str) -> None:
     state = _STATE_OF.get(name)
-    if state is None or (name == "claim_materialized" and not e.holds):
+    if state is None or (name == "claim_materialized" and not t.evaluates(e)):
         return
     if t.lifecycle is None:
         t.lifecycle = ClaimLifecycle(t.claim_id, keep_history=False)
     try:
         t.lifecycle.advance(state)
-    except IllegalTransition as err:
-        if t.illegal_seq is None:
-            t.illegal_seq, t.illegal_message = e.seq, err.message
+    except IllegalTransition:
+        t.illegal = True
         t.lifecycle.state = state
 
 
 def _accepted(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
-    if t.accepted_seq is None:
-        t.accepted_seq = e.seq
-        t.registration = e.registration
-        t.mode = e.protection_mode
-        t.predicate_id = e.predicate.id
-        t.predicate_blocks = e.predicate.blocks
+    p = e.predicate
+    defining = (*(getattr(e, f) for f in _ACCEPTED_FIELDS), p.id, str(p.kind), p.blocks, p.start)
+    if t.accepted_seq is not None:
+        if defining != t.defining:
+            t.ambiguous = True
+        return
+    t.accepted_seq, t.defining = e.seq, defining
+    t.registration, t.mode = str(e.registration), str(e.protection_mode)
+    t.predicate = (p.id, str(p.kind), p.blocks, p.start or 0)
+    t.owner_scope = e.owner_scope
 
 
 def _materialized(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
-    t.required_values.add(e.required)
-    if e.holds and t.materialized_seq is None:
+    if len(t.required_values) < 2:
+        t.required_values.add(e.required)
+    holds = t.evaluates(e)
+    if holds and t.materialized_seq is None:
         t.materialized_seq = e.seq
+    elif not holds:
+        _loss(t, e)
+
+
+def _loss(t: ClaimTrack, e: Event) -> None:
+    if t.materialized_seq is not None and t.first_loss is None:
+        t.first_loss = e.seq
 
 
 def _offloaded(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
-    if len(t.offloaded) < 16:
-        t.offloaded.append((e.generation, e.seq))
+    if t.offload_seq is None:
+        t.offload_seq = e.seq
 
 
 def _restore_required(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
-    if e.generation not in t.chains:
-        _unlink(facts, t, _chain(t, None))
-        _prune(t)
-        t.chains[e.generation] = Chain(e.generation, e.seq, e.request_id)
-        if e.request_id is not None:
-            facts.by_request.setdefault(e.request_id, []).append(t.claim_id)
-    t.current_gen = e.generation
-    chain = t.chains[e.generation]
-    if chain.lookup_hit is None and t.last_lookup_hit is not None:
-        # a lookup answers one restore: the next generation needs a lookup of its own
-        chain.lookup_hit, t.last_lookup_hit = t.last_lookup_hit, None
+    _close(t)
+    prev, t.last_required = t.last_required, e.seq
+    if t.end_seq is not None:
+        return  # no restore of a live claim: not a cycle
+    before: Seqs = {"restore_required": [e.seq]}
+    if t.materialized_seq is not None:
+        before["materialized"] = [t.materialized_seq]
+    off = t.offload_seq
+    if off is not None:
+        before["offloaded"] = [off]
+    if t.store_seq is not None and t.store_seq < (e.seq if off is None else off):
+        before["store_succeeded"] = [t.store_seq]
+    if t.last_hit is not None and t.last_hit > max(prev, -1 if off is None else off):
+        before["lookup_hit"] = [t.last_hit]
+    cy = t.cycle = Cycle(e.seq, int(e.generation), e.request_id, before)
+    t.cycles += 1
+    if t.first_cycle is None:
+        t.first_cycle = cy
+    if t.first_stored is None and "store_succeeded" in before:
+        t.first_stored = cy
 
 
-def _unlink(facts: StreamFacts, t: ClaimTrack, chain: Chain | None) -> None:
-    """A superseded chain no longer receives request-linked events: forget its request."""
-    if chain is None or chain.request_id is None:
+_OBSERVATION = frozenset({"materialized", "store_succeeded", "offloaded", "lookup_hit",
+                          "restore_required", "load_succeeded", "restored_from_offload",
+                          "reused_after_restore"})
+
+
+def _close(t: ClaimTrack) -> None:
+    """Settle the open cycle: its verdicts are final once the next cycle begins."""
+    cy = t.cycle
+    if cy is None:
         return
-    linked = facts.by_request.get(chain.request_id)
-    if linked and t.claim_id in linked:
-        linked.remove(t.claim_id)
-        if not linked:
-            del facts.by_request[chain.request_id]
-
-
-def _complete_success(c: Chain) -> bool:
-    return None not in (c.lookup_hit, c.load_ok, c.restored_offload, c.reused_holds) and (
-        c.reused_before_restore is None)
-
-
-_KEEP_CHAINS = 4
-
-
-def _prune(t: ClaimTrack) -> None:
-    """Keep the chains a gate can still choose: the first, the first complete success, the
-    first failure, the first failure after that success, and the latest. Memory per claim
-    stays bounded however many restore generations it goes through."""
-    if len(t.chains) < _KEEP_CHAINS:
-        return
-    ordered = [t.chains[g] for g in sorted(t.chains)]
-    success = next((c for c in ordered if _complete_success(c)), None)
-    failure = next((c for c in ordered if c.load_failed is not None), None)
-    later = next((c for c in ordered if success is not None and c.load_failed is not None
-                  and c.generation > success.generation), None)
-    keep = {id(c) for c in (ordered[0], success, failure, later, ordered[-1]) if c is not None}
-    t.chains = {c.generation: c for c in ordered if id(c) in keep}
-
-
-def _chain(t: ClaimTrack, generation: int | None) -> Chain | None:
-    gen = t.current_gen if generation is None else generation
-    return None if gen is None else t.chains.get(gen)
+    t.cycle = None
+    met = cy.observation()
+    if len(met) > len(t.best):
+        t.best = met
+    if met.keys() >= _OBSERVATION and len(t.full) < 2 and all(
+            label != cy.label for _, label in t.full):
+        t.full.append((cy.seq, cy.label))
+    if "restored_from_offload" not in met:
+        t.unrestored_cycle = True
+    if cy.reuse_first is not None and (
+            cy.restored_member is None or cy.reuse_first < cy.restored_member):
+        t.restore_after_reuse = True
 
 
 def _restored(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
-    t.last_restored_seq = e.seq
-    c = _chain(t, e.generation)
-    if c is None:
+    if e.source == "fallback_recompute":
+        t.fallback = True
+    f = t.failure
+    if f is not None:
+        f.restored_after = True
+    cy = t.cycle
+    if cy is None or not cy.member(e):
         return
-    if c.restored_any is None:
-        c.restored_any = e.seq
-    if e.source == "offload_tier" and c.restored_offload is None:
-        c.restored_offload = e.seq
-    if e.source == "fallback_recompute" and c.restored_fallback is None:
-        c.restored_fallback = e.seq
+    if cy.restored_member is None:
+        cy.restored_member = e.seq
+    if t.end_seq is not None:
+        return
+    if cy.restore_any is None:
+        cy.restore_any = e.seq
+    if e.source == "offload_tier":
+        cy.offload_restores.append(e.seq)
+        if cy.restore_offload is None:
+            cy.restore_offload = e.seq
 
 
 def _reused(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
-    c = _chain(t, e.generation)
-    if c is None:
+    if not e.holds:
+        _loss(t, e)
+    cy = t.cycle
+    if cy is None or not cy.member(e):
         return
-    if c.restored_any is None and c.reused_before_restore is None:
-        c.reused_before_restore = e.seq
-    if e.holds and c.reused_holds is None:
-        c.reused_holds = e.seq
+    if cy.reuse_first is None:
+        cy.reuse_first = e.seq
+    mine, theirs = t.owner_scope, facts.owner_scopes.get(e.request_id or "")
+    if mine is not None and theirs is not None and mine != theirs:
+        cy.foreign_reuse = True
+    if (e.holds and cy.reuse_ok is None and cy.restore_any is not None
+            and t.end_seq is None):
+        cy.reuse_ok = e.seq
 
 
 def _restore_failed(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
-    facts.name_failure(e.claim_id, e.seq)
-    facts.name_failure(e.outcome_claim_id, e.seq)
-    c = _chain(t, e.generation)
-    scoped = c is not None and e.outcome_claim_id == t.claim_id and c.load_failed is not None
-    if scoped and c is not None and c.restore_failed_scoped is None:
-        c.restore_failed_scoped = e.seq
+    facts.name_failure(t.claim_id, e.outcome_claim_id)
+    t.restore_failed = True
+    f = t.failure
+    if f is None or f.restore_failed_checked:
+        return
+    f.restore_failed_checked = True
+    cy = f.cycle
+    if (t.end_seq is None and e.outcome_claim_id == t.claim_id and e.generation == cy.label
+            and e.request_id == cy.request_id):
+        f.restore_failed = e.seq
 
 
-def _release(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
-    t.release_seq.setdefault(e.event, e.seq)
+def _named(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
+    facts.name_failure(t.claim_id)
 
 
 def _harmed(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
-    facts.name_failure(t.claim_id, e.seq)
-    if t.harm_seq is None:
-        t.harm_seq = e.seq
+    facts.name_failure(t.claim_id)
+    if t.first_harm is None:
+        t.first_harm = e.seq
 
 
 def _lost(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
-    if t.first_loss_seq is None:
-        t.first_loss_seq = e.seq
+    _loss(t, e)
 
 
 _CLAIM_HANDLERS: dict[str, ClaimHandler] = {
@@ -327,163 +484,175 @@ _CLAIM_HANDLERS: dict[str, ClaimHandler] = {
     "claim_restored": _restored,
     "claim_reused": _reused,
     "claim_restore_failed": _restore_failed,
-    "claim_demoted": _release,
-    "claim_expired": _release,
+    "claim_demoted": _named,
+    "claim_expired": _named,
     "claim_harmed": _harmed,
     "claim_block_lost_after_release": _lost,
 }
 
-
-def _claim_of(facts: StreamFacts, e: Event) -> ClaimTrack | None:
-    return facts.claims.get(e.claim_id) if e.claim_id is not None else None
+OtherHandler = Callable[[StreamFacts, "ClaimTrack | None", Event], None]
 
 
-def _finished(facts: StreamFacts, e: Event) -> None:
-    # only watched requests: a finish before any failure or refusal orders nothing we judge
-    if e.request_id is not None and e.request_id in facts.watched:
-        facts.finish_seq.setdefault(e.request_id, e.seq)
+def _started(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
+    rid = e.request_id
+    if rid is not None and rid not in facts.owner_scopes:
+        facts.owner_scopes[rid] = e.owner_scope
 
 
-def _generic(facts: StreamFacts, e: Event) -> None:
+def _finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
+    rid = e.request_id
+    if rid is None:
+        return
+    if rid in facts.finished:
+        if facts.duplicate_finish is None:
+            facts.duplicate_finish = (e.seq, rid)
+        return
+    facts.finished.add(rid)
+    waiting = facts.awaiting.pop(rid, None)
+    for w in waiting or ():
+        _finish_of(w, rid, (e.seq, e.status))
+
+
+def _finish_of(t: ClaimTrack, rid: str, finish: tuple[int, str | None]) -> None:
+    f = t.failure
+    if f is not None and f.refusal is not None and f.cycle.request_id == rid and f.finish is None:
+        f.finish = finish
+    if t.conflict_request == rid and t.conflict_finish is None:
+        t.conflict_finish = finish
+
+
+def _generic(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     facts.generic_counters += 1
 
 
-def _store_finished(facts: StreamFacts, e: Event) -> None:
+def _store_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     if not e.success:
+        facts.name_failure(e.claim_id)
         return
-    t = _claim_of(facts, e)
-    if e.claim_id is None and facts.unclaimed_store is None:
-        facts.unclaimed_store = e.seq
-    if t is not None and t.store_ok_seq is None:
-        t.store_ok_seq = e.seq
+    if t is None:
+        if facts.unclaimed_store is None:
+            facts.unclaimed_store = e.seq
+    elif t.store_seq is None:
+        t.store_seq = e.seq
 
 
-def _lookup(facts: StreamFacts, e: Event) -> None:
-    t = _claim_of(facts, e)
+def _lookup(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     if t is not None and e.hit_tokens > 0:
-        t.last_lookup_hit = e.seq
+        t.last_hit = e.seq
 
 
-def _load_finished(facts: StreamFacts, e: Event) -> None:
+def _load_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     if not e.success:
-        _load_failure(facts, e, e.injected)
+        _load_failure(facts, t, e)
         return
-    t = _claim_of(facts, e)
-    c = _chain(t, e.generation) if t is not None else None
-    if c is not None and c.load_ok is None:
-        c.load_ok = e.seq
+    cy = None if t is None else t.cycle
+    if t is not None and cy is not None and cy.member(e) and t.end_seq is None:
+        cy.loads.append((e.job_id, e.seq))
 
 
-def _load_failed(facts: StreamFacts, e: Event) -> None:
-    _load_failure(facts, e, e.injected)
+def _load_failed(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
+    if not e.invalid_block_ids:
+        return  # a report of no invalid block is no failed load
+    if t is not None and t.cycle is not None:
+        t.cycle.voided_jobs.add(e.job_id)
+    _load_failure(facts, t, e)
 
 
-def _load_failure(facts: StreamFacts, e: Event, injected: bool) -> None:
-    facts.name_failure(e.claim_id, e.seq)
-    t = _claim_of(facts, e)
-    generation = getattr(e, "generation", None)
-    c = _chain(t, generation) if t is not None else None
-    if t is not None and t.failure_seq is None:
-        t.failure_seq = e.seq
-    if c is not None and c.load_failed is None:
-        c.load_failed, c.load_failed_injected = e.seq, injected
-        if c.request_id is not None:
-            facts.watched.add(c.request_id)
-    if e.request_id is not None:
-        facts.watched.add(e.request_id)
-
-
-def _chains_for(facts: StreamFacts, e: Event) -> list[Chain]:
-    """Open chains an event without a generation belongs to: by claim id, else by request id."""
-    if e.claim_id is not None:
-        # a named claim links by name only: a failure relabelled to another (or an unknown)
-        # claim must not be attributed to this one through its request
-        t = _claim_of(facts, e)
-        c = _chain(t, None) if t is not None else None
-        return [c] if c is not None else []
-    if e.request_id is None:
-        return []
-    found = []
-    for cid in facts.by_request.get(e.request_id, ()):
-        c = _chain(facts.claims[cid], None)
-        if c is not None and c.request_id == e.request_id:
-            found.append(c)
-    return found
-
-
-def _scheduler_failure(facts: StreamFacts, e: Event) -> None:
-    if e.claim_id is not None:
-        facts.name_failure(e.claim_id, e.seq)
-    for c in _chains_for(facts, e):
-        if c.load_failed is None:
-            continue
-        if e.policy == "fail" and c.sched_fail is None:
-            c.sched_fail = e.seq
-        if e.policy == "recompute" and c.sched_recompute is None:
-            c.sched_recompute = e.seq
-
-
-def _refused(facts: StreamFacts, e: Event) -> None:
-    facts.name_failure(e.outcome_claim_id, e.seq)
-    for b in e.blocking_claim_ids:
-        facts.name_failure(b, e.seq)
-    if len(e.blocking_claim_ids) > 1 and facts.smeared_refusal is None:
-        facts.smeared_refusal = e.seq
-    if e.request_id is not None:
-        facts.watched.add(e.request_id)
-    named = {e.outcome_claim_id, e.claim_id, *e.blocking_claim_ids} - {None}
-    for cid in named:
-        t = facts.claims.get(cid)
-        if t is None:
-            continue
-        _note_refusal(t, e)
-
-
-def _note_conflict(t: ClaimTrack, e: Event) -> None:
-    """An active request refused or deferred because of exactly this resident claim."""
-    resident = t.materialized_seq is not None and t.harm_seq is None
-    if resident and e.blocking_claim_ids == [t.claim_id] and t.conflict_seq is None:
-        t.conflict_seq, t.conflict_request = e.seq, e.request_id
-
-
-def _note_refusal(t: ClaimTrack, e: Event) -> None:
-    _note_conflict(t, e)
-    if e.blocking_claim_ids != [t.claim_id] and t.smear_seq is None:
-        t.smear_seq = e.seq
-    if e.arbiter == "admission" and t.admission_refusal_seq is None:
-        t.admission_refusal_seq = e.seq
-    c = _chain(t, None)
-    if c is None or c.load_failed is None:
+def _load_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
+    facts.name_failure(e.claim_id)
+    if t is None:
         return
-    if c.refusal_any is None:
-        c.refusal_any, c.refusal_request = e.seq, e.request_id or c.request_id
-    attributed = (
-        e.outcome_claim_id == t.claim_id
-        and e.blocking_claim_ids == [t.claim_id]
-        and e.arbiter == "scheduler_boundary"
-    )
-    if attributed and c.refusal_attributed is None:
-        c.refusal_attributed = e.seq
+    t.failed_load = True
+    rid = e.request_id
+    if rid is not None and rid not in t.failed_requests:
+        t.failed_requests.add(rid)
+        facts.failed_on.setdefault(rid, []).append(t)
+    cy = t.cycle
+    if cy is None or not cy.member(e) or cy.request_id is None or rid != cy.request_id:
+        return
+    if cy.failed_load is None:
+        cy.failed_load = e.seq
+        if t.failure is None:
+            t.failure = FailureChain(cy, list(t.full))
+            facts.failing.setdefault(rid, []).append(t)
+    if cy.injected_failure is None and e.injected:
+        cy.injected_failure = e.seq
 
 
-def _deferred(facts: StreamFacts, e: Event) -> None:
-    if len(e.blocking_claim_ids) > 1 and facts.smeared_refusal is None:
-        facts.smeared_refusal = e.seq
-    if e.request_id is not None:
-        facts.watched.add(e.request_id)
-    for cid in e.blocking_claim_ids:
-        t = facts.claims.get(cid)
+def _scheduler_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
+    facts.name_failure(e.claim_id)
+    rid = e.request_id
+    if e.policy == "recompute":
         if t is not None:
-            _note_conflict(t, e)
+            t.fallback = True
+        elif rid is not None:
+            for w in facts.failed_on.get(rid, ()):
+                w.fallback = True
+        return
+    for w in facts.failing.get(rid or "", ()):
+        f = w.failure
+        if f is not None and f.sched_fail is None and e.claim_id in (w.claim_id, None):
+            f.sched_fail = e.seq
 
 
-def _evicted(facts: StreamFacts, e: Event) -> None:
-    t = _claim_of(facts, e)
-    if t is not None and t.first_loss_seq is None:
-        t.first_loss_seq = e.seq
+def _refused(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
+    blocking = e.blocking_claim_ids
+    facts.name_failure(e.claim_id, e.outcome_claim_id, *blocking)
+    for cid in {e.claim_id, e.outcome_claim_id, *blocking} - {None}:
+        named = facts.track(cid)
+        if blocking != [cid]:
+            named.smear = True
+        if e.arbiter == "admission":
+            named.admission = True
+    if len(blocking) == 1:
+        _conflict(facts, facts.track(blocking[0]), e, refused=True)
+    rid = e.request_id
+    if rid is None or e.claim_id is None or e.arbiter != "scheduler_boundary":
+        return
+    for w in facts.failing.get(rid, ()):
+        f = w.failure
+        if (f is not None and f.refusal is None and w.claim_id == e.claim_id
+                == e.outcome_claim_id and blocking == [w.claim_id]):
+            f.refusal = e.seq
+            if rid in facts.finished:
+                f.finished_early = True
+            else:
+                facts.await_finish(rid, w)
 
 
-_OTHER_HANDLERS: dict[str, Callable[[StreamFacts, Event], None]] = {
+def _deferred(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
+    blocking = e.blocking_claim_ids
+    facts.name_failure(*blocking)
+    if len(blocking) == 1:
+        _conflict(facts, facts.track(blocking[0]), e, refused=False)
+
+
+def _conflict(facts: StreamFacts, t: ClaimTrack, e: Event, *, refused: bool) -> None:
+    """The first refusal or deferral naming exactly this live, resident claim (hard_protected)."""
+    if t.conflict is not None or t.materialized_seq is None:
+        return
+    if refused and e.outcome_claim_id != t.claim_id:
+        return
+    if t.end_seq is not None or t.first_harm is not None or e.request_id in t.failed_requests:
+        return
+    rid = t.conflict_request = e.request_id
+    t.conflict, t.conflict_refused = e.seq, refused
+    if rid is None:
+        return
+    if rid in facts.finished:
+        t.conflict_early = True
+    else:
+        facts.await_finish(rid, t)
+
+
+def _evicted(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
+    # an offloadable claim may leave the device tier: its evictions are no loss
+    if t is not None and t.mode != "offloadable" and t.needs(e.position):
+        _loss(t, e)
+
+
+_OTHER_HANDLERS: dict[str, OtherHandler] = {
+    "request_started": _started,
     "request_finished": _finished,
     "generic_counter": _generic,
     "kv_store_finished": _store_finished,

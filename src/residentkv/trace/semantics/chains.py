@@ -56,9 +56,8 @@ def lookup_hit(cy: Cycle) -> Found:
     offload and the previous restore of the claim, before this one."""
     o = _first_offload(cy.claim, cy.seq)
     after = max(cy.prev, -1 if o is None else o.seq)
-    hit = first(cy.claim.named("kv_lookup"),
-                lambda e: e.hit_tokens > 0 and after < e.seq < cy.seq)
-    return None if hit is None else [hit.seq]
+    hits = [e for e in cy.claim.named("kv_lookup") if e.hit_tokens > 0 and after < e.seq < cy.seq]
+    return [hits[-1].seq] if hits else None
 
 
 def restore_required(cy: Cycle) -> Found:
@@ -67,13 +66,12 @@ def restore_required(cy: Cycle) -> Found:
 
 
 def load_success(cy: Cycle) -> Event | None:
-    """The cycle's first successful load that the same job did not then report invalid
-    (issue 10: a load reported successful whose blocks the job reports invalid is no success),
-    while the claim was live."""
+    """The cycle's first successful load, while the claim was live, that the same job does not
+    report invalid in the cycle (issue 10: a load reported successful whose blocks the same
+    job then reports invalid is no successful load)."""
     def voided(load: Event) -> bool:
         return any(f.invalid_block_ids and f.job_id == load.job_id
-                   and f.claim_id in (cy.claim.id, None)
-                   for f in cy.stream_events("kv_load_failed"))
+                   for f in cy.within("kv_load_failed"))
 
     return first(cy.members("kv_load_finished"),
                  lambda e: bool(e.success) and e.seq < cy.claim.end and not voided(e))
@@ -118,8 +116,9 @@ def reused_after_restore(cy: Cycle) -> Found:
 
 def _foreign(claim: ClaimView, reuse: Event) -> bool:
     """A reuse by a request whose declared owner scope is not the claim's."""
-    mine = getattr(claim.accepted, "owner_scope", None)
-    theirs = claim.stream.owner_scope(reuse.request_id)
+    accepted = claim.accepted
+    mine = None if accepted is None or accepted.seq > reuse.seq else accepted.owner_scope
+    theirs = claim.stream.owner_scope(reuse.request_id, reuse.seq)
     return mine is not None and theirs is not None and mine != theirs
 
 

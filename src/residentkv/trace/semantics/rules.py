@@ -220,7 +220,7 @@ def _conflict(c: ClaimView, e: Event) -> bool:
     if list(e.blocking_claim_ids) != [c.id] or c.materialized is None:
         return False
     harmed = seq_of(first(c.named("claim_harmed")))
-    own_failure = any(s < e.seq and r == e.request_id for s, r in c.failed_load_requests)
+    own_failure = c.failed_on(e.request_id, e.seq)
     return c.materialized.seq < e.seq < min(c.end, harmed) and not own_failure
 
 
@@ -352,13 +352,12 @@ def _refusal_names(e: Event) -> set[str | None]:
 
 def _fallback(c: ClaimView) -> bool:
     """A fallback recompute of this claim: a ``claim_restored(source=fallback_recompute)``, or
-    the scheduler's ``recompute`` branch naming the claim or a request whose load of it
-    failed."""
+    the scheduler's ``recompute`` branch naming the claim, or naming no claim on a request
+    whose load of it had failed."""
     if any(e.source == "fallback_recompute" for e in c.named("claim_restored")):
         return True
-    failed = {r for _, r in c.failed_load_requests if r is not None}
     return any(e.event == "scheduler_load_failure" and e.policy == "recompute" and (
-        e.claim_id == c.id or (e.claim_id is None and e.request_id in failed))
+        e.claim_id == c.id or (e.claim_id is None and c.failed_on(e.request_id, e.seq)))
         for e in c.stream.events)
 
 

@@ -112,11 +112,14 @@ class Stream:
         return first(self.events, lambda e: e.event == "request_finished"
                      and e.request_id == request_id)
 
-    def owner_scope(self, request_id: str | None) -> str | None:
-        """The owner scope the request declared when it started (None when unknown)."""
+    def owner_scope(self, request_id: str | None, before: int) -> str | None:
+        """The owner scope the request declared when it (first) started, before seq *before*
+        (None when unknown)."""
         started = first(self.events, lambda e: e.event == "request_started"
                         and e.request_id == request_id and request_id is not None)
-        return None if started is None else getattr(started, "owner_scope", None)
+        if started is None or started.seq > before:
+            return None
+        return getattr(started, "owner_scope", None)
 
     @cached_property
     def failures(self) -> list[tuple[Event, tuple[str | None, ...]]]:
@@ -167,10 +170,13 @@ class ClaimView:
 
         SPEC §4.1: the gate evaluates the accepted predicate on the event's numbers; ``holds``
         is a claim to check, never evidence. Both must agree, and the numbers must be coherent
-        (the leading run cannot exceed the surviving blocks). A ``contiguous_range`` not
+        (the leading run cannot exceed the surviving blocks), and the predicate must have been
+        accepted before the event. A ``contiguous_range`` not
         starting at 0 holds only when the leading run covers it: the numbers show nothing else.
         """
-        if self.accepted is None or not event.holds or event.leading > event.surviving:
+        if self.accepted is None or event.seq < self.accepted.seq:
+            return False  # no accepted predicate yet: nothing to evaluate against
+        if not event.holds or event.leading > event.surviving:
             return False
         predicate = self.accepted.predicate
         return bool(event.leading >= (predicate.start or 0) + predicate.blocks)
@@ -191,15 +197,17 @@ class ClaimView:
     def losses(self) -> list[Event]:
         """Observable losses after the claim first materialized (SPEC §4.1).
 
-        An eviction of a position the predicate needs, an evaluation that no longer holds
-        (``claim_materialized`` or ``claim_reused``), or a block lost after release.
+        An eviction of a position the predicate needs (except for ``offloadable`` claims, which
+        may move to a slower tier), an evaluation that no longer holds (``claim_materialized``
+        or ``claim_reused``), or a block lost after release.
         """
         start = seq_of(self.materialized)
         return [e for e in self.own if e.seq > start and self._is_loss(e)]
 
     def _is_loss(self, e: Event) -> bool:
         if e.event == "block_evicted":
-            return self.needs(getattr(e, "position", None))
+            # an offloadable claim may leave the device tier: its evictions are no loss
+            return self.mode != "offloadable" and self.needs(getattr(e, "position", None))
         if e.event == "claim_materialized":
             return not self.evaluates(e)
         if e.event == "claim_reused":
@@ -210,6 +218,11 @@ class ClaimView:
     def failed_load_requests(self) -> list[tuple[int, str | None]]:
         """(seq, request) of every failed load of this claim."""
         return [(e.seq, e.request_id) for e in self.own if failed_load(e)]
+
+    def failed_on(self, request_id: str | None, before: int) -> bool:
+        """Whether a load of this claim failed on *request_id* before seq *before*."""
+        return request_id is not None and any(
+            s < before and r == request_id for s, r in self.failed_load_requests)
 
     @cached_property
     def cycles(self) -> list[Cycle]:
@@ -244,7 +257,6 @@ class Cycle:
         return [e for e in self.claim.own if e.event in names and self.seq < e.seq < self.stop
                 and generation(e) in (None, self.label)]
 
-    def stream_events(self, name: str) -> list[Event]:
-        """Every stream event of type *name* inside this cycle, whatever claim it names."""
-        return [e for e in self.claim.stream.events
-                if e.event == name and self.seq < e.seq < self.stop]
+    def within(self, name: str) -> list[Event]:
+        """The claim's own events of type *name* inside this cycle, whatever their label."""
+        return [e for e in self.claim.own if e.event == name and self.seq < e.seq < self.stop]
