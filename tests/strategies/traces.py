@@ -64,6 +64,16 @@ MODE = {Kind.EXPIRING: "expiring", Kind.DEMOTABLE: "demotable", Kind.HARD: "hard
 ENDING = {Kind.EXPIRING: "claim_expired", Kind.DEMOTABLE: "claim_demoted"}
 
 
+#: legal variations a plan may take, each chosen with probability 1/3
+STYLES = (
+    "submitted",            # claim_submitted before claim_accepted
+    "transfer_generation",  # kv_lookup and kv_load_* carry the restore generation
+    "refused_status",       # the failed request finishes "refused" rather than "error"
+    "deferred",             # a hard_protected conflict defers the request (then served)
+    "rematerialized",       # a second evaluation that still holds
+)
+
+
 @dataclass(slots=True)
 class Plan:
     """What one claim does in a legal trace."""
@@ -76,7 +86,8 @@ class Plan:
     successes: int          # successful restore cycles (SUCCESS, LIFECYCLE)
     labels: list[int]       # the generation label of each restore cycle: distinct, any order
     loss: bool              # EXPIRING/DEMOTABLE: lost after the ending; SOFT: harm, then loss
-    release: bool           # SUCCESS/RESIDENT: released at the end
+    release: bool           # SUCCESS/RESIDENT/HARD/SOFT without loss: released at the end
+    styles: frozenset[str] = frozenset()  # legal variations, see STYLES
 
     @property
     def cycles(self) -> int:
@@ -257,14 +268,26 @@ class _Builder:
         self.add("finish", "request_finished", request, claimed=False, status=status,
                  finish_reason=reason)
 
+    def transfer(self, **fields: Any) -> dict[str, Any]:
+        """Fields of a substrate event of the current cycle (its generation, in some styles)."""
+        if "transfer_generation" in self.plan.styles and self.cycle is not None:
+            fields["generation"] = self.plan.labels[self.cycle]
+        return fields
+
     def resident(self, r: str) -> None:
         p = self.plan
         extra = {"expires_after_s": 30.0} if p.kind is Kind.EXPIRING else {}
+        if "submitted" in p.styles:
+            self.add("submitted", "claim_submitted", r, owner_scope=p.owner_scope)
         self.add("accept", "claim_accepted", r, registration="pre_registered",
                  protection_mode=MODE.get(p.kind, "offloadable"), footprint_blocks=p.footprint,
                  predicate=p.predicate, owner_scope=p.owner_scope, **extra)
         self.add("materialized", "claim_materialized", r, surviving=p.footprint,
                  leading=p.footprint, required=p.predicate["blocks"], holds=True, tier="device")
+        if "rematerialized" in p.styles and p.kind not in OFFLOADED:
+            self.add("materialized", "claim_materialized", r, surviving=p.footprint,
+                     leading=p.footprint, required=p.predicate["blocks"], holds=True,
+                     tier="device")
         if p.kind in OFFLOADED:
             job, size = next(self.jobs), p.footprint * 2048
             self.add("store_started", "kv_store_started", r, job_id=job, bytes=size,
@@ -277,17 +300,18 @@ class _Builder:
     def restore_required(self, r: str, cycle: int) -> tuple[int, int]:
         self.cycle = cycle
         gen, job = self.plan.labels[cycle], next(self.jobs)
-        self.add("lookup", "kv_lookup", r, hit_tokens=self.tokens, async_load=True)
+        self.add("lookup", "kv_lookup", r, **self.transfer(hit_tokens=self.tokens,
+                                                           async_load=True))
         self.add("restore_required", "claim_restore_required", r, generation=gen,
                  from_tier="host", to_tier="device", tokens=self.tokens)
-        self.add("load_started", "kv_load_started", r, job_id=job,
-                 bytes=self.plan.footprint * 2048)
+        self.add("load_started", "kv_load_started", r,
+                 **self.transfer(job_id=job, bytes=self.plan.footprint * 2048))
         return gen, job
 
     def restore_ok(self, r: str, cycle: int) -> None:
         gen, job = self.restore_required(r, cycle)
-        self.add("load_ok", "kv_load_finished", r, job_id=job,
-                 bytes=self.plan.footprint * 2048, success=True)
+        self.add("load_ok", "kv_load_finished", r,
+                 **self.transfer(job_id=job, bytes=self.plan.footprint * 2048, success=True))
         self.add("restored", "claim_restored", r, source="offload_tier", generation=gen)
         self.add("reused", "claim_reused", r, generation=gen, holds=True)
 
@@ -295,10 +319,10 @@ class _Builder:
         p = self.plan
         gen, job = self.restore_required(r, cycle)
         blocks = list(range(p.footprint))
-        self.add("load_bad", "kv_load_finished", r, job_id=job, bytes=p.footprint * 2048,
-                 success=False, injected=True)
-        self.add("load_failed", "kv_load_failed", r, invalid_block_ids=blocks, job_id=job,
-                 injected=True)
+        self.add("load_bad", "kv_load_finished", r, **self.transfer(
+            job_id=job, bytes=p.footprint * 2048, success=False, injected=True))
+        self.add("load_failed", "kv_load_failed", r, **self.transfer(
+            invalid_block_ids=blocks, job_id=job, injected=True))
         self.add("sched_fail", "scheduler_load_failure", r, policy="fail",
                  invalid_block_count=len(blocks), failed_tokens=self.tokens,
                  finish_status="FINISHED_ERROR")
@@ -326,7 +350,8 @@ class _Builder:
             self.cycle = p.successes
             self.start(r)
             self.restore_fails(r, p.successes)
-            self.finish(r, "error", "error")
+            status = "refused" if "refused_status" in p.styles else "error"
+            self.finish(r, status, status)
         self.cycle = None
         self.outcomes()
         return self.out
@@ -341,10 +366,15 @@ class _Builder:
         elif p.kind is Kind.HARD:
             r = self.request_id()
             self.start(r, owner_scope="tenant:z/session:1")
-            self.add("conflict", "active_request_refused", r, outcome_claim_id=p.claim_id,
-                     blocking_claim_ids=[p.claim_id], arbiter="admission", shortfall=50,
-                     feasibility="infeasible_preserve_resident_and_active")
-            self.finish(r, "refused", "infeasible")
+            if "deferred" in p.styles:
+                self.add("conflict", "active_request_deferred", r, reason="capacity",
+                         blocking_claim_ids=[p.claim_id])
+                self.finish(r)
+            else:
+                self.add("conflict", "active_request_refused", r, outcome_claim_id=p.claim_id,
+                         blocking_claim_ids=[p.claim_id], arbiter="admission", shortfall=50,
+                         feasibility="infeasible_preserve_resident_and_active")
+                self.finish(r, "refused", "infeasible")
         elif p.kind is Kind.SOFT and p.loss:
             need = p.predicate["blocks"]
             self.add("harm", "claim_harmed", None, cause="evicted under pressure",
@@ -471,8 +501,10 @@ def _plan(rnd: random.Random, index: int, kind: Kind, successes: int) -> Plan:
     return Plan(
         claim_id=f"c-{index}", kind=kind, owner_scope=f"tenant:{'ab'[index % 2]}/session:{index}",
         predicate=predicate, footprint=footprint, successes=successes, labels=labels,
-        loss=kind in (Kind.EXPIRING, Kind.DEMOTABLE, Kind.SOFT) and rnd.random() < 0.5,
-        release=kind in (Kind.SUCCESS, Kind.RESIDENT) and rnd.random() < 0.25,
+        loss=(loss := kind in (Kind.EXPIRING, Kind.DEMOTABLE, Kind.SOFT) and rnd.random() < 0.5),
+        release=kind in (Kind.SUCCESS, Kind.RESIDENT, Kind.HARD, Kind.SOFT) and not loss
+        and rnd.random() < 0.25,
+        styles=frozenset(x for x in STYLES if rnd.random() < 1 / 3),
     )
 
 
@@ -721,6 +753,51 @@ def outcome_names_non_target(t: GenTrace, p: Plan) -> bool:
     return True
 
 
+def served_after_refusal(t: GenTrace, p: Plan) -> bool:
+    """The refused request finishes ``served``: it contradicts the refusal (SPEC §4.1)."""
+    f = _failure_events(t, p)
+    if f is None:
+        return False
+    t.events[f["finish"]].body.update(status="served", finish_reason="length")
+    t.touch(f["finish"], f["refusal"])
+    _failure_broken(t, p)
+    return True
+
+
+def hard_conflict_misattributed(t: GenTrace, p: Plan) -> bool:
+    """A hard_protected conflict that does not show the claim kept (class 8): the refusal names
+    another claim, or comes after the claim was released, or is the claim's own restore
+    failure instead of a capacity conflict."""
+    if p.kind is not Kind.HARD:
+        return False
+    c, i = p.claim_id, t.one(p.claim_id, "conflict")
+    if not t.untouched(i):
+        return False
+    refusal = t.events[i].body
+    t.touch(i)
+    deferred = refusal["event"] == "active_request_deferred"
+    kind = t.rnd.choice(["names_other", "after_release"] + ([] if deferred
+                                                            else ["own_restore_failure"]))
+    if kind == "names_other":
+        other = t.rnd.choice([x for x in t.claims() if x != c] or ["c-ghost"])
+        refusal["blocking_claim_ids" if deferred else "outcome_claim_id"] = [other] if deferred \
+            else other
+        _attribution_broken(t)
+    elif kind == "after_release":
+        mat = t.one(c, "materialized")
+        t.insert(t.pos(mat + 1, i), Ev(event("claim_released", c, None, reason="done",
+                                             **ident(p)), c, "released"))
+    else:
+        refusal.update(arbiter="scheduler_boundary", feasibility="restore_failed")
+        r = refusal["request_id"]
+        t.insert(i, Ev(event("claim_restore_failed", c, r, generation=0, reason="load failed",
+                             injected=True, outcome_type="refusal", outcome_claim_id=c,
+                             **ident(p)), c, "restore_failed"))
+    t.must_fail(c, LIFECYCLE)
+    t.defects[-1] += f"[{kind}]"
+    return True
+
+
 def silent_loss(t: GenTrace, p: Plan) -> bool:
     """A needed position lost, or an evaluation that no longer holds, with no outcome before
     it (class 5): lifecycle fails, and so does attribution (a non-target not served)."""
@@ -753,12 +830,14 @@ def holds_contradiction(t: GenTrace, p: Plan) -> bool:
         return False
     if p.predicate["kind"] != "leading_prefix_at_least":
         return False
-    i = t.one(p.claim_id, "materialized")
-    if not t.untouched(i):
+    evaluations = t.find(p.claim_id, "materialized")
+    if not t.untouched(*evaluations):
         return False
-    leading = t.rnd.randrange(p.predicate["blocks"])
-    t.events[i].body.update(surviving=t.rnd.choice([leading, 59]), leading=leading, holds=True)
-    t.touch(i)
+    for i in evaluations:
+        leading = t.rnd.randrange(p.predicate["blocks"])
+        t.events[i].body.update(surviving=t.rnd.choice([leading, 59]), leading=leading,
+                                holds=True)
+        t.touch(i)
     if p.kind in SUCCEEDS:
         _observation_broken(t, p)
     if p.kind is not Kind.SUCCESS:
@@ -962,6 +1041,10 @@ DEFECTS: dict[str, Defect] = {d.name: d for d in (
            null_claim_failure),
     Defect("outcome_names_non_target", "attribution of every claim; wrong outcome ids: "
            "failure_outcome", outcome_names_non_target),
+    Defect("served_after_refusal", "failure_outcome (+lifecycle, attribution of the claim)",
+           served_after_refusal),
+    Defect("hard_conflict_misattributed", "lifecycle; names another claim: attribution of "
+           "every claim", hard_conflict_misattributed),
     Defect("silent_loss", "lifecycle of the claim, attribution of every claim", silent_loss),
     Defect("holds_contradiction", "observation, lifecycle", holds_contradiction),
     Defect("reaccept_changed", "every gate of the claim (ambiguous identity)", reaccept_changed),
