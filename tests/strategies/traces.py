@@ -28,10 +28,11 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from hypothesis import strategies as st
 
@@ -1094,24 +1095,41 @@ def build_defective(shape: Shape, variant: int, wanted: int) -> GenTrace:
 
 # --- raw-line defects ------------------------------------------------------------------------
 
-def _retyped(value: Any, rnd: random.Random) -> Any:
-    """A value of the wrong JSON type that a lax reader would coerce back."""
+def _json_types(annotation: Any) -> set[type]:
+    """The Python types of the JSON values a field's declared type admits (SPEC §3 types)."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        return _json_types(get_args(annotation)[0])
+    if origin is Literal:
+        return {type(a) for a in get_args(annotation)}
+    if origin in (Union, types.UnionType):
+        return set().union(*(_json_types(a) for a in get_args(annotation)))
+    return {annotation}
+
+
+def _wrong_values(event_name: str, key: str, value: Any) -> list[Any]:
+    """Values of a JSON type the field does not admit, which a lax reader would coerce back
+    (``"injected": "yes"``, ``1``; ``"seq": "7"``, ``9.0``, ``true``)."""
+    fields = EVENT_MODELS[event_name].model_fields
+    field = fields.get(key) or next(f for f in fields.values() if f.alias == key)
+    admitted = _json_types(field.annotation)
     if isinstance(value, bool):
-        return rnd.choice(["yes", "true", 1, 0])
-    return rnd.choice([str(value), float(value), True])
+        candidates: list[Any] = ["yes", "true", int(value), 0, 1]
+    else:
+        candidates = [str(value), float(value), value == 1]
+    return [c for c in candidates if type(c) not in admitted]
 
 
 def json_type(t: GenTrace) -> bool:
-    """A bool or int field with a JSON value of the wrong type (``"injected": "yes"``,
-    ``"seq": "7"``, ``9.0``, ``true``)."""
+    """A bool or int field with a JSON value of a type the field does not admit."""
     records = t.records()
-    lines = [i for i in range(len(records)) if i not in t.raw]
-    i = t.rnd.choice(lines)
+    i = t.rnd.choice([i for i in range(len(records)) if i not in t.raw])
     rec = records[i]
-    keys = [k for k, v in rec.items() if isinstance(v, bool | int)]
-    preferred = [k for k in ("injected", "seq") if k in rec]
-    key = t.rnd.choice(preferred if preferred and t.rnd.random() < 0.6 else keys)
-    rec[key] = _retyped(rec[key], t.rnd)
+    wrong = {k: w for k, v in rec.items() if isinstance(v, bool | int)
+             and (w := _wrong_values(rec["event"], k, v))}
+    preferred = [k for k in ("injected", "seq") if k in wrong]
+    key = t.rnd.choice(preferred if preferred and t.rnd.random() < 0.6 else sorted(wrong))
+    rec[key] = t.rnd.choice(wrong[key])
     t.raw[i] = json.dumps(rec)
     t.defects[-1] += f"[{rec['event']}.{key}={json.dumps(rec[key])}]"
     return True
