@@ -72,6 +72,7 @@ STYLES = (
     "refused_status",       # the failed request finishes "refused" rather than "error"
     "deferred",             # a hard_protected conflict defers the request (then served)
     "rematerialized",       # a second evaluation that still holds
+    "reoffload",            # stored and offloaded again after each reuse
 )
 
 
@@ -290,13 +291,17 @@ class _Builder:
                      leading=p.footprint, required=p.predicate["blocks"], holds=True,
                      tier="device")
         if p.kind in OFFLOADED:
-            job, size = next(self.jobs), p.footprint * 2048
-            self.add("store_started", "kv_store_started", r, job_id=job, bytes=size,
-                     from_tier="device", to_tier="host")
-            self.add("store_finished", "kv_store_finished", r, job_id=job, bytes=size,
-                     success=True, from_tier="device", to_tier="host")
-            self.add("offloaded", "claim_offloaded", r, generation=p.labels[0],
-                     from_tier="device", to_tier="host", block_count=p.footprint)
+            self.offload(r, p.labels[0])
+
+    def offload(self, r: str, generation: int) -> None:
+        p = self.plan
+        job, size = next(self.jobs), p.footprint * 2048
+        self.add("store_started", "kv_store_started", r, job_id=job, bytes=size,
+                 from_tier="device", to_tier="host")
+        self.add("store_finished", "kv_store_finished", r, job_id=job, bytes=size,
+                 success=True, from_tier="device", to_tier="host")
+        self.add("offloaded", "claim_offloaded", r, generation=generation,
+                 from_tier="device", to_tier="host", block_count=p.footprint)
 
     def restore_required(self, r: str, cycle: int) -> tuple[int, int]:
         self.cycle = cycle
@@ -315,6 +320,8 @@ class _Builder:
                  **self.transfer(job_id=job, bytes=self.plan.footprint * 2048, success=True))
         self.add("restored", "claim_restored", r, source="offload_tier", generation=gen)
         self.add("reused", "claim_reused", r, generation=gen, holds=True)
+        if "reoffload" in self.plan.styles and cycle + 1 < len(self.plan.labels):
+            self.offload(r, self.plan.labels[cycle + 1])
 
     def restore_fails(self, r: str, cycle: int) -> None:
         p = self.plan
@@ -468,14 +475,18 @@ _KIND = st.sampled_from(list(Kind))
 _TARGET = st.sampled_from([Kind.FAILURE, Kind.LIFECYCLE])
 _QUIET = st.sampled_from([Kind.SUCCESS, Kind.RESIDENT, Kind.SOFT])
 # now and then ten and more cycles: bounded gate state must prune resolved history
-_SUCCESSES = st.sampled_from((1, 2, 3, 1, 2, 1, 10, 12))
+_SUCCESSES = st.sampled_from((1, 2, 3, 1, 2, 1, 10, 12, 18))
 
 
 @st.composite
-def shapes(draw: st.DrawFn, max_claims: int = 4) -> Shape:
-    """1..max_claims claims; often an attribution mix (one failing target, quiet others)."""
-    n = draw(st.integers(1, max_claims))
-    if n > 1 and draw(st.booleans()):
+def shapes(draw: st.DrawFn, max_claims: int = 4, min_claims: int = 1,
+           kinds_from: tuple[Kind, ...] | None = None) -> Shape:
+    """min_claims..max_claims claims; often an attribution mix (one failing target, quiet
+    others), or each claim of any kind (of *kinds_from* only, when given)."""
+    n = draw(st.integers(min_claims, max_claims))
+    if kinds_from is not None:
+        kinds = [draw(st.sampled_from(kinds_from)) for _ in range(n)]
+    elif n > 1 and draw(st.booleans()):
         kinds = [draw(_TARGET), *(draw(_QUIET) for _ in range(n - 1))]
         if draw(st.booleans()):
             kinds.reverse()
@@ -1182,10 +1193,11 @@ _WANTED = st.integers(1, 3)
 
 
 @st.composite
-def families(draw: st.DrawFn, max_claims: int = 4, defective: int = 4) -> list[GenTrace]:
+def families(draw: st.DrawFn, max_claims: int = 4, defective: int = 4, min_claims: int = 1,
+             kinds_from: tuple[Kind, ...] | None = None) -> list[GenTrace]:
     """One legal trace, *defective* traces derived from it (1–3 defects each) and one with
     raw-line defects: the legal build is shared, so each example checks several traces."""
-    shape = draw(shapes(max_claims))
+    shape = draw(shapes(max_claims, min_claims, kinds_from))
     out = [build_legal(shape)]
     out += [build_defective(shape, v + 1, draw(_WANTED)) for v in range(defective)]
     out.append(build_raw(shape, defective + 1, draw(st.integers(0, 3)), draw(st.integers(1, 2))))

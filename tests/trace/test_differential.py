@@ -23,7 +23,7 @@ from hypothesis import given, settings
 
 from residentkv.trace.gates import GateResult, check_trace
 from residentkv.trace.reader import TraceReader
-from strategies.traces import GenTrace, families
+from strategies.traces import GenTrace, Kind, families
 
 try:
     from residentkv.trace.semantics import reference_results
@@ -113,6 +113,17 @@ def report(t: GenTrace, what: str) -> str:
 @budget(1_700)
 @given(families())
 def test_streaming_equals_reference(family: list[GenTrace]) -> None:
+    for t in family:
+        agree(t)
+
+
+# Wide streams: more claims named by failures and outcomes (failed restores, hard_protected
+# refusals) than the streaming gates keep by name, and more than their roster keeps.
+@needs_reference
+@budget(6)
+@given(families(max_claims=70, min_claims=66, defective=1,
+                kinds_from=(Kind.FAILURE, Kind.HARD)))
+def test_wide_streams_streaming_equals_reference(family: list[GenTrace]) -> None:
     for t in family:
         agree(t)
 
