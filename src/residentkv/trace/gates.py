@@ -234,7 +234,7 @@ def _controls(facts: StreamFacts, t: ClaimTrack) -> dict[str, bool]:
     return {
         "generic_counter_only": facts.generic_counters > 0 and t.claim_events == 0,
         "wrong_claim_failure": bool(names - {None, t.claim_id}) or facts.failure_named_more,
-        "unclaimed_failure": None in names,
+        "unclaimed_failure": facts.unclaimed_failure,
         "fallback_recompute": t.fallback,
         "ordinary_offload_without_claim": facts.unclaimed_store is not None,
         "post_hoc_naming": t.claim_events > 0 and not (
