@@ -11,7 +11,7 @@ import pytest
 
 from residentkv.suite import trace_mutants
 from residentkv.suite.trace_mutants import OPERATORS, judge, mutants_of
-from residentkv.trace import gates
+from residentkv.trace import tracker
 
 TRACES = Path(__file__).resolve().parents[2] / "src" / "residentkv" / "data" / "traces"
 
@@ -40,15 +40,15 @@ def test_every_mutant_of_the_shipped_traces_is_killed() -> None:
 def test_a_gate_that_ignores_ordering_lets_mutants_survive(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    original = gates._failure_chain
+    original = tracker.FailureChain.requirements
 
-    def sloppy(facts, t, c):  # type: ignore[no-untyped-def]
-        ok = original(facts, t, c)
-        if c.refusal_any is not None:  # "a refusal exists" instead of "before the finish"
-            ok["outcome_before_finish"] = [c.refusal_any]
+    def sloppy(self, before):  # type: ignore[no-untyped-def]
+        ok = original(self, before)
+        if self.refusal is not None:  # "a refusal exists" instead of "before the finish"
+            ok["outcome_before_finish"] = [self.refusal]
         return ok
 
-    monkeypatch.setattr(gates, "_failure_chain", sloppy)
+    monkeypatch.setattr(tracker.FailureChain, "requirements", sloppy)
     _, survivors = run_all()
     assert any("move the refusal after request_finished" in s for s in survivors)
 

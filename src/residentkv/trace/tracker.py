@@ -46,6 +46,9 @@ Seqs = dict[str, list[int]]
 ClaimHandler = Callable[["StreamFacts", "ClaimTrack", Event], None]
 
 
+_AFTER_REQUIRED = ("load_succeeded", "restored_from_offload", "reused_after_restore")
+
+
 @dataclass(slots=True)
 class Cycle:
     """One restore cycle of one claim: its ``claim_restore_required`` up to the next one."""
@@ -55,9 +58,9 @@ class Cycle:
     request_id: str | None
     #: observation facts fixed when the cycle begins
     before: Seqs
-    loads: list[tuple[Any, int]] = field(default_factory=list)
-    voided_jobs: set[Any] = field(default_factory=set)
-    offload_restores: list[int] = field(default_factory=list)
+    loads: list[tuple[Any, int]] | None = None
+    voided_jobs: set[Any] | None = None
+    offload_restores: list[int] | None = None
     restore_any: int | None = None
     restore_offload: int | None = None
     restored_member: int | None = None
@@ -72,18 +75,20 @@ class Cycle:
         g = getattr(e, "generation", None)
         return g is None or g == self.label
 
+    def settled(self) -> tuple[int | None, int | None, int | None]:
+        """The deciding seqs of load_succeeded, restored_from_offload, reused_after_restore."""
+        voided = self.voided_jobs or ()
+        load = next((s for j, s in self.loads or () if j not in voided), None)
+        after = -1 if load is None else load
+        restored = next((s for s in self.offload_restores or () if s > after), None)
+        return load, restored, self.reuse_ok if self._reused_after_restore() else None
+
     def observation(self) -> Seqs:
         """The observation requirements this cycle meets (final once it is closed)."""
         met = dict(self.before)
-        load = next((s for j, s in self.loads if j not in self.voided_jobs), None)
-        if load is not None:
-            met["load_succeeded"] = [load]
-        after = -1 if load is None else load
-        restored = next((s for s in self.offload_restores if s > after), None)
-        if restored is not None:
-            met["restored_from_offload"] = [restored]
-        if self._reused_after_restore():
-            met["reused_after_restore"] = [self.reuse_ok or 0]
+        for key, seq in zip(_AFTER_REQUIRED, self.settled(), strict=True):
+            if seq is not None:
+                met[key] = [seq]
         return met
 
     def _reused_after_restore(self) -> bool:
@@ -144,6 +149,7 @@ class ClaimTrack:
     first_predicate_id: str | None = None
     required_values: set[int] = field(default_factory=set)
     identity: dict[str, Any] = field(default_factory=dict)
+    last_identity: tuple[Any, ...] | None = None
     identity_missing: bool = False
     ambiguous: bool = False
     lifecycle: ClaimLifecycle | None = None
@@ -219,7 +225,8 @@ class StreamFacts:
     order: dict[str, None] = field(default_factory=dict)
     finished: set[str] = field(default_factory=set)
     duplicate_finish: tuple[int, str] | None = None
-    owner_scopes: dict[str, str | None] = field(default_factory=dict)
+    #: request -> the owner scope it declared first (requests that declare none are not kept)
+    owner_scopes: dict[str, str] = field(default_factory=dict)
     #: request -> claims waiting for its first finish
     awaiting: dict[str, list[ClaimTrack]] = field(default_factory=dict)
     #: request -> claims whose failure cycle is that request's
@@ -230,6 +237,7 @@ class StreamFacts:
     unclaimed_store: int | None = None
     failure_names: set[str | None] = field(default_factory=set)
     failure_named_more: bool = False
+    unclaimed_failure: bool = False
     derived: dict[str, Any] = field(default_factory=dict)
 
     def track(self, claim_id: str) -> ClaimTrack:
@@ -239,6 +247,9 @@ class StreamFacts:
         return t
 
     def name_failure(self, *names: str | None) -> None:
+        """Record the claim names of one failure or outcome event (SPEC §4.1 attribution)."""
+        if all(name is None for name in names):
+            self.unclaimed_failure = True
         for name in names:
             if name in self.failure_names:
                 continue
@@ -308,6 +319,10 @@ def _claim_event(facts: StreamFacts, t: ClaimTrack, e: Event, name: str,
 
 
 def _identity(t: ClaimTrack, e: Event) -> None:
+    ident = (e.object_id, e.cache_identity, e.request_token_map_id, e.predicate_id)
+    if ident == t.last_identity:
+        return  # the common case: the same identity as the claim's last event
+    t.last_identity = ident
     for name in IDENTITY_FIELDS:
         value = getattr(e, name)
         if value is None:
@@ -399,13 +414,14 @@ def _close(t: ClaimTrack) -> None:
     if cy is None:
         return
     t.cycle = None
-    met = cy.observation()
-    if len(met) > len(t.best):
-        t.best = met
-    if met.keys() >= _OBSERVATION and len(t.full) < 2 and all(
+    settled = cy.settled()
+    score = len(cy.before) + sum(s is not None for s in settled)
+    if score > len(t.best):
+        t.best = cy.observation()
+    if score == len(_OBSERVATION) and len(t.full) < 2 and all(
             label != cy.label for _, label in t.full):
         t.full.append((cy.seq, cy.label))
-    if "restored_from_offload" not in met:
+    if settled[1] is None:
         t.unrestored_cycle = True
     if cy.reuse_first is not None and (
             cy.restored_member is None or cy.reuse_first < cy.restored_member):
@@ -428,6 +444,8 @@ def _restored(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     if cy.restore_any is None:
         cy.restore_any = e.seq
     if e.source == "offload_tier":
+        if cy.offload_restores is None:
+            cy.offload_restores = []
         cy.offload_restores.append(e.seq)
         if cy.restore_offload is None:
             cy.restore_offload = e.seq
@@ -494,9 +512,9 @@ OtherHandler = Callable[[StreamFacts, "ClaimTrack | None", Event], None]
 
 
 def _started(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
-    rid = e.request_id
-    if rid is not None and rid not in facts.owner_scopes:
-        facts.owner_scopes[rid] = e.owner_scope
+    rid, scope = e.request_id, e.owner_scope
+    if rid is not None and scope is not None and rid not in facts.owner_scopes:
+        facts.owner_scopes[rid] = scope
 
 
 def _finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
@@ -547,14 +565,19 @@ def _load_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
         return
     cy = None if t is None else t.cycle
     if t is not None and cy is not None and cy.member(e) and t.end_seq is None:
+        if cy.loads is None:
+            cy.loads = []
         cy.loads.append((e.job_id, e.seq))
 
 
 def _load_failed(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     if not e.invalid_block_ids:
         return  # a report of no invalid block is no failed load
-    if t is not None and t.cycle is not None:
-        t.cycle.voided_jobs.add(e.job_id)
+    cy = None if t is None else t.cycle
+    if cy is not None:
+        if cy.voided_jobs is None:
+            cy.voided_jobs = set()
+        cy.voided_jobs.add(e.job_id)
     _load_failure(facts, t, e)
 
 
@@ -607,12 +630,12 @@ def _refused(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     if len(blocking) == 1:
         _conflict(facts, facts.track(blocking[0]), e, refused=True)
     rid = e.request_id
-    if rid is None or e.claim_id is None or e.arbiter != "scheduler_boundary":
+    if rid is None or e.arbiter != "scheduler_boundary":
         return
     for w in facts.failing.get(rid, ()):
         f = w.failure
-        if (f is not None and f.refusal is None and w.claim_id == e.claim_id
-                == e.outcome_claim_id and blocking == [w.claim_id]):
+        if (f is not None and f.refusal is None and e.claim_id in (w.claim_id, None)
+                and e.outcome_claim_id == w.claim_id and blocking == [w.claim_id]):
             f.refusal = e.seq
             if rid in facts.finished:
                 f.finished_early = True
@@ -622,7 +645,8 @@ def _refused(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
 
 def _deferred(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     blocking = e.blocking_claim_ids
-    facts.name_failure(*blocking)
+    if blocking:
+        facts.name_failure(*blocking)
     if len(blocking) == 1:
         _conflict(facts, facts.track(blocking[0]), e, refused=False)
 

@@ -205,9 +205,9 @@ def restore_failed_scoped(cy: Cycle) -> Found:
 
 def attributed_refusal(cy: Cycle) -> Event | None:
     """SPEC §4 B4 / §4.1: the refusal of *the affected request*: ``outcome_claim_id == claim``,
-    ``blocking_claim_ids == [claim]``, ``arbiter == scheduler_boundary``, and (issue 10) its
-    envelope ``claim_id`` equal to its ``outcome_claim_id``. The first such refusal after the
-    failed load is the one every later requirement is judged on."""
+    ``blocking_claim_ids == [claim]``, ``arbiter == scheduler_boundary``; an envelope that names
+    another claim contradicts it. The first such refusal after the failed load is the one every
+    later requirement is judged on."""
     lf = load_failure(cy)
     if lf is None:
         return None
@@ -215,7 +215,7 @@ def attributed_refusal(cy: Cycle) -> Event | None:
     return first(cy.claim.stream.events, lambda e: e.event == "active_request_refused"
                  and e.seq > lf.seq and e.request_id == cy.request_id
                  and e.outcome_claim_id == c and list(e.blocking_claim_ids) == [c]
-                 and e.arbiter == "scheduler_boundary" and e.claim_id == c)
+                 and e.arbiter == "scheduler_boundary" and e.claim_id in (c, None))
 
 
 def refusal_attributed(cy: Cycle) -> Found:

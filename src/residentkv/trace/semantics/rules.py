@@ -329,7 +329,7 @@ def controls(c: ClaimView) -> dict[str, bool]:
             e.event == "generic_counter" for e in c.stream.events)),
         "wrong_claim_failure": any(n is not None and n != c.id
                                    for _, names in failures for n in names),
-        "unclaimed_failure": any(None in names for _, names in failures),
+        "unclaimed_failure": any(all(n is None for n in names) for _, names in failures),
         "fallback_recompute": _fallback(c),
         "ordinary_offload_without_claim": any(
             e.event == "kv_store_finished" and e.success and e.claim_id is None

@@ -60,7 +60,8 @@ def failure_names(event: Event) -> tuple[str | None, ...] | None:
 
     Store/load failures, the scheduler's failure branch, restore failures, refusals (and the
     claims a deferral blames), demotion, expiry and harm. ``None`` in the tuple is a missing
-    name: the event names no claim in that field.
+    name: the event names no claim in that field; an event whose names are all ``None`` is an
+    unclaimed failure.
     """
     name = event.event
     if name in ("kv_store_finished", "kv_load_finished") and not event.success:
@@ -74,7 +75,7 @@ def failure_names(event: Event) -> tuple[str | None, ...] | None:
     if name == "active_request_refused":
         return (event.claim_id, event.outcome_claim_id, *event.blocking_claim_ids)
     if name == "active_request_deferred":
-        return tuple(event.blocking_claim_ids)
+        return tuple(event.blocking_claim_ids) or None  # blaming no claim is no claim outcome
     return None
 
 
@@ -113,13 +114,12 @@ class Stream:
                      and e.request_id == request_id)
 
     def owner_scope(self, request_id: str | None, before: int) -> str | None:
-        """The owner scope the request declared when it (first) started, before seq *before*
-        (None when unknown)."""
+        """The owner scope the request declared (its first ``request_started`` that declares
+        one) before seq *before*; None when unknown."""
         started = first(self.events, lambda e: e.event == "request_started"
-                        and e.request_id == request_id and request_id is not None)
-        if started is None or started.seq > before:
-            return None
-        return getattr(started, "owner_scope", None)
+                        and e.request_id == request_id and request_id is not None
+                        and getattr(e, "owner_scope", None) is not None and e.seq < before)
+        return None if started is None else str(started.owner_scope)
 
     @cached_property
     def failures(self) -> list[tuple[Event, tuple[str | None, ...]]]:
