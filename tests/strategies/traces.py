@@ -37,9 +37,10 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from hypothesis import strategies as st
 
 from residentkv.model.events import EVENT_MODELS, SCHEMA_ID
-from residentkv.trace.gates import GATE_NAMES
+from residentkv.model.vocabulary import GATE_NAMES, GateName
 
-OBSERVATION, FAILURE_OUTCOME, LIFECYCLE, ATTRIBUTION = GATE_NAMES
+OBSERVATION, FAILURE_OUTCOME = GateName.OBSERVATION.value, GateName.FAILURE_OUTCOME.value
+LIFECYCLE, ATTRIBUTION = GateName.LIFECYCLE.value, GateName.ATTRIBUTION.value
 BLOCK_TOKENS = 128
 HAS_PROVENANCE = "stream_started" in EVENT_MODELS
 

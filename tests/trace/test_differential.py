@@ -120,7 +120,7 @@ def test_streaming_equals_reference(family: list[GenTrace]) -> None:
 # Wide streams: more claims named by failures and outcomes (failed restores, hard_protected
 # refusals) than the streaming gates keep by name, and more than their roster keeps.
 @needs_reference
-@budget(6)
+@budget(4)
 @given(families(max_claims=70, min_claims=66, defective=1,
                 kinds_from=(Kind.FAILURE, Kind.HARD)))
 def test_wide_streams_streaming_equals_reference(family: list[GenTrace]) -> None:
