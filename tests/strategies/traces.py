@@ -1015,8 +1015,13 @@ def open_obligation_pruned(t: GenTrace, p: Plan) -> bool:
     off = t.one(c, "offloaded")
     release = t.find(c, "released")
     first = t.find(c, cycle=0)[0] if p.cycles else release[0] if release else len(t.events)
+    # the labels of the cycles to come: the open one's sits among them (bounded state that
+    # orders cycles by label would prune it) or above them all
+    top, extra = max(p.labels), max(0, 10 - p.successes) + t.rnd.randint(0, 2)
+    labels = list(range(top + 1, top + extra + 2))
+    middle = len(labels) >= 3 and t.rnd.random() < 0.7
+    label = labels.pop(t.rnd.randrange(1, len(labels) - 1)) if middle else top + 100
     r = t.request()
-    label = max(p.labels) + 100
     open_cycle = [
         Ev(event("request_started", None, r, prompt_tokens=64, owner_scope=p.owner_scope),
            c, "start"),
@@ -1027,12 +1032,13 @@ def open_obligation_pruned(t: GenTrace, p: Plan) -> bool:
            c, "finish"),
     ]
     t.insert_after(off, open_cycle, before=first)
-    for _ in range(max(0, 10 - p.successes) + t.rnd.randint(0, 2)):
-        p.labels.append(max(p.labels) + 1)
+    for generation in labels[:extra]:
+        p.labels.append(generation)
         mine = [i for i in t.find(c) if t.events[i].role != "released"]
         release = t.find(c, "released")
         t.insert_after(mine[-1], _success_cycle(t, p, len(p.labels) - 1, t.request()),
                        before=release[0] if release else None)
+    t.defects[-1] += f"[open generation {label}]"
     t.must_fail(c, LIFECYCLE)
     for other in t.claims():
         if other != c:
