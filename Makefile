@@ -57,7 +57,8 @@ test: lint typecheck unit
 
 # Long randomized runs (a fresh seed each round) of properties that `make test` runs
 # derandomized. fuzz-gates: the trace gates against their reference semantics and the SPEC
-# oracle, for FUZZ_SECONDS, FUZZ_EXAMPLES examples (six traces each) per round; a failure stops
+# oracle, for FUZZ_SECONDS, with FUZZ_EXAMPLES examples (six traces each) per round for the
+# largest property and the same share for the others; a failure stops
 # it, printed with a reproduction blob and kept in .hypothesis/ for the next run.
 FUZZ_SECONDS  ?= 600
 FUZZ_EXAMPLES ?= 5000

@@ -35,14 +35,17 @@ needs_reference = pytest.mark.skipif(
     reason="residentkv.trace.semantics (the reference semantics) is not importable",
 )
 NAME = "generated.jsonl"
+LARGEST_BUDGET = 1_700
 Verdict = tuple[bool, list[str], dict[str, bool]]
 Verdicts = dict[tuple[str, str], Verdict]
 
 
 def budget(examples: int) -> Callable[[Any], Any]:
-    """*examples* per property in `make test`; the fuzz profile sets its own number."""
+    """*examples* per property in `make test`; under the fuzz profile the same share of the
+    profile's number (``RESIDENTKV_FUZZ_EXAMPLES`` for the largest budget here)."""
     if settings.get_current_profile_name() == "fuzz":
-        return settings()
+        scaled = settings.default.max_examples * examples // LARGEST_BUDGET
+        return settings(max_examples=max(1, scaled))
     return settings(max_examples=examples)
 
 
@@ -110,7 +113,7 @@ def report(t: GenTrace, what: str) -> str:
 # Each example is a family of traces sharing one legal build: the legal trace, four defective
 # ones and one with raw-line defects (six traces per example).
 @needs_reference
-@budget(1_700)
+@budget(LARGEST_BUDGET)
 @given(families())
 def test_streaming_equals_reference(family: list[GenTrace]) -> None:
     for t in family:
