@@ -19,7 +19,7 @@ from residentkv.model.events import CLAIM_EVENT_NAMES, IDENTITY_FIELDS
 from residentkv.model.lifecycle import ClaimLifecycle, ClaimState
 
 #: claim event -> lifecycle state it enters (claim_materialized only when the predicate holds)
-_STATE_OF = {
+STATE_OF = {
     "claim_submitted": ClaimState.SUBMITTED,
     "claim_accepted": ClaimState.ACCEPTED,
     "claim_rejected": ClaimState.REJECTED,
@@ -34,10 +34,15 @@ _STATE_OF = {
     "claim_released": ClaimState.RELEASED,
     "claim_harmed": ClaimState.HARMED,
 }
-_ENDINGS = frozenset({"claim_released", "claim_expired", "claim_demoted", "claim_restore_failed"})
-_RELEASES = frozenset({"claim_released", "claim_expired", "claim_demoted"})
-_ACCEPTED_FIELDS = (*IDENTITY_FIELDS, "registration", "protection_mode", "footprint_blocks",
-                    "owner_scope", "expires_after_s")
+#: events after which a claim makes no further promise (SPEC §4.1: "released, expired, failed
+#: closed"; demotion ends the claim too, SPEC §2)
+ENDINGS = frozenset({"claim_released", "claim_expired", "claim_demoted", "claim_restore_failed"})
+#: endings that turn a later loss into post-release loss (SPEC §2)
+RELEASES = frozenset({"claim_released", "claim_expired", "claim_demoted"})
+#: fields of claim_accepted that define the claim (with its predicate): a second acceptance may
+#: not change them
+ACCEPTED_FIELDS = (*IDENTITY_FIELDS, "registration", "protection_mode", "footprint_blocks",
+                   "owner_scope", "expires_after_s")
 _NAMES_KEPT = 2  # two distinct failure names already decide every attribution question
 
 #: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
@@ -310,9 +315,9 @@ def _claim_event(facts: StreamFacts, t: ClaimTrack, e: Event, name: str,
     if handler is not None:
         handler(facts, t, e)
     _transition(t, e, name)
-    if name in _ENDINGS and t.end_seq is None:
+    if name in ENDINGS and t.end_seq is None:
         t.end_seq = e.seq
-    if name in _RELEASES:
+    if name in RELEASES:
         t.release_of.setdefault(name, e.seq)
         if t.first_release is None:
             t.first_release = e.seq
@@ -335,7 +340,7 @@ def _identity(t: ClaimTrack, e: Event) -> None:
 
 
 def _transition(t: ClaimTrack, e: Event, name: str) -> None:
-    state = _STATE_OF.get(name)
+    state = STATE_OF.get(name)
     if state is None or (name == "claim_materialized" and not t.evaluates(e)):
         return
     if t.lifecycle is None:
@@ -349,7 +354,7 @@ def _transition(t: ClaimTrack, e: Event, name: str) -> None:
 
 def _accepted(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     p = e.predicate
-    defining = (*(getattr(e, f) for f in _ACCEPTED_FIELDS), p.id, str(p.kind), p.blocks, p.start)
+    defining = (*(getattr(e, f) for f in ACCEPTED_FIELDS), p.id, str(p.kind), p.blocks, p.start)
     if t.accepted_seq is not None:
         if defining != t.defining:
             t.ambiguous = True
