@@ -16,7 +16,7 @@ from typing import Any
 
 from residentkv.errors import IllegalTransition
 from residentkv.model.events import CLAIM_EVENT_NAMES, IDENTITY_FIELDS
-from residentkv.model.lifecycle import ClaimLifecycle, ClaimState
+from residentkv.model.lifecycle import TRANSITIONS, ClaimLifecycle, ClaimState
 
 #: claim event -> lifecycle state it enters (claim_materialized only when the predicate holds)
 STATE_OF = {
@@ -311,11 +311,18 @@ def _claim_event(facts: StreamFacts, t: ClaimTrack, e: Event, name: str,
         t.first_seq = e.seq
         facts.order[t.claim_id] = None
     t.claim_events += 1
-    _identity(t, e)
+    if (e.object_id, e.cache_identity, e.request_token_map_id, e.predicate_id) != (
+            t.last_identity):
+        _identity(t, e)
     if handler is not None:
         handler(facts, t, e)
     _transition(t, e, name)
-    if name in ENDINGS and t.end_seq is None:
+    if name in ENDINGS:
+        _ending(t, e, name)
+
+
+def _ending(t: ClaimTrack, e: Event, name: str) -> None:
+    if t.end_seq is None:
         t.end_seq = e.seq
     if name in RELEASES:
         t.release_of.setdefault(name, e.seq)
@@ -324,10 +331,8 @@ def _claim_event(facts: StreamFacts, t: ClaimTrack, e: Event, name: str,
 
 
 def _identity(t: ClaimTrack, e: Event) -> None:
-    ident = (e.object_id, e.cache_identity, e.request_token_map_id, e.predicate_id)
-    if ident == t.last_identity:
-        return  # the common case: the same identity as the claim's last event
-    t.last_identity = ident
+    """A new identity tuple (the common case, the same as the claim's last, is skipped)."""
+    t.last_identity = (e.object_id, e.cache_identity, e.request_token_map_id, e.predicate_id)
     for name in IDENTITY_FIELDS:
         value = getattr(e, name)
         if value is None:
@@ -343,13 +348,17 @@ def _transition(t: ClaimTrack, e: Event, name: str) -> None:
     state = STATE_OF.get(name)
     if state is None or (name == "claim_materialized" and not t.evaluates(e)):
         return
-    if t.lifecycle is None:
-        t.lifecycle = ClaimLifecycle(t.claim_id, keep_history=False)
+    life = t.lifecycle
+    if life is None:
+        life = t.lifecycle = ClaimLifecycle(t.claim_id, keep_history=False)
+    if state in TRANSITIONS[life.state]:
+        life.state = state  # the common, legal case without the call
+        return
     try:
-        t.lifecycle.advance(state)
+        life.advance(state)
     except IllegalTransition:
         t.illegal = True
-        t.lifecycle.state = state
+        life.state = state
 
 
 def _accepted(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
@@ -420,7 +429,8 @@ def _close(t: ClaimTrack) -> None:
         return
     t.cycle = None
     settled = cy.settled()
-    score = len(cy.before) + sum(s is not None for s in settled)
+    score = len(cy.before) + (settled[0] is not None) + (settled[1] is not None) + (
+        settled[2] is not None)
     if score > len(t.best):
         t.best = cy.observation()
     if score == len(_OBSERVATION) and len(t.full) < 2 and all(
