@@ -91,7 +91,8 @@ def _restores(cy: Cycle) -> list[Event]:
 def restored_from_offload(cy: Cycle) -> Found:
     """SPEC §4: ``claim_restored(source=offload_tier)`` after the load, while the claim is
     live (SPEC §4.1: nothing is restored after the claim ended)."""
-    after = seq_of(load_success(cy)) if load_success(cy) is not None else -1
+    load = load_success(cy)
+    after = -1 if load is None else load.seq
     r = first(_restores(cy), lambda e: e.source == "offload_tier" and e.seq > after)
     return None if r is None else [r.seq]
 
