@@ -171,11 +171,13 @@ def class4_reaccepted_with_another_predicate() -> Trace:
 
 
 def class4_store_before_acceptance() -> Trace:
+    """The claim is submitted, its KV stored, and only then accepted."""
     t = success_path()
     ev = t.events
     for name in ("kv_store_started", "kv_store_finished"):
         moved = ev.pop(at(ev, name))
         ev.insert(at(ev, "claim_accepted"), moved)
+    ev.insert(at(ev, "kv_store_started"), claim_event("claim_submitted", "c-1", "r-1"))
     return t
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 from residentkv.errors import IllegalTransition
 from residentkv.model.events import CLAIM_EVENT_NAMES, IDENTITY_FIELDS
-from residentkv.model.lifecycle import ClaimLifecycle, ClaimState
+from residentkv.model.lifecycle import TRANSITIONS, ClaimLifecycle, ClaimState
 
 #: claim event -> lifecycle state it enters (claim_materialized only when the predicate holds)
-_STATE_OF = {
+STATE_OF = {
     "claim_submitted": ClaimState.SUBMITTED,
     "claim_accepted": ClaimState.ACCEPTED,
     "claim_rejected": ClaimState.REJECTED,
@@ -34,10 +34,15 @@ _STATE_OF = {
     "claim_released": ClaimState.RELEASED,
     "claim_harmed": ClaimState.HARMED,
 }
-_ENDINGS = frozenset({"claim_released", "claim_expired", "claim_demoted", "claim_restore_failed"})
-_RELEASES = frozenset({"claim_released", "claim_expired", "claim_demoted"})
-_ACCEPTED_FIELDS = (*IDENTITY_FIELDS, "registration", "protection_mode", "footprint_blocks",
-                    "owner_scope", "expires_after_s")
+#: events after which a claim makes no further promise (SPEC §4.1: "released, expired, failed
+#: closed"; demotion ends the claim too, SPEC §2)
+ENDINGS = frozenset({"claim_released", "claim_expired", "claim_demoted", "claim_restore_failed"})
+#: endings that turn a later loss into post-release loss (SPEC §2)
+RELEASES = frozenset({"claim_released", "claim_expired", "claim_demoted"})
+#: fields of claim_accepted that define the claim (with its predicate): a second acceptance may
+#: not change them
+ACCEPTED_FIELDS = (*IDENTITY_FIELDS, "registration", "protection_mode", "footprint_blocks",
+                   "owner_scope", "expires_after_s")
 _NAMES_KEPT = 2  # two distinct failure names already decide every attribution question
 
 #: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
@@ -306,23 +311,28 @@ def _claim_event(facts: StreamFacts, t: ClaimTrack, e: Event, name: str,
         t.first_seq = e.seq
         facts.order[t.claim_id] = None
     t.claim_events += 1
-    _identity(t, e)
+    if (e.object_id, e.cache_identity, e.request_token_map_id, e.predicate_id) != (
+            t.last_identity):
+        _identity(t, e)
     if handler is not None:
         handler(facts, t, e)
     _transition(t, e, name)
-    if name in _ENDINGS and t.end_seq is None:
+    if name in ENDINGS:
+        _ending(t, e, name)
+
+
+def _ending(t: ClaimTrack, e: Event, name: str) -> None:
+    if t.end_seq is None:
         t.end_seq = e.seq
-    if name in _RELEASES:
+    if name in RELEASES:
         t.release_of.setdefault(name, e.seq)
         if t.first_release is None:
             t.first_release = e.seq
 
 
 def _identity(t: ClaimTrack, e: Event) -> None:
-    ident = (e.object_id, e.cache_identity, e.request_token_map_id, e.predicate_id)
-    if ident == t.last_identity:
-        return  # the common case: the same identity as the claim's last event
-    t.last_identity = ident
+    """A new identity tuple (the common case, the same as the claim's last, is skipped)."""
+    t.last_identity = (e.object_id, e.cache_identity, e.request_token_map_id, e.predicate_id)
     for name in IDENTITY_FIELDS:
         value = getattr(e, name)
         if value is None:
@@ -335,21 +345,25 @@ def _identity(t: ClaimTrack, e: Event) -> None:
 
 
 def _transition(t: ClaimTrack, e: Event, name: str) -> None:
-    state = _STATE_OF.get(name)
+    state = STATE_OF.get(name)
     if state is None or (name == "claim_materialized" and not t.evaluates(e)):
         return
-    if t.lifecycle is None:
-        t.lifecycle = ClaimLifecycle(t.claim_id, keep_history=False)
+    life = t.lifecycle
+    if life is None:
+        life = t.lifecycle = ClaimLifecycle(t.claim_id, keep_history=False)
+    if state in TRANSITIONS[life.state]:
+        life.state = state  # the common, legal case without the call
+        return
     try:
-        t.lifecycle.advance(state)
+        life.advance(state)
     except IllegalTransition:
         t.illegal = True
-        t.lifecycle.state = state
+        life.state = state
 
 
 def _accepted(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     p = e.predicate
-    defining = (*(getattr(e, f) for f in _ACCEPTED_FIELDS), p.id, str(p.kind), p.blocks, p.start)
+    defining = (*(getattr(e, f) for f in ACCEPTED_FIELDS), p.id, str(p.kind), p.blocks, p.start)
     if t.accepted_seq is not None:
         if defining != t.defining:
             t.ambiguous = True
@@ -415,7 +429,8 @@ def _close(t: ClaimTrack) -> None:
         return
     t.cycle = None
     settled = cy.settled()
-    score = len(cy.before) + sum(s is not None for s in settled)
+    score = len(cy.before) + (settled[0] is not None) + (settled[1] is not None) + (
+        settled[2] is not None)
     if score > len(t.best):
         t.best = cy.observation()
     if score == len(_OBSERVATION) and len(t.full) < 2 and all(

@@ -59,7 +59,7 @@ def _judge(c: ClaimView, gate: str, checked: dict[str, bool]) -> GateResult:
     return GateResult(
         gate=gate, claim_id=c.id, passed=not missing, missing=missing,
         controls={k: checked[k] for k in CONTROLS},
-        evidence={k: v for k, v in sorted(found.items()) if k in wanted},
+        evidence={str(k): v for k, v in sorted(found.items()) if k in wanted},
         boundary=BOUNDARIES[gate],
     )
 

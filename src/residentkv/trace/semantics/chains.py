@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from residentkv.model.vocabulary import Requirement as R
 from residentkv.trace.semantics.stream import (
     ClaimView,
     Cycle,
@@ -90,7 +91,8 @@ def _restores(cy: Cycle) -> list[Event]:
 def restored_from_offload(cy: Cycle) -> Found:
     """SPEC §4: ``claim_restored(source=offload_tier)`` after the load, while the claim is
     live (SPEC §4.1: nothing is restored after the claim ended)."""
-    after = seq_of(load_success(cy)) if load_success(cy) is not None else -1
+    load = load_success(cy)
+    after = -1 if load is None else load.seq
     r = first(_restores(cy), lambda e: e.source == "offload_tier" and e.seq > after)
     return None if r is None else [r.seq]
 
@@ -123,14 +125,14 @@ def _foreign(claim: ClaimView, reuse: Event) -> bool:
 
 
 OBSERVATION_RULES: dict[str, Callable[[Cycle], Found]] = {
-    "materialized": materialized,
-    "store_succeeded": store_succeeded,
-    "offloaded": offloaded,
-    "lookup_hit": lookup_hit,
-    "restore_required": restore_required,
-    "load_succeeded": load_succeeded,
-    "restored_from_offload": restored_from_offload,
-    "reused_after_restore": reused_after_restore,
+    R.MATERIALIZED: materialized,
+    R.STORE_SUCCEEDED: store_succeeded,
+    R.OFFLOADED: offloaded,
+    R.LOOKUP_HIT: lookup_hit,
+    R.RESTORE_REQUIRED: restore_required,
+    R.LOAD_SUCCEEDED: load_succeeded,
+    R.RESTORED_FROM_OFFLOAD: restored_from_offload,
+    R.REUSED_AFTER_RESTORE: reused_after_restore,
 }
 
 
@@ -244,14 +246,14 @@ def no_restore_after_failure(cy: Cycle) -> Found:
 
 
 FAILURE_RULES: dict[str, Callable[[Cycle], Found]] = {
-    "store_succeeded": store_succeeded,
-    "restore_required": restore_required,
-    "claim_load_failed": claim_load_failed,
-    "scheduler_failure_branch": scheduler_failure_branch,
-    "restore_failed_scoped": restore_failed_scoped,
-    "refusal_attributed": refusal_attributed,
-    "outcome_before_finish": outcome_before_finish,
-    "no_restore_after_failure": no_restore_after_failure,
+    R.STORE_SUCCEEDED: store_succeeded,
+    R.RESTORE_REQUIRED: restore_required,
+    R.CLAIM_LOAD_FAILED: claim_load_failed,
+    R.SCHEDULER_FAILURE_BRANCH: scheduler_failure_branch,
+    R.RESTORE_FAILED_SCOPED: restore_failed_scoped,
+    R.REFUSAL_ATTRIBUTED: refusal_attributed,
+    R.OUTCOME_BEFORE_FINISH: outcome_before_finish,
+    R.NO_RESTORE_AFTER_FAILURE: no_restore_after_failure,
 }
 
 

@@ -10,7 +10,9 @@ from collections.abc import Callable
 
 from residentkv.errors import IllegalTransition
 from residentkv.model.events import IDENTITY_FIELDS
-from residentkv.model.lifecycle import ClaimLifecycle, ClaimState
+from residentkv.model.lifecycle import ClaimLifecycle
+from residentkv.model.vocabulary import Control as C
+from residentkv.model.vocabulary import Requirement as R
 from residentkv.trace.semantics.chains import (
     FAILURE_RULES,
     OBSERVATION_RULES,
@@ -21,8 +23,6 @@ from residentkv.trace.semantics.chains import (
     observation_chain,
 )
 from residentkv.trace.semantics.stream import (
-    ACCEPTED_FIELDS,
-    RELEASES,
     ClaimView,
     Cycle,
     Event,
@@ -30,6 +30,7 @@ from residentkv.trace.semantics.stream import (
     first,
     seq_of,
 )
+from residentkv.trace.tracker import ACCEPTED_FIELDS, RELEASES, STATE_OF
 
 
 # ----------------------------------------------------------------------------------- common
@@ -75,7 +76,8 @@ def stable_identity(c: ClaimView) -> Found:
 
 
 def _defining(accepted: Event) -> tuple[object, ...]:
-    return tuple(_plain(getattr(accepted, f, None)) for f in ACCEPTED_FIELDS)
+    fields = [getattr(accepted, f, None) for f in ACCEPTED_FIELDS]
+    return tuple(_plain(v) for v in (*fields, accepted.predicate))
 
 
 def _plain(value: object) -> object:
@@ -100,12 +102,12 @@ def predicate_fixed(c: ClaimView) -> Found:
 
 
 COMMON_RULES: dict[str, Callable[[ClaimView], Found]] = {
-    "trace_well_formed": trace_well_formed,
-    "claim_events_present": claim_events_present,
-    "claim_accepted_before_lifecycle": claim_accepted_before_lifecycle,
-    "identity_complete": identity_complete,
-    "stable_identity": stable_identity,
-    "predicate_fixed": predicate_fixed,
+    R.TRACE_WELL_FORMED: trace_well_formed,
+    R.CLAIM_EVENTS_PRESENT: claim_events_present,
+    R.CLAIM_ACCEPTED_BEFORE_LIFECYCLE: claim_accepted_before_lifecycle,
+    R.IDENTITY_COMPLETE: identity_complete,
+    R.STABLE_IDENTITY: stable_identity,
+    R.PREDICATE_FIXED: predicate_fixed,
 }
 
 
@@ -135,18 +137,6 @@ def failure(c: ClaimView) -> Seqs:
 
 
 # ------------------------------------------------------------------------------- lifecycle
-_STATE_OF = {
-    "claim_submitted": ClaimState.SUBMITTED, "claim_accepted": ClaimState.ACCEPTED,
-    "claim_rejected": ClaimState.REJECTED, "claim_materialized": ClaimState.MATERIALIZED,
-    "claim_offloaded": ClaimState.OFFLOADED,
-    "claim_restore_required": ClaimState.RESTORE_REQUIRED,
-    "claim_restored": ClaimState.RESTORED, "claim_reused": ClaimState.REUSED,
-    "claim_restore_failed": ClaimState.FAILED_CLOSED, "claim_demoted": ClaimState.DEMOTED,
-    "claim_expired": ClaimState.EXPIRED, "claim_released": ClaimState.RELEASED,
-    "claim_harmed": ClaimState.HARMED,
-}
-
-
 def legal_transitions(c: ClaimView) -> Found:
     """SPEC §2 lifecycle: every claim event is a legal transition of the state machine (a
     ``claim_materialized`` counts only when its numbers satisfy the predicate). Nothing is
@@ -155,7 +145,7 @@ def legal_transitions(c: ClaimView) -> Found:
     life = ClaimLifecycle(c.id, keep_history=False)
     moved = False
     for e in c.claim_events:
-        state = _STATE_OF.get(e.event)
+        state = STATE_OF.get(e.event)
         if state is None or (e.event == "claim_materialized" and not c.evaluates(e)):
             continue
         moved = True
@@ -325,22 +315,22 @@ def controls(c: ClaimView) -> dict[str, bool]:
     """The negative controls of SPEC §4, as facts of the stream for this claim."""
     failures = c.stream.failures
     return {
-        "generic_counter_only": bool(not c.claim_events and any(
+        C.GENERIC_COUNTER_ONLY: bool(not c.claim_events and any(
             e.event == "generic_counter" for e in c.stream.events)),
-        "wrong_claim_failure": any(n is not None and n != c.id
+        C.WRONG_CLAIM_FAILURE: any(n is not None and n != c.id
                                    for _, names in failures for n in names),
-        "unclaimed_failure": any(all(n is None for n in names) for _, names in failures),
-        "fallback_recompute": _fallback(c),
-        "ordinary_offload_without_claim": any(
+        C.UNCLAIMED_FAILURE: any(all(n is None for n in names) for _, names in failures),
+        C.FALLBACK_RECOMPUTE: _fallback(c),
+        C.ORDINARY_OFFLOAD_WITHOUT_CLAIM: any(
             e.event == "kv_store_finished" and e.success and e.claim_id is None
             for e in c.stream.events),
-        "post_hoc_naming": bool(c.claim_events) and claim_accepted_before_lifecycle(c) is None,
-        "restore_after_reuse": any(_reuse_before_restore(cy) for cy in c.cycles),
-        "blocking_claim_smear": any(
+        C.POST_HOC_NAMING: bool(c.claim_events) and claim_accepted_before_lifecycle(c) is None,
+        C.RESTORE_AFTER_REUSE: any(_reuse_before_restore(cy) for cy in c.cycles),
+        C.BLOCKING_CLAIM_SMEAR: any(
             e.event == "active_request_refused" and c.id in _refusal_names(e)
             and list(e.blocking_claim_ids) != [c.id] for e in c.stream.events),
-        "ambiguous_identity": bool(c.claim_events) and stable_identity(c) is None,
-        "admission_refusal": any(
+        C.AMBIGUOUS_IDENTITY: bool(c.claim_events) and stable_identity(c) is None,
+        C.ADMISSION_REFUSAL: any(
             e.event == "active_request_refused" and c.id in _refusal_names(e)
             and e.arbiter == "admission" for e in c.stream.events),
     }

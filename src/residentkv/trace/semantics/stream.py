@@ -11,21 +11,14 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from typing import Any
 
-from residentkv.model.events import CLAIM_EVENT_NAMES, IDENTITY_FIELDS
+from residentkv.model.events import CLAIM_EVENT_NAMES
+from residentkv.trace.tracker import ENDINGS
 
 #: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
 Event = Any
 
 NEVER = 1 << 62  # a seq after every event: "has not happened"
 
-#: events after which a claim makes no further promise (SPEC §4.1: "released, expired, failed
-#: closed"; demotion ends the claim too, SPEC §2)
-ENDINGS = frozenset({"claim_released", "claim_expired", "claim_demoted", "claim_restore_failed"})
-#: endings that turn a later loss into post-release loss (SPEC §2)
-RELEASES = frozenset({"claim_released", "claim_expired", "claim_demoted"})
-#: fields of claim_accepted that define the claim: a second acceptance may not change them
-ACCEPTED_FIELDS = (*IDENTITY_FIELDS, "registration", "protection_mode", "footprint_blocks",
-                   "predicate", "owner_scope", "expires_after_s")
 
 
 def first(events: Iterable[Event], test: Callable[[Event], bool] = lambda e: True) -> Any:
