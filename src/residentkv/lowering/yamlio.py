@@ -102,6 +102,7 @@ _PYDANTIC_CODES = {
     "extra_forbidden": ("D003", "remove the field or fix its spelling"),
     "missing": ("D005", "add the field"),
     "unsafe_path": ("D009", "use a relative path inside the source root or descriptor folder"),
+    "trivial_quote": ("D013", "quote a distinctive sentence or line of the cited text"),
 }
 
 
