@@ -14,7 +14,8 @@ from residentkv.trace.importers import import_artifact_trace
 from residentkv.trace.reproduce import reproduce, succeeded
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "paper-traces"
+FIXTURES = Path(os.environ.get("RESIDENTKV_FIXTURES")
+                or ROOT.parent / "shared" / "fixtures" / "paper-traces")
 
 
 @pytest.fixture(scope="module")

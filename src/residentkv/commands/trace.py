@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import BinaryIO
 
 import click
+
+from residentkv.errors import TraceReadError, UsageError, UserInputError
+from residentkv.limits import read_stdin, regular_file
 
 from residentkv.model.events import event_to_dict
 from residentkv.report import import_report, reproduce_report, trace_report
@@ -27,7 +31,8 @@ def trace() -> None:
 
 
 @trace.command("check")
-@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("traces", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--gate", "gates", multiple=True, type=click.Choice(GATE_NAMES),
               help="Gate to run (repeatable; default: all four).")
 @click.option("--claim", "claim_id", default=None, help="Judge only this claim id.")
@@ -42,8 +47,11 @@ def check(traces: tuple[str, ...], gates: tuple[str, ...], claim_id: str | None,
     Exit 0 when every requested gate passes for every claim, 1 when some gate fails or a trace
     has problems, 2 when a trace cannot be used at all.
     """
+    if traces.count("-") > 1:
+        raise UsageError("standard input (-) can be read once; expected at most one -")
     checks: list[TraceCheck] = [
-        check_trace(p, gates or GATE_NAMES, claim_id, max_line_bytes=max_line_bytes)
+        check_trace(p, gates or GATE_NAMES, claim_id, max_line_bytes=max_line_bytes,
+                    stream=_stdin() if p == "-" else _opened(p))
         for p in traces
     ]
     click.echo(RENDERERS[fmt](checks), nl=False)
@@ -54,8 +62,27 @@ def check(traces: tuple[str, ...], gates: tuple[str, ...], claim_id: str | None,
 
 
 
+def _stdin() -> BinaryIO:
+    """Standard input as a binary stream (``-``)."""
+    return click.get_binary_stream("stdin")
+
+
+def _opened(path: str) -> BinaryIO:
+    """A trace opened for reading, refused up front when it is not a regular file (a FIFO
+    would block, ``/dev/zero`` never ends)."""
+    try:
+        target = regular_file(path, "trace")
+    except UserInputError as e:
+        raise TraceReadError(e.message, code="T010" if e.code == "L001" else e.code,
+                             path=path) from None
+    try:
+        return target.open("rb")
+    except OSError as e:
+        raise TraceReadError(f"cannot open trace: {e.strerror or e}", path=path) from None
+
+
 @trace.command("import")
-@click.argument("source", type=click.Path(dir_okay=False))
+@click.argument("source", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--dialect", required=True, type=click.Choice(sorted(DIALECTS)),
               help="The foreign trace dialect.")
 @click.option("-o", "--out", type=click.Path(dir_okay=False), default=None,
@@ -68,9 +95,12 @@ def import_(source: str, dialect: str, out: str | None, report_format: str) -> N
     Every dropped event, unmapped field, assumption and synthesized event is reported on
     standard error. Exit 0 when every foreign line was read, 1 when some were invalid.
     """
-    result = DIALECTS[dialect](source)
+    data = read_stdin("trace") if source == "-" else None
+    result = DIALECTS[dialect](source, data)
+    # allow_nan=False: a NaN or Infinity would be a line no strict v1 reader accepts
     lines = "".join(
-        json.dumps(event_to_dict(e), separators=(",", ":")) + "\n" for e in result.events
+        json.dumps(event_to_dict(e), separators=(",", ":"), allow_nan=False) + "\n"
+        for e in result.events
     )
     if out is None:
         click.echo(lines, nl=False)

@@ -368,7 +368,9 @@ def _reference_findings(raw: dict[str, Any], root: Any, i: int, path: str) -> li
     for name, ob in obligations.items():
         evidence = ob.get("evidence") if isinstance(ob, dict) else None
         for j, aid in enumerate(evidence if isinstance(evidence, list) else []):
-            cited.add(str(aid))
+            if not isinstance(aid, str):
+                continue  # a list or mapping in an evidence list: a type error (D004) already
+            cited.add(aid)
             if aid not in anchors:
                 line, col = locate(root, ("rows", i, "obligations", name, "evidence", j))
                 out.append(Finding(code="D006", path=path, line=line, col=col,

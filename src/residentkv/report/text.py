@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 def render_table(
@@ -18,11 +19,13 @@ def render_table(
     width: int = 120,
 ) -> str:
     """Render a table to a plain string (no colour codes, stable for tests and pipes)."""
-    table = Table(title=title, caption=caption, show_lines=False)
+    # Text, never str: rich would read "[/x]" in a claim id as markup (and crash, or hide it)
+    table = Table(title=Text(title), caption=Text(caption) if caption else None,
+                  show_lines=False)
     for col in columns:
-        table.add_column(col, overflow="fold")
+        table.add_column(Text(col), overflow="fold")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))
     buffer = io.StringIO()
     Console(file=buffer, width=width, color_system=None, force_terminal=False).print(table)
     return buffer.getvalue()
