@@ -7,6 +7,7 @@ message (the traceback only under ``--traceback``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
@@ -58,10 +59,9 @@ def _escape_unencodable() -> None:
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
-            try:
+            # a closed or detached stream: nothing to change
+            with contextlib.suppress(ValueError, OSError):
                 reconfigure(errors="backslashreplace")
-            except (ValueError, OSError):  # a closed or detached stream: nothing to change
-                pass
 
 
 def main(argv: list[str] | None = None) -> None:

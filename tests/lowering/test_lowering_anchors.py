@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import tarfile
 import zipfile
@@ -210,11 +211,10 @@ def _trace(gate: str, claim: str, path: str = "traces/witness.jsonl", *, pin: bo
                        sha256=_pin(base / path) if pin else None)
 
 
-# Without a stream_started provenance event a passing gate is cited (A011), never verified.
 @pytest.mark.parametrize(("anchor", "expected"), [
-    (_trace("observation", "c-1"), ("unverifiable", "A011")),
-    (_trace("failure_outcome", "c-1"), ("unverifiable", "A011")),
-    (_trace("lifecycle", "c-1"), ("unverifiable", "A011")),
+    (_trace("observation", "c-1"), ("verified", None)),
+    (_trace("failure_outcome", "c-1"), ("verified", None)),
+    (_trace("lifecycle", "c-1"), ("verified", None)),
     (_trace("attribution", "c-1"), ("failed", "A004")),
     (_trace("failure_outcome", "c-obs", "traces/observe_only.jsonl"), ("failed", "A004")),
     (_trace("failure_outcome", "c-fb", "traces/fallback.jsonl"), ("failed", "A008")),
@@ -224,6 +224,44 @@ def _trace(gate: str, claim: str, path: str = "traces/witness.jsonl", *, pin: bo
 def test_trace_anchors_run_their_gate(anchor: TraceAnchor, expected: tuple[str, str]) -> None:
     r = Verifier().verify("t", anchor, DATA)
     assert (r.result, r.code) == expected
+
+
+def _rewrite(tmp_path: Path, first: str | None) -> TraceAnchor:
+    """witness.jsonl with its stream_started line replaced (or dropped when *first* is None)."""
+    lines = (DATA / "traces/witness.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "t.jsonl").write_text((first or "") + "".join(lines[1:]))
+    return _trace("observation", "c-1", "t.jsonl", base=tmp_path)
+
+
+def _started(emitter: str, runtime: str = "toyrt") -> str:
+    return json.dumps({"schema": "residentkv.event/v1", "seq": 0, "ts_ns": 1,
+                       "source": "x", "event": "stream_started", "claim_id": None,
+                       "request_id": None, "emitter": {"name": emitter, "version": "1"},
+                       "runtime": {"name": runtime, "version": "0.1"}}) + "\n"
+
+
+def test_a_trace_without_provenance_is_only_cited(tmp_path: Path) -> None:
+    r = Verifier().verify("t", _rewrite(tmp_path, None), tmp_path)
+    assert (r.result, r.code) == ("unverifiable", "A011")
+
+
+@pytest.mark.parametrize("emitter", ["residentkv.microruntime", "ResidentKV.MicroRuntime",
+                                     " residentkv_microruntime ", "residentkv-microruntime"])
+def test_a_simulator_emitter_is_recognised_exact_after_normalisation(
+        tmp_path: Path, emitter: str) -> None:
+    r = Verifier().verify("t", _rewrite(tmp_path, _started(emitter)), tmp_path)
+    assert (r.result, r.code) == ("unverifiable", "A003")
+
+
+@pytest.mark.parametrize(("emitter", "kind"), [
+    ("residentkv.vllm", "adapter"), ("ResidentKV.vllm.scheduler", "adapter"),
+    (" residentkv_vllm.scheduler", "adapter"), ("micro.runtime.x", "runtime"),
+    ("residentkvx.vllm", "runtime"), ("toyrt.scheduler", "runtime"),
+])
+def test_emitter_kind_comes_from_provenance(tmp_path: Path, emitter: str, kind: str) -> None:
+    r = Verifier().verify("t", _rewrite(tmp_path, _started(emitter)), tmp_path)
+    assert r.result == "verified" and r.provenance is not None
+    assert r.provenance["emitter_kind"] == kind
 
 
 def test_an_unpinned_trace_is_only_cited() -> None:
@@ -259,7 +297,5 @@ def test_the_events_own_source_never_decides_provenance(tmp_path: Path, source: 
     text = (DATA / "traces/witness.jsonl").read_text()
     (tmp_path / "t.jsonl").write_text(text.replace('"source":"testdata"', f'"source":"{source}"'))
     r = Verifier().verify("t", _trace("observation", "c-1", "t.jsonl", base=tmp_path), tmp_path)
-    assert (r.result, r.code) == ("unverifiable", "A011")
-    failed = Verifier().verify("t", _trace("attribution", "c-1", "t.jsonl", base=tmp_path),
-                               tmp_path)
-    assert failed.result == "failed"
+    assert (r.result, r.code) == ("verified", None)
+    assert r.provenance is not None and r.provenance["emitter_kind"] == "runtime"

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import BinaryIO
 
 import click
 
-from residentkv.errors import TraceReadError, UsageError, UserInputError
-from residentkv.limits import read_stdin, regular_file
-
+from residentkv.errors import UsageError
+from residentkv.limits import read_stdin
 from residentkv.model.events import event_to_dict
 from residentkv.report import import_report, reproduce_report, trace_report
 from residentkv.trace.gates import GATE_NAMES, TraceCheck, check_trace
@@ -50,8 +48,7 @@ def check(traces: tuple[str, ...], gates: tuple[str, ...], claim_id: str | None,
     if traces.count("-") > 1:
         raise UsageError("standard input (-) can be read once; expected at most one -")
     checks: list[TraceCheck] = [
-        check_trace(p, gates or GATE_NAMES, claim_id, max_line_bytes=max_line_bytes,
-                    stream=_stdin() if p == "-" else _opened(p))
+        check_trace(p, gates or GATE_NAMES, claim_id, max_line_bytes=max_line_bytes)
         for p in traces
     ]
     click.echo(RENDERERS[fmt](checks), nl=False)
@@ -60,25 +57,6 @@ def check(traces: tuple[str, ...], gates: tuple[str, ...], claim_id: str | None,
         raise click.exceptions.Exit(2)
     raise click.exceptions.Exit(0 if all(c.passed for c in checks) else 1)
 
-
-
-def _stdin() -> BinaryIO:
-    """Standard input as a binary stream (``-``)."""
-    return click.get_binary_stream("stdin")
-
-
-def _opened(path: str) -> BinaryIO:
-    """A trace opened for reading, refused up front when it is not a regular file (a FIFO
-    would block, ``/dev/zero`` never ends)."""
-    try:
-        target = regular_file(path, "trace")
-    except UserInputError as e:
-        raise TraceReadError(e.message, code="T010" if e.code == "L001" else e.code,
-                             path=path) from None
-    try:
-        return target.open("rb")
-    except OSError as e:
-        raise TraceReadError(f"cannot open trace: {e.strerror or e}", path=path) from None
 
 
 @trace.command("import")

@@ -27,6 +27,7 @@ from typing import Any, BinaryIO, Literal
 from pydantic import BaseModel, ConfigDict
 
 from residentkv.errors import UserInputError
+from residentkv.limits import MAX_LINE_BYTES, regular_file
 from residentkv.lowering.descriptor import (
     Anchor,
     DocAnchor,
@@ -34,7 +35,6 @@ from residentkv.lowering.descriptor import (
     SourceAnchor,
     TraceAnchor,
     parse_lines,
-    unsafe_path,
 )
 from residentkv.lowering.provenance import (
     Provenance,
@@ -43,7 +43,6 @@ from residentkv.lowering.provenance import (
     scan_trace,
 )
 from residentkv.lowering.sources import PathRefused, SourceRoot, confined
-from residentkv.limits import MAX_LINE_BYTES, regular_file
 
 ResultName = Literal["verified", "drifted", "missing", "unverifiable", "failed"]
 Span = tuple[int, int]
@@ -334,7 +333,8 @@ class Verifier:
         try:
             regular_file(target, "trace")
         except UserInputError as e:
-            return AnchorResult(id="", kind="trace", result="failed", code=e.code,
+            return AnchorResult(id="", kind="trace", result="failed",
+                                code={"L004": "T021"}.get(e.code, e.code),
                                 detail=f"trace {a.path}: {e.message}")
         return self._digest(target, str(base_dir / a.path))
 
@@ -480,8 +480,8 @@ def native_view(result: AnchorResult, own_texts: list[str]) -> AnchorResult:
         return result
     p = result.provenance
     if p["emitter_kind"] == "adapter":
-        return _cite(result, "A009", f"the trace was emitted by an adapter ({p['emitter']}): adapter "
-                     "evidence never shows native behaviour")
+        return _cite(result, "A009", f"the trace was emitted by an adapter ({p['emitter']}): "
+                     "adapter evidence never shows native behaviour")
     prov = Provenance(p["emitter"], p["emitter_version"], p["runtime"], p["runtime_version"])
     if prov.runtime_owns_emitter() and any(p["emitter"] in t for t in own_texts):
         return result

@@ -31,7 +31,7 @@ from residentkv.limits import MAX_JSON_DEPTH, MAX_LINE_BYTES, json_depth_ok
 
 PROVENANCE_EVENT = "stream_started"
 #: residentkv's own simulator (normalised emitter names)
-SIMULATOR_EMITTERS: frozenset[str] = frozenset({"residentkv.microruntime"})
+SIMULATOR_EMITTERS: frozenset[str] = frozenset({"residentkv.microruntime", "microruntime"})
 #: residentkv's own emitters other than the simulator are adapters around a runtime
 OWN_PREFIX = "residentkv"
 
@@ -160,8 +160,7 @@ def metadata_paths(names: list[str]) -> list[str]:
     out = []
     for n in names:
         parts = Path(n).parts
-        if len(parts) == 2 and parts[0].endswith(".dist-info") and parts[1] == "METADATA":
-            out.append(n)
-        elif n == "PKG-INFO":
+        dist_info = len(parts) == 2 and parts[0].endswith(".dist-info")
+        if (dist_info and parts[1] == "METADATA") or n == "PKG-INFO":
             out.append(n)
     return sorted(out)

@@ -46,12 +46,12 @@ def load_yaml(text: str, path: str, *, code: str = "D001") -> Any:
     try:
         return yaml.load(text)
     except ReaderError as e:
-        line, col = _line_col(text, e.position)
+        where = _line_col(text, e.position)
         raise DescriptorError(
             f"character {_char(e.character)} is not allowed in YAML; expected printable text",
             help="remove control "
             "characters and NUL bytes (escape them inside a double-quoted string: \\x07)",
-            code=code, path=path, line=line, col=col) from None
+            code=code, path=path, line=where[0], col=where[1]) from None
     except RecursionError:
         raise DescriptorError(
             f"the YAML nests too deeply; expected at most {MAX_YAML_DEPTH} levels",

@@ -376,8 +376,8 @@ def import_artifact_trace(path: str | Path, data: bytes | None = None) -> Import
         try:
             data = read_input(path, "trace")
         except UserInputError as e:
-            raise TraceReadError(e.message, code="T010" if e.code == "L001" else e.code,
-                                 path=shown) from None
+            code = {"L001": "T010", "L004": "T021"}.get(e.code, e.code)
+            raise TraceReadError(e.message, code=code, path=shown) from None
     if not data.strip():
         raise TraceReadError("the trace is empty; expected artifact JSONL events",
                              code="T009", path=shown)
@@ -385,7 +385,7 @@ def import_artifact_trace(path: str | Path, data: bytes | None = None) -> Import
     report = ImportReport(dialect=DIALECT, path=shown)
     lines = _read_lines(data, shown, report)
     importer = _Importer(path, report)
-    for n, d in lines:  # footprints appear after registration: learn them first
+    for _, d in lines:  # footprints appear after registration: learn them first
         cid = _claim_of(d)
         footprint = d.get("block_count_footprint")
         if cid and isinstance(footprint, int) and not isinstance(footprint, bool) and (
