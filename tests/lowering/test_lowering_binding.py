@@ -186,3 +186,18 @@ def test_provenance_is_reported_in_the_json(tmp_path: Path) -> None:
                        [f"toyrt={TREE}"]).rows
     trace: Any = next(a for a in row.anchors if a.id == "t")
     assert json.loads(trace.model_dump_json())["provenance"]["runtime"] == "toyrt"
+
+
+def test_microruntime_traces_carry_its_provenance_and_never_grant(tmp_path: Path) -> None:
+    from residentkv.lowering.anchors import Verifier
+    from residentkv.lowering.descriptor import TraceAnchor
+    from residentkv.microruntime.scenario import CLAIM_ID, Reference, run_reference
+
+    trace = run_reference(Reference(usable=80, policy="hard_exclude"), tmp_path / "mr.jsonl")
+    first = json.loads(trace.read_text().splitlines()[0])
+    assert first["event"] == "stream_started"
+    assert first["emitter"]["name"] == "residentkv.microruntime"
+    anchor = TraceAnchor(kind="trace", path="mr.jsonl", gate="lifecycle", claim=CLAIM_ID,
+                         sha256=hashlib.sha256(trace.read_bytes()).hexdigest())
+    r = Verifier().verify("t", anchor, tmp_path)
+    assert (r.result, r.code) == ("unverifiable", "A003")
