@@ -102,7 +102,7 @@ def test_the_gate_must_show_the_bundles_requirements() -> None:
     # expiring bundle, whose B3 needs expiry_before_loss
     bundles = load_bundles()
     spec = anchor_spec("trace", "lifecycle")
-    row = make_row(dict.fromkeys(OBLIGATIONS, "satisfied"), dict.fromkeys(OBLIGATIONS, ["t"]),
+    row = make_row(dict.fromkeys(OBLIGATIONS, "satisfied"), {n: ["t"] for n in OBLIGATIONS},
                    {"t": spec}, lowers="expiring")
     thin = result("t", spec, "verified", shown=("legal_transitions", "materialized"))
     full = result("t", spec, "verified")
@@ -143,6 +143,7 @@ def test_a_hand_typed_trace_without_provenance_never_grants(tmp_path: Path) -> N
     sha = soft_priority_trace(tmp_path / "t.jsonl", provenance=None)
     klass, anchors = check(descriptor(tmp_path, "soft_priority", "t.jsonl", sha))
     assert anchors["t"] == ("unverifiable", "A011")
+    assert klass not in GRANTING
 
 
 def test_a_release_no_source_of_the_descriptor_verifies_never_grants(tmp_path: Path) -> None:
