@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.residentkv-installed
 VLLM_STAMP := $(VENV)/.vllm-installed
 EXAMPLES := src/residentkv/data/traces
 
-.PHONY: demo test lint typecheck unit bench install install-vllm clean
+.PHONY: demo test lint typecheck unit bench install install-vllm clean fuzz-inputs
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,13 @@ unit: $(VLLM_STAMP)
 	$(PY) -m pytest -q
 
 test: lint typecheck unit
+
+# Fuzz the commands that read user files (traces, imports, descriptors, suite cases, archives)
+# for FUZZ_SECONDS in total: never exit 101, never hang, never grant from a mutant what its
+# parent did not. `make test` runs the same tests briefly and derandomized.
+FUZZ_SECONDS ?= 600
+fuzz-inputs: $(STAMP)
+	RESIDENTKV_FUZZ_SECONDS=$(FUZZ_SECONDS) $(PY) -m pytest -q -p no:cacheprovider tests/fuzz
 
 # Figures only (nothing here asserts on time): see the README's performance section.
 bench: $(VLLM_STAMP)

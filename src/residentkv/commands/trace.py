@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -48,7 +49,9 @@ def check(traces: tuple[str, ...], gates: tuple[str, ...], claim_id: str | None,
     if traces.count("-") > 1:
         raise UsageError("standard input (-) can be read once; expected at most one -")
     checks: list[TraceCheck] = [
-        check_trace(p, gates or GATE_NAMES, claim_id, max_line_bytes=max_line_bytes)
+        check_trace(p, gates or GATE_NAMES, claim_id, max_line_bytes=max_line_bytes,
+                    # read here, not reopened by fd: an in-process runner has no file descriptor
+                    stream=sys.stdin.buffer if p == "-" else None)
         for p in traces
     ]
     click.echo(RENDERERS[fmt](checks), nl=False)
