@@ -18,7 +18,7 @@ from pathlib import Path
 from harness import assert_no_crash, fuzz, write
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import artifact_trace, archive, descriptor_text, v1_trace
+from strategies import archive, artifact_trace, descriptor_text, v1_trace
 
 from residentkv.lowering.check import run_check
 from residentkv.lowering.classify import GRANTING, RANK
@@ -113,7 +113,7 @@ def test_suite_cases_never_crash_or_leave_their_folder(case: str, edit: object,
         elif link is not None:
             shutil.rmtree(suite / "_shared" / "toyrt")
             os.symlink(link, suite / "_shared" / "toyrt")
-        code, out = assert_no_crash(["suite", str(suite), "--mutants", "3"])
+        code, _ = assert_no_crash(["suite", str(suite), "--mutants", "3"])
         if link is not None and link != "loop" and "shared:toyrt" in yaml.read_text():
             assert code == 1  # a case reading a shared tree that links out never passes
     finally:
