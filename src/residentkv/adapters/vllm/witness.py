@@ -13,8 +13,11 @@ top-level :func:`run_witness` runs each policy's scenarios in a child process.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -23,7 +26,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from residentkv.adapters.vllm.backends import Out
 from residentkv.adapters.vllm.config import InjectionRule
+from residentkv.adapters.vllm.engine import SHAPES
 
 __all__ = [
     "EXPECTED",
@@ -141,29 +146,32 @@ def make_claim(claim_id: str, owner: str, model_id: str, object_id: str) -> dict
 
 
 class Witness:
-    """One in-process engine and the scenarios that run on it."""
+    """One engine in one shape (one policy), and the scenarios that run on it."""
 
     def __init__(self, work_dir: str | Path, *, policy: str = "fail", load_mode: str = "async",
-                 host_tier_bytes: int = 64 << 20, extra: dict[str, Any] | None = None) -> None:
-        from residentkv.adapters.vllm.control import operator
-        from residentkv.adapters.vllm.engine import (
-            SERVED_MODEL_NAME,
-            make_engine,
-            write_tiny_model,
-        )
+                 host_tier_bytes: int = 64 << 20, extra: dict[str, Any] | None = None,
+                 shape: str = "inproc") -> None:
+        from residentkv.adapters.vllm.backends import make_backend
+        from residentkv.adapters.vllm.control_socket import ControlClient
+        from residentkv.adapters.vllm.engine import SERVED_MODEL_NAME, write_tiny_model
 
-        self.work_dir = Path(work_dir)
+        self.work_dir = Path(work_dir).resolve()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.policy = policy
         self.load_mode = load_mode
-        extra = {"load_mode": load_mode, **(extra or {})}
+        self.shape = shape
         self.model_dir = write_tiny_model(self.work_dir / "tiny-llama")
         self.model_id = SERVED_MODEL_NAME
-        self.llm = make_engine(self.model_dir, event_sink=self.work_dir / f"engine-{policy}.jsonl",
-                               policy=policy, host_tier_bytes=host_tier_bytes, extra=extra)
-        self.op = operator()
+        self.backend, control = make_backend(
+            shape, self.work_dir, self.model_dir, policy=policy, host_tier_bytes=host_tier_bytes,
+            extra={"load_mode": load_mode, **(extra or {})})
+        self.op = ControlClient(control)
         # The engine's first forward pays one-off warm-up costs; keep them out of the timings.
         self.generate([self.prompt("warmup", 0)], [None])
+
+    def close(self) -> None:
+        """Stop the engine (and, for the server shapes, its whole process group)."""
+        self.backend.close()
 
     # ------------------------------------------------------------------ helpers
 
@@ -173,42 +181,31 @@ class Witness:
         return [rng.randrange(3, 1024) for _ in range(PROMPT_TOKENS)]
 
     def generate(self, prompts: Sequence[list[int]],
-                 claims: Sequence[dict[str, Any] | None]) -> tuple[list[Any], float]:
-        """Run one batch; returns the outputs and the wall time in ms."""
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-
-        params = [
-            SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0, ignore_eos=True,
-                           extra_args={"kv_transfer_params": {"resident_claim": c}} if c else None)
-            for c in claims
-        ]
+                 claims: Sequence[dict[str, Any] | None]) -> tuple[list[Out], float]:
+        """Run one batch; returns what the caller saw and the wall time in ms."""
         start = time.perf_counter_ns()
-        outs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
-                                 use_tqdm=False)
-        return list(outs), (time.perf_counter_ns() - start) / 1e6
+        outs = self.backend.generate(prompts, claims)
+        return outs, (time.perf_counter_ns() - start) / 1e6
 
     def reset(self) -> None:
         """Drop vLLM's device prefix cache so a later hit can only come from the host tier."""
-        if not self.llm.reset_prefix_cache():
-            raise RuntimeError("vLLM refused to reset the prefix cache")
+        self.backend.reset()
 
     @staticmethod
-    def tokens(out: Any) -> list[int]:
-        return list(out.outputs[0].token_ids)
+    def tokens(out: Out) -> list[int]:
+        return out.token_ids
 
     @staticmethod
-    def finish(out: Any) -> str | None:
-        return out.outputs[0].finish_reason
+    def finish(out: Out) -> str | None:
+        return out.finish_reason
 
-    def outcome(self, out: Any) -> dict[str, Any] | None:
-        """The claim outcome the caller got: from the request output when vLLM passed it on,
-        else (FINISHED_ERROR, where vLLM 0.32 drops it) from the connector's record."""
-        params = out.kv_transfer_params or {}
-        return params.get("resident_claim") or self.op.outcome_for(out.request_id)
+    def outcome(self, out: Out) -> dict[str, Any] | None:
+        """The claim outcome the caller got: from the response when vLLM (or, for a refusal,
+        the server middleware) delivered it, else from the connector's record by request id
+        (offline FINISHED_ERROR, where vLLM 0.32 drops it)."""
+        return out.claim_outcome or self.op.outcome_for(out.request_id)
 
     def read_trace(self, path: Path) -> list[dict[str, Any]]:
-        self.op.flush()
         with path.open(encoding="utf-8") as fh:
             return [json.loads(line) for line in fh if line.strip()]
 
@@ -364,8 +361,7 @@ class Witness:
         for _ in range(2):
             (out,), run.timings_ms["request"] = self.generate([p], [None])
             # vLLM's own counter, as vLLM reported it: it names no claim and proves nothing.
-            self.op.emit("generic_counter", source="harness", request_id=out.request_id,
-                         name="vllm.num_cached_tokens", value=int(out.num_cached_tokens or 0))
+            self.op.counter("vllm.num_cached_tokens", out.num_cached_tokens, out.request_id)
         run.latency_ms = run.timings_ms["request"]
         return {"target": self._cid(run.scenario, i, "target")}
 
@@ -452,19 +448,26 @@ def judge(trace: Path, scenario: str, targets: dict[str, str]) -> dict[str, bool
 
 
 def run_policy_group(policy: str, scenarios: Sequence[str], repeat: int,
-                     out_dir: str | Path, load_mode: str = "async") -> list[ScenarioRun]:
-    """Run *scenarios* (all of one policy) *repeat* times on one in-process engine."""
-    witness = Witness(Path(out_dir) / "_engine", policy=policy, load_mode=load_mode)
-    runs = []
-    for scenario in scenarios:
-        for i in range(repeat):
-            runs.append(witness.run(scenario, i, out_dir))
-    return runs
+                     out_dir: str | Path, load_mode: str = "async",
+                     shape: str = "inproc") -> list[ScenarioRun]:
+    """Run *scenarios* (all of one policy) *repeat* times on one engine in *shape*."""
+    witness = Witness(Path(out_dir) / f"_engine-{shape}", policy=policy, load_mode=load_mode,
+                      shape=shape)
+    try:
+        runs = []
+        for scenario in scenarios:
+            for i in range(repeat):
+                runs.append(witness.run(scenario, i, out_dir))
+        return runs
+    finally:
+        witness.close()
 
 
 def run_witness(scenarios: Sequence[str], repeat: int, out_dir: str | Path,
-                *, load_mode: str = "async", python: str | None = None) -> list[ScenarioRun]:
-    """Run every scenario, one child process per policy; returns all runs in scenario order."""
+                *, load_mode: str = "async", python: str | None = None,
+                shape: str = "inproc", timeout: float = 1800.0) -> list[ScenarioRun]:
+    """Run every scenario in *shape*, one child process per policy (bounded by *timeout*);
+    returns all runs in scenario order."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     groups: dict[str, list[str]] = {}
@@ -477,14 +480,23 @@ def run_witness(scenarios: Sequence[str], repeat: int, out_dir: str | Path,
         log = out / f"engine-{policy}.log"
         cmd = [python or sys.executable, "-m", "residentkv.adapters.vllm.witness",
                "--policy", policy, "--repeat", str(repeat), "--out", str(out),
-               "--load-mode", load_mode,
+               "--load-mode", load_mode, "--shape", shape,
                "--result", str(result), *group]
         with log.open("w", encoding="utf-8") as fh:
-            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, check=False)
-        if proc.returncode != 0 or not result.exists():
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            try:
+                code = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                code = -9
+            finally:
+                # end the child's whole group: no EngineCore or worker outlives the run
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+        if code != 0 or not result.exists():
             tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
             raise RuntimeError(
-                f"the {policy}-policy engine exited with {proc.returncode}; log {log}:\n"
+                f"the {policy}-policy engine ({shape}) exited with {code}; log {log}:\n"
                 + "\n".join(tail))
         for item in json.loads(result.read_text(encoding="utf-8")):
             item.pop("matched", None)
@@ -564,10 +576,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--policy", choices=("fail", "recompute"), required=True)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--load-mode", choices=("async", "sync"), default="async")
+    parser.add_argument("--shape", choices=SHAPES, default="inproc")
     parser.add_argument("--out", required=True)
     parser.add_argument("--result", required=True)
     args = parser.parse_args(argv)
-    runs = run_policy_group(args.policy, args.scenarios, args.repeat, args.out, args.load_mode)
+    runs = run_policy_group(args.policy, args.scenarios, args.repeat, args.out, args.load_mode,
+                            args.shape)
     Path(args.result).write_text(json.dumps([r.to_json() for r in runs], indent=1),
                                  encoding="utf-8")
     return 0
