@@ -258,7 +258,7 @@ def test_success_then_failure_of_one_claim_passes_the_lifecycle_gate(
         witness.op.release_claims([cid])
         witness.op.flush()
     assert ok.kv_transfer_params["resident_claim"]["outcome"] == "restored"
-    assert bad.outputs[0].finish_reason == "error"
+    assert bad.finish_reason == "error"
     results = {r.gate: r for r in check_trace(trace, claim_id=cid).results}
     assert results["lifecycle"].passed, results["lifecycle"].missing
     assert results["observation"].passed and results["failure_outcome"].passed
@@ -277,8 +277,8 @@ def test_a_client_cannot_switch_on_failure_injection(witness: Witness, out_dir: 
         params = {"resident_claim": claim, **extra}
         sp = SamplingParams(max_tokens=4, temperature=0.0, ignore_eos=True,
                             extra_args={"kv_transfer_params": params})
-        return witness.llm.generate([TokensPrompt(prompt_token_ids=prompt)], sp,
-                                    use_tqdm=False)[0]
+        return witness.backend.llm.generate([TokensPrompt(prompt_token_ids=prompt)], sp,
+                                            use_tqdm=False)[0]
 
     try:
         witness.reset()

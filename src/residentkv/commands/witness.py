@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from residentkv.adapters.vllm.engine import SHAPES
 from residentkv.errors import UsageError
 
 __all__ = ["witness"]
@@ -41,8 +42,13 @@ def witness() -> None:
 @click.option("--load-mode", type=click.Choice(["async", "sync"]), default="async",
               show_default=True,
               help="async: vLLM's async-load protocol; sync: loads before the forward.")
+@click.option("--shape", type=click.Choice(list(SHAPES)), default="inproc",
+              show_default=True,
+              help="inproc: LLM in this process; mp: LLM with vLLM's default multiprocessing; "
+                   "server: vLLM's OpenAI server and the openai client; tp2: the server with "
+                   "tensor parallelism 2.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def run(scenarios: tuple[str, ...], repeat: int, out_dir: str, load_mode: str,
+def run(scenarios: tuple[str, ...], repeat: int, out_dir: str, load_mode: str, shape: str,
         as_json: bool) -> None:
     """Run witness scenarios on vLLM with a tiny local model and judge each trace.
 
@@ -61,11 +67,14 @@ def run(scenarios: tuple[str, ...], repeat: int, out_dir: str, load_mode: str,
         raise UsageError(
             "vLLM is not installed; install the extra: pip install 'residentkv[vllm]'"
         )
+    if shape in ("server", "tp2") and importlib.util.find_spec("openai") is None:
+        raise UsageError(f"--shape {shape} drives the server with the openai client: "
+                         "pip install openai")
     from residentkv.adapters.vllm.witness import format_table, run_witness, summarize
 
     out = Path(out_dir)
     try:
-        runs = run_witness(chosen, repeat, out, load_mode=load_mode)
+        runs = run_witness(chosen, repeat, out, load_mode=load_mode, shape=shape)
     except RuntimeError as exc:
         click.echo(f"error: {exc}", err=True)
         raise click.exceptions.Exit(1) from None

@@ -13,8 +13,9 @@ The payload is a plain dict of str keys and numbers, so it survives vLLM's IPC s
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from prometheus_client import Counter, Gauge, Histogram
 from vllm.config import VllmConfig
 from vllm.distributed.kv_transfer.kv_connector.v1.metrics import (
     KVConnectorPromMetrics,
@@ -114,18 +115,22 @@ class ResidentClaimPromMetrics(KVConnectorPromMetrics):
         per_engine_labelvalues: dict[int, list[object]],
     ) -> None:
         super().__init__(vllm_config, metric_types, labelnames, per_engine_labelvalues)
+        # vLLM hands its (multiprocess-aware) subclasses of these three prometheus types
+        counter_cls = cast("type[Counter]", self._counter_cls)
+        gauge_cls = cast("type[Gauge]", self._gauge_cls)
+        histogram_cls = cast("type[Histogram]", self._histogram_cls)
         self._counters = {
-            key: self._counter_cls(
+            key: counter_cls(
                 name=name, documentation=doc,
                 labelnames=labelnames + (["reason"] if key == "claims_rejected" else []))
             for key, (name, doc) in COUNTERS.items()
         }
         self._gauges = {
-            key: self._gauge_cls(name=name, documentation=doc, labelnames=labelnames,
+            key: gauge_cls(name=name, documentation=doc, labelnames=labelnames,
                                  multiprocess_mode="mostrecent")
             for key, (name, doc) in GAUGES.items()
         }
-        self._histogram = self._histogram_cls(name=HISTOGRAM[0], documentation=HISTOGRAM[1],
+        self._histogram = histogram_cls(name=HISTOGRAM[0], documentation=HISTOGRAM[1],
                                               labelnames=labelnames, buckets=_BUCKETS)
 
     def observe(self, transfer_stats_data: dict[str, Any], engine_idx: int = 0) -> None:

@@ -22,7 +22,6 @@ from the scheduler side's own knowledge at vLLM's failure branch.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import time
 from collections.abc import Callable
@@ -77,14 +76,14 @@ def _hook(fn: Callable[Concatenate[SchedulerSide, P], R]) -> Callable[
         Concatenate[SchedulerSide, P], R]:
     """Run a vLLM hook under the operator's lock; its events are on disk when it returns."""
 
-    @functools.wraps(fn)
-    def wrapper(self: SchedulerSide, *args: P.args, **kwargs: P.kwargs) -> R:
+    def wrapper(self: SchedulerSide, /, *args: P.args, **kwargs: P.kwargs) -> R:
         with self.op.lock:
             try:
                 return fn(self, *args, **kwargs)
             finally:
                 self.op.end_step()
 
+    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper
 
 
@@ -444,9 +443,10 @@ class SchedulerSide:
                            block_ids, list(rec.slots), rec.generation, rec.identity,
                            rec.claim.predicate)
         else:
-            job = self._plan_unclaimed_store(state, computed_after)
-            if job is None:
+            unclaimed = self._plan_unclaimed_store(state, computed_after)
+            if unclaimed is None:
                 return None
+            job = unclaimed
         state.open_jobs.add(job.job_id)
         self.jobs[job.job_id] = job
         return job

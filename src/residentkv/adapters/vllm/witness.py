@@ -87,6 +87,14 @@ CHECKS: dict[str, tuple[str, ...]] = {
                            "foreign_claim_reference_rejected"),
 }
 
+#: what the HTTP client must see in the server shapes: the refusal as HTTP 409 with
+#: ``x-should-retry: false`` and the claim outcome in the error body
+SERVER_CHECKS: dict[str, tuple[str, ...]] = {
+    "claimed_load_failure": ("client_saw_refusal",),
+    "multi_claim_targeted_failure": ("client_saw_refusal",),
+}
+SERVER_SHAPES = ("server", "tp2")
+
 BLOCK = 128
 PROMPT_TOKENS = 297  # 2 full blocks restorable + a tail vLLM always computes
 MAX_TOKENS = 8
@@ -110,6 +118,13 @@ class ScenarioRun:
     outcomes: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     latency_ms: float | None = None  # the scenario's key request, end to end
+    shape: str = "inproc"
+
+    @property
+    def required_checks(self) -> tuple[str, ...]:
+        """The checks this run must pass (the server shapes add what the client must see)."""
+        extra = SERVER_CHECKS.get(self.scenario, ()) if self.shape in SERVER_SHAPES else ()
+        return CHECKS.get(self.scenario, ()) + extra
 
     @property
     def matched(self) -> bool:
@@ -118,7 +133,7 @@ class ScenarioRun:
             return False
         exp = EXPECTED[self.scenario]
         return all(self.gates.get(k) == v for k, v in exp.items()) and all(
-            self.checks.get(c, False) for c in CHECKS.get(self.scenario, ())
+            self.checks.get(c, False) for c in self.required_checks
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -221,7 +236,7 @@ class Witness:
         trace.parent.mkdir(parents=True, exist_ok=True)
         trace.unlink(missing_ok=True)
         self.op.configure(event_sink=trace, failure_injection=[], offload_unclaimed=False)
-        run = ScenarioRun(scenario=scenario, index=index, trace=str(trace))
+        run = ScenarioRun(scenario=scenario, index=index, trace=str(trace), shape=self.shape)
         claims: list[str] = []
         try:
             self.reset()
@@ -314,6 +329,7 @@ class Witness:
         run.outcomes = {"reuse": self.outcome(reuse)}
         run.checks["finish_reason_error"] = self.finish(reuse) == "error"
         run.checks["outcome_refused"] = (run.outcomes["reuse"] or {}).get("outcome") == "refused"
+        run.checks["client_saw_refusal"] = client_saw_refusal(reuse, cid)
         return {"target": cid}
 
     def _s_unclaimed_load_failure(self, run: ScenarioRun, i: int,
@@ -384,6 +400,7 @@ class Witness:
         run.outcomes = {"target": self.outcome(out_t), "control": self.outcome(out_c)}
         run.checks["control_tokens_equal_cold"] = self.tokens(out_c) == self.tokens(cold_c)
         run.checks["outcome_refused"] = (run.outcomes["target"] or {}).get("outcome") == "refused"
+        run.checks["client_saw_refusal"] = client_saw_refusal(out_t, tid)
         run.checks["control_outcome_restored"] = (
             (run.outcomes["control"] or {}).get("outcome") == "restored")
         return {"target": tid, "control": kid}
@@ -417,6 +434,13 @@ class Witness:
         run.checks["foreign_claim_reference_rejected"] = (
             (run.outcomes["tenant_b_forged"] or {}).get("outcome") == "rejected")
         return {"target": aid}
+
+
+def client_saw_refusal(out: Out, claim_id: str) -> bool:
+    """Whether an HTTP client got the claim-scoped refusal, in a form it does not retry."""
+    seen = out.claim_outcome or {}
+    return (out.status == 409 and out.headers.get("x-should-retry") == "false"
+            and seen.get("claim_id") == claim_id and seen.get("outcome") == "refused")
 
 
 def same_request(internal: str, external: str) -> bool:
