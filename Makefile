@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.residentkv-installed
 VLLM_STAMP := $(VENV)/.vllm-installed
 EXAMPLES := src/residentkv/data/traces
 
-.PHONY: demo test lint typecheck unit bench install install-vllm clean
+.PHONY: demo test lint typecheck unit bench install install-vllm clean witness-tp
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -62,6 +62,11 @@ bench: $(VLLM_STAMP)
 	$(PY) bench/mutants.py
 	$(PY) bench/microruntime.py
 	$(PY) bench/witness.py --runs 30 --out bench-out
+
+# The witness in the tensor-parallel shape (OpenAI server, TP=2 on CPU, 2 worker processes):
+# too slow for `make test` on a 2-core machine, so it has its own target.
+witness-tp: $(VLLM_STAMP)
+	$(RKV) witness run --shape tp2 --scenario all --out witness-tp-out
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
