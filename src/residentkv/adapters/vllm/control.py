@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from residentkv.adapters.vllm.config import ConnectorConfig, InjectionRule
-from residentkv.trace.writer import EventWriter
+from residentkv.trace.writer import EventWriter, Provenance, reset_seq
 
 if TYPE_CHECKING:
     from residentkv.adapters.vllm.scheduler import SchedulerSide
@@ -49,19 +49,16 @@ def runtime_identity() -> tuple[str, str]:
 
 
 def open_stream(sink: str | Path) -> EventWriter:
-    """A writer for a new stream whose first event is its provenance (``stream_started``)."""
+    """A writer for a new stream of this engine: ``seq`` restarts at 0 with its provenance
+    (``stream_started``: emitter, runtime release, a fresh stream id)."""
     from residentkv import __version__
-    from residentkv.trace import writer as writer_mod
 
-    provenance_cls = getattr(writer_mod, "Provenance", None)
-    if provenance_cls is None:  # a core without provenance support: plain stream
-        return EventWriter(sink, source=SCHEDULER, buffer_lines=_NEVER_BY_SIZE)
     name, ver = runtime_identity()
-    prov = provenance_cls(emitter_name=EMITTER, emitter_version=__version__, runtime_name=name,
-                          runtime_version=ver, stream_id=uuid.uuid4().hex, replica=None,
-                          rank=None)
-    return EventWriter(sink, source=SCHEDULER, buffer_lines=_NEVER_BY_SIZE,  # type: ignore[call-arg,unused-ignore]
-                       provenance=prov)
+    prov = Provenance(emitter_name=EMITTER, emitter_version=__version__, runtime_name=name,
+                      runtime_version=ver, stream_id=uuid.uuid4().hex)
+    # This process writes one stream at a time (the scheduler side is its only writer).
+    reset_seq(0)
+    return EventWriter(sink, source=SCHEDULER, buffer_lines=_NEVER_BY_SIZE, provenance=prov)
 
 
 class Operator:
