@@ -29,9 +29,13 @@ from residentkv.model.predicate import evaluate_predicate
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["WorkerSide", "tensor_parallel_rank"]
+__all__ = ["LOCAL_WORKERS", "WorkerSide", "tensor_parallel_rank"]
 
 logger = init_logger(__name__)
+
+#: the worker roles whose KV caches live in this process (an in-process engine's one worker;
+#: the benchmark times their copy code against a plain torch copy)
+LOCAL_WORKERS: list[WorkerSide] = []
 
 
 def tensor_parallel_rank() -> int:
@@ -74,6 +78,7 @@ class WorkerSide:
                 f"KV block size mismatch on rank {self.rank}: scheduler counts "
                 f"{self.bytes_per_block} bytes, tensors hold {self.pool.bytes_per_block}"
             )
+        LOCAL_WORKERS.append(self)
 
     # ------------------------------------------------------------------ loads
 
