@@ -170,6 +170,35 @@ def test_control_socket_is_owner_only(served: Witness) -> None:
     assert mode == 0o600
 
 
+def test_operator_cli_controls_the_serving_engine(served: Witness, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from residentkv.commands.witness import witness as witness_cmd
+    from residentkv.errors import UsageError
+
+    def ctl(*args: str) -> Any:
+        result = CliRunner().invoke(witness_cmd, ["control", "--socket", served.op.path, *args])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    served.op.configure(event_sink=tmp_path / "cli.jsonl")
+    assert ctl("inject", "--claim-id", "cli-1", "--mode", "once")["rules"] == [
+        {"claim_id": "cli-1", "owner_scope": None, "unclaimed": False, "mode": "once"}]
+    claim = make_claim("cli-1", "tenant:a", served.model_id, "obj-cli")
+    prompt = served.prompt("cli", 0)
+    served.reset()
+    served.generate([prompt], [claim])
+    assert "cli-1" in ctl("status")["claims"]
+    served.reset()
+    (refused,), _ = served.generate([prompt], [claim])
+    assert refused.status == 409
+    assert ctl("outcome", refused.request_id)["outcome"] == "refused"
+    assert ctl("clear-injection")["rules"] == []
+    assert ctl("release", "cli-1") == 0  # failed closed: nothing live to release
+    bad = CliRunner().invoke(witness_cmd, ["control", "--socket", served.op.path, "inject"])
+    assert isinstance(bad.exception, UsageError) and "exactly one" in str(bad.exception)
+
+
 def test_torn_last_line_is_a_located_problem_not_a_crash(served: Witness,
                                                          tmp_path: Path) -> None:
     run = served.run("success_path", 8, tmp_path)
