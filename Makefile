@@ -63,8 +63,8 @@ bench: $(VLLM_STAMP)
 	$(PY) bench/microruntime.py
 	$(PY) bench/witness.py --runs 30 --out bench-out
 
-# The witness in the tensor-parallel shape (OpenAI server, TP=2 on CPU, 2 worker processes):
-# too slow for `make test` on a 2-core machine, so it has its own target.
+# Every witness scenario in the tensor-parallel shape (OpenAI server, TP=2 on CPU, 2 worker
+# processes); `make test` runs three of them, the full set is too slow for it on two cores.
 witness-tp: $(VLLM_STAMP)
 	$(RKV) witness run --shape tp2 --scenario all --out witness-tp-out
 
