@@ -2,7 +2,8 @@
 
 Figures, per shape: failed load -> claim-scoped refusal latency (the worker rank's time of the
 failed copy, carried in ``kv_load_failed.ts_ns``, to the time the scheduler side wrote
-``active_request_refused``), refused-request latency, the end-to-end cost of a claimed reuse
+``active_request_refused``) and the adapter's own share of it (vLLM's failure branch,
+``scheduler_load_failure``, to the refusal), refused-request latency, the end-to-end cost of a claimed reuse
 (restored from the host tier, every step's events written through) against the same request
 without a claim; in-process only, the connector's host-tier copy code against a plain torch copy
 of the same bytes. Ratios are taken between figures of this one run.
@@ -84,6 +85,7 @@ def measure_shape(shape: str, runs: int, out: Path, load_mode: str) -> dict[str,
     w = Witness(out / f"_engine-{shape}", policy="fail", load_mode=load_mode, shape=shape)
     try:
         fail_to_refusal_us: list[float] = []
+        branch_to_refusal_us: list[float] = []
         refused_ms: list[float] = []
         reuse_ms: list[float] = []
         cold_ms: list[float] = []
@@ -95,6 +97,8 @@ def measure_shape(shape: str, runs: int, out: Path, load_mode: str) -> dict[str,
             failed = first(evs, "kv_load_failed")
             refused = first(evs, "active_request_refused")
             fail_to_refusal_us.append((refused["ts_ns"] - failed["ts_ns"]) / 1e3)
+            branch = first(evs, "scheduler_load_failure")
+            branch_to_refusal_us.append((refused["ts_ns"] - branch["ts_ns"]) / 1e3)
             refused_ms.append(run.timings_ms["refused_request"])
         for i in range(runs):
             run = w.run("success_path", i, out / shape)
@@ -105,6 +109,8 @@ def measure_shape(shape: str, runs: int, out: Path, load_mode: str) -> dict[str,
             "runs_not_matching_spec": mismatched,
             "failed_load_to_refusal_us": {"p50": pct(fail_to_refusal_us, 0.5),
                                           "p95": pct(fail_to_refusal_us, 0.95)},
+            "branch_to_refusal_us": {"p50": pct(branch_to_refusal_us, 0.5),
+                                     "p95": pct(branch_to_refusal_us, 0.95)},
             "refused_request_ms": {"p50": pct(refused_ms, 0.5), "p95": pct(refused_ms, 0.95)},
             "claimed_reuse_ms_p50": pct(reuse_ms, 0.5),
             "no_claim_cold_ms_p50": pct(cold_ms, 0.5),
@@ -150,6 +156,9 @@ def main() -> None:
         ratio_key = "refusal_p50_ratio_to_" + shapes[0]
         if ratio_key in f:
             print(f"  [{shape}]   ratio to {shapes[0]}: {f[ratio_key]:.2f}   (target <= 1.25)")
+        b = f["branch_to_refusal_us"]
+        print(f"  [{shape}]   of which vLLM's failure branch (scheduler_load_failure) -> refusal,"
+              f" the adapter's own share: p50 {b['p50']:.1f} us, p95 {b['p95']:.1f} us")
         print(f"  [{shape}] refused request end to end: p50 {f['refused_request_ms']['p50']:.2f}"
               f" ms, p95 {f['refused_request_ms']['p95']:.2f} ms")
         print(f"  [{shape}] claimed reuse {f['claimed_reuse_ms_p50']:.2f} ms vs the same request"

@@ -1,11 +1,14 @@
 """The positive systems witness of SPEC §9: every scenario, run on real vLLM, judged by the gates.
 
-A :class:`Witness` owns one in-process engine (one ``kv_load_failure_policy``). Each scenario run
-swaps the operator's event sink to a fresh trace file, resets vLLM's prefix cache so the only
-source of a restored prefix is the host tier, sends real requests, and then runs the trace gates
-on what the connector wrote. The harness never writes claim or substrate events itself; the
-only events it adds are ``generic_counter`` values it read from vLLM's request outputs (the
-``generic_counter_only`` scenario).
+A :class:`Witness` owns one engine (one ``kv_load_failure_policy``) in one shape: ``inproc``,
+``mp`` (vLLM's default multiprocessing), ``server`` (the OpenAI server and the official
+``openai`` client) or ``tp2`` (the server at tensor parallelism 2). It reaches the engine's
+operator state only through the engine's control socket. Each scenario run swaps the event sink
+to a fresh trace file (a new stream), resets vLLM's prefix cache so the only source of a
+restored prefix is the host tier, sends real requests, and then runs the trace gates on what the
+connector wrote. The harness never writes claim or substrate events itself; the only events it
+adds, through the engine's writer, are ``generic_counter`` values it read from vLLM's request
+outputs (the ``generic_counter_only`` scenario).
 
 vLLM keeps process-global state (the KV transfer group), so one process runs one engine; the
 top-level :func:`run_witness` runs each policy's scenarios in a child process.
