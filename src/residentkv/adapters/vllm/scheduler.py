@@ -45,6 +45,7 @@ from residentkv.adapters.vllm.messages import (
 from residentkv.adapters.vllm.metrics import ResidentClaimStats
 from residentkv.model.claim import ProtectionMode, Registration, ResidentClaim
 from residentkv.model.predicate import evaluate_predicate
+from residentkv.model.vocabulary import OutcomeType
 
 if TYPE_CHECKING:
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks, KVCacheManager
@@ -619,7 +620,8 @@ class SchedulerSide:
         if finished:
             self.op.emit("claim_restore_failed", claim_id=job.claim_id, request_id=job.request_id,
                          generation=job.generation, reason=reason, injected=res.injected,
-                         outcome_type="refusal", outcome_claim_id=job.claim_id, **rec.identity)
+                         outcome_type=OutcomeType.REFUSAL.value, outcome_claim_id=job.claim_id,
+                         **rec.identity)
             ev = self.op.emit("active_request_refused", claim_id=job.claim_id,
                               request_id=job.request_id, outcome_claim_id=job.claim_id,
                               blocking_claim_ids=[job.claim_id],
@@ -632,7 +634,7 @@ class SchedulerSide:
             ev = self.op.emit("claim_restore_failed", claim_id=job.claim_id,
                               request_id=job.request_id, generation=job.generation,
                               reason=reason + "; request rescheduled for recompute",
-                              injected=res.injected, outcome_type="harm",
+                              injected=res.injected, outcome_type=OutcomeType.HARM.value,
                               outcome_claim_id=job.claim_id, **rec.identity)
             state.fallback = True
             state.last_outcome = ("fallback_recompute", reason, ev["seq"])

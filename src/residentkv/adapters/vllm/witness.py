@@ -32,6 +32,7 @@ from typing import Any
 from residentkv.adapters.vllm.backends import Out
 from residentkv.adapters.vllm.config import InjectionRule
 from residentkv.adapters.vllm.engine import SHAPES
+from residentkv.model.vocabulary import GateName
 
 __all__ = [
     "EXPECTED",
@@ -56,22 +57,28 @@ SCENARIOS: tuple[str, ...] = (
     "cross_tenant_reuse",
 )
 
+def _gates(role: str, **passed: bool) -> dict[str, bool]:
+    """``{"<role>.<gate>": expected}``; gate names are checked against the vocabulary."""
+    return {f"{role}.{GateName(gate)}": value for gate, value in passed.items()}
+
+
+_NEITHER = _gates("target", observation=False, failure_outcome=False)
+
 #: SPEC §9's table: scenario -> {"role.gate": expected passed}
 EXPECTED: dict[str, dict[str, bool]] = {
-    "no_claim": {"target.observation": False, "target.failure_outcome": False},
-    "success_path": {"target.observation": True, "target.failure_outcome": False},
-    "ordinary_offload_no_claim": {"target.observation": False, "target.failure_outcome": False},
-    "claimed_load_failure": {"target.observation": False, "target.failure_outcome": True},
-    "wrong_claim_failure": {"target.observation": True, "target.failure_outcome": False},
-    "unclaimed_load_failure": {"target.observation": False, "target.failure_outcome": False},
-    "fallback_recompute": {"target.observation": False, "target.failure_outcome": False},
-    "generic_counter_only": {"target.observation": False, "target.failure_outcome": False},
+    "no_claim": _NEITHER,
+    "success_path": _gates("target", observation=True, failure_outcome=False),
+    "ordinary_offload_no_claim": _NEITHER,
+    "claimed_load_failure": _gates("target", observation=False, failure_outcome=True),
+    "wrong_claim_failure": _gates("target", observation=True, failure_outcome=False),
+    "unclaimed_load_failure": _NEITHER,
+    "fallback_recompute": _NEITHER,
+    "generic_counter_only": _NEITHER,
     "multi_claim_targeted_failure": {
-        "target.observation": False, "target.failure_outcome": True,
-        "target.attribution": True, "control.observation": True,
-        "control.failure_outcome": False,
+        **_gates("target", observation=False, failure_outcome=True, attribution=True),
+        **_gates("control", observation=True, failure_outcome=False),
     },
-    "cross_tenant_reuse": {"target.observation": False, "target.failure_outcome": False},
+    "cross_tenant_reuse": _NEITHER,
 }
 
 #: extra facts each scenario must show, beyond the gates (all must be True)
@@ -565,8 +572,7 @@ def summarize(runs: Sequence[ScenarioRun]) -> list[dict[str, Any]]:
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     """The scenario x gate table as plain text (passes/runs, expected in brackets)."""
-    gate_cols = ["target.observation", "target.failure_outcome", "target.attribution",
-                 "control.observation", "control.failure_outcome"]
+    gate_cols = list(EXPECTED["multi_claim_targeted_failure"])
     heads = ["scenario", "observation", "failure_outcome", "attribution", "ctl.observation",
              "ctl.failure", "matched", "p50 ms", "p95 ms"]
     table = [heads]
