@@ -3,10 +3,10 @@
 Figures, per shape: failed load -> claim-scoped refusal latency (the worker rank's time of the
 failed copy, carried in ``kv_load_failed.ts_ns``, to the time the scheduler side wrote
 ``active_request_refused``) and the adapter's own share of it (vLLM's failure branch,
-``scheduler_load_failure``, to the refusal), refused-request latency, the end-to-end cost of a claimed reuse
-(restored from the host tier, every step's events written through) against the same request
-without a claim; in-process only, the connector's host-tier copy code against a plain torch copy
-of the same bytes. Ratios are taken between figures of this one run.
+``scheduler_load_failure``, to the refusal), refused-request latency, the end-to-end cost of a
+claimed reuse (restored from the host tier, every step's events written through) against the
+same request without a claim; in-process only, the connector's host-tier copy code against a
+plain torch copy of the same bytes. Ratios are taken between figures of this one run.
 
 Prints figures; asserts nothing about time. Targets are printed next to the measured values for
 the reader, not enforced.
