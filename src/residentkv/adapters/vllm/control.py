@@ -18,6 +18,7 @@ import atexit
 import contextlib
 import threading
 import uuid
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,8 @@ __all__ = ["SCHEDULER", "Operator", "install", "operator", "runtime_identity"]
 
 SCHEDULER = "residentkv.vllm.scheduler"
 EMITTER = "residentkv.vllm"
+#: finished requests whose claim outcome stays available for lookup
+OUTCOMES_KEPT = 100_000
 # Events reach the file at the end of each scheduler hook, never by buffer size.
 _NEVER_BY_SIZE = 1 << 30
 
@@ -76,8 +79,9 @@ class Operator:
         self.writer = open_stream(config.event_sink)
         self.sink = str(config.event_sink)
         #: request_id -> the claim outcome returned to the caller (kept because vLLM 0.32
-        #: drops kv_transfer_params on FINISHED_ERROR outputs).
-        self.outcomes: dict[str, dict[str, Any]] = {}
+        #: drops kv_transfer_params on FINISHED_ERROR outputs); the newest OUTCOMES_KEPT only,
+        #: so a long-running server does not grow without bound.
+        self.outcomes: OrderedDict[str, dict[str, Any]] = OrderedDict()
         #: the scheduler-side connector role, set when vLLM constructs it
         self.scheduler: SchedulerSide | None = None
         atexit.register(self.flush)
@@ -121,6 +125,12 @@ class Operator:
                 self.injections_fired += 1
                 return rule
         return None
+
+    def record_outcome(self, request_id: str, outcome: dict[str, Any]) -> None:
+        """Keep a finished request's claim outcome for later lookup (bounded)."""
+        self.outcomes[request_id] = outcome
+        while len(self.outcomes) > OUTCOMES_KEPT:
+            self.outcomes.popitem(last=False)
 
     def outcome_for(self, request_id: str, *, contains: bool = False) -> dict[str, Any] | None:
         """The claim outcome of a request -- final if it finished, current if it still runs.

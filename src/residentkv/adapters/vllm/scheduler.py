@@ -722,7 +722,7 @@ class SchedulerSide:
                      finish_reason=reason)
         params = self._params(state)
         if params is not None:
-            self.op.outcomes[state.request_id] = params[CLAIM_PARAM]
+            self.op.record_outcome(state.request_id, params[CLAIM_PARAM])
         self.reqs.pop(state.request_id, None)
         self._request_objects.pop(state.request_id, None)
         return params
