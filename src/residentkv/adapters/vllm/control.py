@@ -33,7 +33,7 @@ __all__ = ["SCHEDULER", "Operator", "install", "operator", "runtime_identity"]
 SCHEDULER = "residentkv.vllm.scheduler"
 EMITTER = "residentkv.vllm"
 #: finished requests whose claim outcome stays available for lookup
-OUTCOMES_KEPT = 100_000
+OUTCOMES_KEPT = 10_000
 # Events reach the file at the end of each scheduler hook, never by buffer size.
 _NEVER_BY_SIZE = 1 << 30
 
