@@ -92,7 +92,10 @@ def measure_shape(shape: str, runs: int, out: Path, load_mode: str) -> dict[str,
         mismatched = 0
         for i in range(runs):
             run = w.run("claimed_load_failure", i, out / shape)
-            mismatched += not run.matched
+            if not run.matched:  # a broken run is counted and reported, never timed
+                mismatched += 1
+                print(f"  [{shape}] run {i} did not match SPEC §9: {run.error or run.checks}")
+                continue
             evs = events(run.trace)
             failed = first(evs, "kv_load_failed")
             refused = first(evs, "active_request_refused")
@@ -102,7 +105,10 @@ def measure_shape(shape: str, runs: int, out: Path, load_mode: str) -> dict[str,
             refused_ms.append(run.timings_ms["refused_request"])
         for i in range(runs):
             run = w.run("success_path", i, out / shape)
-            mismatched += not run.matched
+            if not run.matched:
+                mismatched += 1
+                print(f"  [{shape}] run {i} did not match SPEC §9: {run.error or run.checks}")
+                continue
             reuse_ms.append(run.timings_ms["reuse_request"])
             cold_ms.append(run.timings_ms["no_claim_request"])
         figures: dict[str, Any] = {
