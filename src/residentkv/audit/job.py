@@ -118,11 +118,11 @@ def _sources(opts: AuditOptions, cache: Path) -> list[dict[str, Any]]:
                                   "no_index": opts.no_index}
         if opts.fetch_runner is not None:
             kwargs["runner"] = opts.fetch_runner
-        results = {r.pin.package: r for r in fetch(missing, cache, **kwargs)}
+        results = {r.pin.key: r for r in fetch(missing, cache, **kwargs)}
     out: list[dict[str, Any]] = []
     for pin in opts.pins:
         have = find_archive(cache, pin)
-        r = results.get(pin.package)
+        r = results.get(pin.key)
         if have is not None:
             status = r.status if r is not None else "cached"
             out.append({"package": pin.package, "requirement": pin.requirement,

@@ -37,8 +37,10 @@ def verify(ctx: click.Context, descriptors: tuple[str, ...], sources: tuple[str,
     Packages without a --source are verified against the pinned releases in the release cache
     (`residentkv sources fetch`), when present; otherwise their anchors are unverifiable.
     """
-    roots = {} if no_cache else default_roots(cache)
-    roots.update(open_sources(sources))
+    given = open_sources(sources)
+    roots = {} if no_cache else {k: r for k, r in default_roots(cache).items()
+                                 if k.split("==")[0] not in given}
+    roots.update(given)
     verifier = Verifier(roots)
     modes = set(load_bundles())
     bad = 0
