@@ -131,7 +131,7 @@ def review(ctx: click.Context, descriptors: tuple[str, ...], target: str, releas
     baseline.update(given)
     paths = list(descriptors) or [str(p) for p in runtime_descriptor_paths()]
     items = review_items(paths, package, version, baseline, root)
-    interactive = not approve and sys.stdin.isatty() and fmt == "text"
+    interactive = not approve and _stdin_is_tty() and fmt == "text"
     for it in items:
         if fmt == "text":
             _show(it)
@@ -153,6 +153,11 @@ def review(ctx: click.Context, descriptors: tuple[str, ...], target: str, releas
             counts.items())) or "no anchors of rows naming this release")
                    + f"; pending {len(pending)}; written: {', '.join(written) or 'nothing'}")
     ctx.exit(1 if pending else 0)
+
+
+def _stdin_is_tty() -> bool:
+    """Whether approvals can be asked for (never in a pipe or CI: nothing is approved there)."""
+    return sys.stdin.isatty()
 
 
 def _review_target(spec: str, release: str | None, folder: Path,
