@@ -104,8 +104,13 @@ def test_unreviewed_change_is_shown_as_a_diff_and_stays_fail_closed(
     assert "moved" in out  # keep: same text at new lines, no judgement needed
     assert "pending 1" in out
     assert desc.read_text() == before  # nothing approved, nothing written
-    # the rows name 2.0; the anchored text changed and nobody re-read it: fail-closed
-    assert set(_classes(desc, new).values()) == {"unknown_evidence"}
+    # the rows name 2.0; the anchored text changed and nobody re-read it: fail-closed -- the
+    # obligations resting on it have no usable evidence against 2.0
+    for row in run_check([desc], [f"rt={new}"]).rows:
+        assert row.verdict is not None
+        effective = {n: o.effective for n, o in row.verdict.obligations.items()}
+        assert effective["ordered_lifecycle"] == effective["claim_scoped_outcomes"] == "unknown"
+        assert {a.id: a.result for a in row.anchors}["s_evict"] == "drifted"
 
 
 def test_approval_writes_hash_lines_version_and_reviewed_record(
