@@ -97,6 +97,8 @@ def make(target: str, source: str, version: str | None, anchor_id: str) -> None:
               help="The version a NAME=PATH target holds (required with NAME=PATH).")
 @click.option("--from", "baseline_opts", multiple=True, metavar="NAME=PATH",
               help="Root holding the anchors' own (old) release (default: the release cache).")
+@click.option("--anchor", "only", multiple=True, metavar="ID|ROW:ID",
+              help="Review only these anchors (repeatable; default: all of the rows).")
 @click.option("--approve", is_flag=True,
               help="Approve every changed anchor shown (non-interactive; needs --reason).")
 @click.option("--reason", default=None, help="One-line reason recorded with the approval.")
@@ -110,7 +112,8 @@ def make(target: str, source: str, version: str | None, anchor_id: str) -> None:
               show_default=True)
 @click.pass_context
 def review(ctx: click.Context, descriptors: tuple[str, ...], target: str, release: str | None,
-           baseline_opts: tuple[str, ...], approve: bool, reason: str | None,
+           baseline_opts: tuple[str, ...], only: tuple[str, ...], approve: bool,
+           reason: str | None,
            date_: str | None, cache: str | None, no_fetch: bool, fmt: str) -> None:
     """Show each changed anchor of the rows naming the --to release as a diff; record approvals.
 
@@ -133,9 +136,11 @@ def review(ctx: click.Context, descriptors: tuple[str, ...], target: str, releas
     items = review_items(paths, package, version, baseline, root)
     interactive = not approve and _stdin_is_tty() and fmt == "text"
     for it in items:
-        if fmt == "text":
+        # --anchor narrows what is shown and up for approval; every anchor counts as pending
+        picked = not only or it.anchor in only or f"{it.row}:{it.anchor}" in only
+        if fmt == "text" and picked:
             _show(it)
-        if it.status in REVIEWABLE:
+        if it.status in REVIEWABLE and picked:
             it.approved = approve or (interactive and click.confirm(
                 f"  the status of {it.row} still holds on {label}: approve?", default=False))
     if any(it.approved for it in items) and not reason:

@@ -157,7 +157,7 @@ class Verifier:
             return self._res(aid, a, "failed", "A005", f"path refused: {e}")
         if data is None:
             return self._res(aid, a, "missing", "A002", f"{a.path} not found in {root.name}")
-        key = (root.name, a.path)
+        key = (f"{root.name}@{root.location}", a.path)
         if key not in self._text:
             try:
                 text = data.decode("utf-8")
@@ -176,7 +176,7 @@ class Verifier:
         if a.symbol is None:
             assert a.lines is not None
             return parse_lines(a.lines)
-        key = (root.name, a.path)
+        key = (f"{root.name}@{root.location}", a.path)
         if key not in self._symbols:
             try:
                 self._symbols[key] = python_symbols(self._text[key][0])

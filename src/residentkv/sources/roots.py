@@ -20,7 +20,7 @@ __all__ = [
 
 #: the curated descriptor files, one per runtime, in report order
 RUNTIME_FILES: tuple[str, ...] = (
-    "vllm.yaml", "sglang.yaml", "tensorrt_llm.yaml", "dynamo.yaml", "lmcache.yaml",
+    "vllm.yaml", "vllm_0_33.yaml", "sglang.yaml", "tensorrt_llm.yaml", "dynamo.yaml", "lmcache.yaml",
     "residentkv_vllm_adapter.yaml",
 )
 
