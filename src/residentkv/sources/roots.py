@@ -18,10 +18,10 @@ __all__ = [
     "runtimes_dir",
 ]
 
-#: the curated descriptor files, one per runtime, in report order
+#: the curated descriptor files, one per runtime release, in report order
 RUNTIME_FILES: tuple[str, ...] = (
-    "vllm.yaml", "vllm_0_33.yaml", "sglang.yaml", "tensorrt_llm.yaml", "dynamo.yaml", "lmcache.yaml",
-    "residentkv_vllm_adapter.yaml",
+    "vllm.yaml", "vllm_0_33.yaml", "sglang.yaml", "tensorrt_llm.yaml", "dynamo.yaml",
+    "lmcache.yaml", "residentkv_vllm_adapter.yaml",
 )
 
 
