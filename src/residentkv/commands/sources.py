@@ -160,6 +160,7 @@ def drift(ctx: click.Context, descriptors: tuple[str, ...], targets: tuple[str, 
             raise UsageError(f"no baseline for package {name!r}: give --source {name}=PATH or "
                              "fetch the pinned release with `residentkv sources fetch`")
         baseline[name] = open_root(name, path)
+        baseline[name].version = pin.version if pin else None
         labels[f"baseline:{name}"] = pin.requirement if pin else str(path)
     paths = list(descriptors) or [str(p) for p in runtime_descriptor_paths()]
     report = run_drift(paths, baseline, target, labels=labels)
