@@ -74,3 +74,42 @@ def _refuse_unknown_claim(checks: list[TraceCheck], claim_id: str | None) -> Non
                          code="T011")
         click.echo(str(err), err=True)
         raise click.exceptions.Exit(1)
+
+
+@trace.command("import")
+@click.argument("source", type=click.Path(dir_okay=False))
+@click.option("--dialect", required=True, type=click.Choice(sorted(DIALECTS)),
+              help="The foreign trace dialect.")
+@click.option("-o", "--out", type=click.Path(dir_okay=False), default=None,
+              help="Write the v1 trace here (default: standard output).")
+@click.option("--report", "report_format", type=click.Choice(formats("import")),
+              default="text", show_default=True, help="Format of the import report (stderr).")
+def import_(source: str, dialect: str, out: str | None, report_format: str) -> None:
+    """Import a foreign trace into residentkv.event/v1.
+
+    Every dropped event, unmapped field, assumption and synthesized event is reported on
+    standard error. Exit 0 when every foreign line was read, 1 when some were invalid.
+    """
+    result = DIALECTS[dialect](source)
+    lines = "".join(
+        json.dumps(event_to_dict(e), separators=(",", ":")) + "\n" for e in result.events
+    )
+    if out is None:
+        click.echo(lines, nl=False)
+    else:
+        Path(out).write_text(lines)
+    click.echo(render("import", report_format, result.report), err=True, nl=False)
+    raise click.exceptions.Exit(1 if result.report.problems else 0)
+
+
+@trace.command("reproduce")
+@click.argument("fixtures", type=click.Path(file_okay=False))
+@output_options("reproduce")
+def reproduce_cmd(fixtures: str, fmt: str, output: str | None) -> None:
+    """Reproduce the research artifact's published gate table from its raw traces.
+
+    Exit 0 only when every row with a published value agrees or carries an explained reason.
+    """
+    rows = reproduce(fixtures)
+    emit("reproduce", fmt, rows, output)
+    raise click.exceptions.Exit(0 if succeeded(rows) else 1)
