@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-#HTML
+import residentkv.report.html
 import residentkv.report.markdown
 import residentkv.report.matrix
 import residentkv.report.sarif  # noqa: F401  (registers the check reporters)

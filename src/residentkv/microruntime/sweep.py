@@ -177,9 +177,9 @@ def _cell(row: SweepRow) -> str:
     if row.shortfall is not None:
         parts.append(f"shortfall {row.shortfall}")
     if row.blocking_claim_ids:
-        parts.append(f"blocking {row.blocking_claim_ids}")
+        parts.append(f"blocking {', '.join(row.blocking_claim_ids)}")
     if row.harmed_claims:
-        parts.append(f"harmed {row.harmed_claims}")
+        parts.append(f"harmed {', '.join(row.harmed_claims)}")
     return ", ".join(parts)
 
 
