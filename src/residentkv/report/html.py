@@ -44,7 +44,8 @@ td.cell-absent,td.cell-contradicted{background:#fbe9e7}td.cell-unknown{backgroun
 .cls-rejected_mapping{color:var(--bad)}.cls-unknown_evidence{color:var(--unk)}
 .res-verified{color:var(--ok)}.res-unverifiable{color:var(--part)}
 .res-drifted,.res-missing,.res-failed{color:var(--bad)}
-.nw{white-space:nowrap}.note{color:#333}.muted{color:#666}
+.nw{white-space:nowrap}.small{font-size:12px}th .muted{font-weight:400;font-size:11.5px}
+table.matrix{font-size:13px}.note{color:#333}.muted{color:#666}
 .boundary{border-left:3px solid var(--line);padding-left:8px;color:#444;margin:6px 0}
 section.row{border:1px solid var(--line);border-radius:6px;padding:8px 12px;margin:12px 0;
  break-inside:avoid}
@@ -103,9 +104,13 @@ def _summary(doc: dict[str, Any], audit: dict[str, Any] | None) -> list[str]:
 def _audit_sections(audit: dict[str, Any]) -> list[str]:
     suite, witness = audit.get("suite") or {}, audit.get("witness") or {}
     out = ['<h2 id="suite">Suite and witness</h2>', "<table><tbody>"]
+    lines = suite.get("lines", [])
+    mutants = [x.removeprefix("suite mutants ") for x in lines if x.startswith("suite mutants")]
+    others = [x for x in lines if not x.startswith("suite mutants")]
     out.append(f"<tr><th>suite</th><td>{_e(suite.get('detail', 'not run'))}"
-               + "".join(f"<br><span class='muted'>{_e(x)}</span>"
-                         for x in suite.get("lines", [])) + "</td></tr>")
+               + "".join(f"<br><span class='muted'>{_e(x)}</span>" for x in others)
+               + (f"<br><span class='muted small'>mutants by operator: "
+                  f"{_e(' · '.join(mutants))}</span>" if mutants else "") + "</td></tr>")
     if witness.get("mode") == "live":
         wtext = (f"live run on vLLM: {witness.get('matched')}/{witness.get('runs')} scenario "
                  f"runs matched SPEC §9")
@@ -280,15 +285,16 @@ def render_html(doc: dict[str, Any], audit: dict[str, Any] | None = None,
                 timelines: list[dict[str, Any]] | None = None) -> str:
     """The whole page."""
     title = "residentkv audit" if audit else "residentkv check"
-    nav = ('<nav><a href="#matrix">matrix</a><a href="#rows">rows</a>'
-           + ('<a href="#suite">suite</a>' if audit else "")
+    nav = ('<nav><a href="#matrix">matrix</a>'
+           + ('<a href="#suite">suite</a>' if audit else "") + '<a href="#rows">rows</a>'
            + ('<a href="#witness">witness</a>' if timelines else "")
            + '<a href="#details">row details</a></nav>')
     out = [*_head(title), f"<h1>{title}</h1>", nav]
     out += _summary(doc, audit)
+    out += _matrix(doc)
     if audit:
         out += _audit_sections(audit)
-    out += _matrix(doc) + _rows_table(doc)
+    out += _rows_table(doc)
     if timelines:
         out += _timelines(timelines)
     out.append('<h2 id="details">Row details</h2>')
