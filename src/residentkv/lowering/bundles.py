@@ -28,21 +28,17 @@ from residentkv.lowering.yamlio import (
     plain,
     validation_findings,
 )
+from residentkv.model.vocabulary import OBLIGATION_SHORT, OutcomeType
+from residentkv.model.vocabulary import OBLIGATIONS as OBLIGATIONS
+from residentkv.trace.gates import REQUIREMENTS
 
 BUNDLE_SCHEMA = "residentkv.bundle/v1"
-OBLIGATIONS: tuple[str, ...] = (
-    "claim_identity", "materialization_predicate", "ordered_lifecycle", "claim_scoped_outcomes",
-)
-#: the short names B1-B4 used in tables
-SHORT: dict[str, str] = dict(zip(OBLIGATIONS, ("B1", "B2", "B3", "B4"), strict=True))
+SHORT = OBLIGATION_SHORT
 SOURCE = "source"
-OutcomeType = Literal["refusal", "demotion", "expiry", "harm"]
 
 
 def gate_requirements() -> Mapping[str, tuple[str, ...]]:
     """gate name -> requirement ids it reports (the trace gates' own table)."""
-    from residentkv.trace.gates import REQUIREMENTS
-
     return REQUIREMENTS
 
 

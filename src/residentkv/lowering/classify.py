@@ -129,7 +129,7 @@ def effective(
                                  reason=f"{SHORT[name]}: asserted satisfied, but no verified "
                                         f"evidence covers {spec.satisfied_by} "
                                         f"(best: {top.id} {top.result})")
-    eff: Status = "unknown" if ob.status == "unknown" else ob.status
+    eff: Status = ob.status
     return ObligationVerdict(asserted=ob.status, effective=eff, strength=best, established=False,
                              decided_by=top.id, anchors=anchors,
                              reason=f"{SHORT[name]}: {eff} on {best} evidence {top.id}")
@@ -146,13 +146,14 @@ def classify(row: Row, results: Mapping[str, AnchorResult], bundle: Bundle) -> V
         hit = rule(row, obs, results)
         if hit is not None:
             klass, why = hit
-            return Verdict(klass=klass, rule=RANK[klass], reasons=[why], obligations=obs)
+            return Verdict(klass=ClassName(klass), rule=RANK[klass], reasons=[why],
+                           obligations=obs)
     return Verdict(klass="unknown_evidence", rule=6, obligations=obs, reasons=[
         "no rule applies on the evidence given (fail-closed default): "
         + "; ".join(o.reason for o in obs.values())])
 
 
-Hit = tuple[ClassName, str] | None
+Hit = tuple[str, str] | None
 Obs = dict[str, ObligationVerdict]
 
 

@@ -28,18 +28,21 @@ from residentkv.lowering.yamlio import (
     plain,
     validation_findings,
 )
+from residentkv.model.vocabulary import (
+    CLASSES as CLASSES,
+)
+from residentkv.model.vocabulary import (
+    GATE_NAMES,
+    Asserts,
+    Mechanism,
+    ObligationStatus,
+    RowClass,
+)
 
 DESCRIPTOR_SCHEMA = "residentkv.descriptor/v1"
-GATES: tuple[str, ...] = ("observation", "failure_outcome", "lifecycle", "attribution")
-CLASSES: tuple[str, ...] = (
-    "native_conformance", "adapter_policy_evidence", "adapter_observational_evidence",
-    "approximation_substrate", "rejected_mapping", "unknown_evidence",
-)
-Status = Literal["satisfied", "partial", "absent", "contradicted", "unknown"]
-ClassName = Literal[
-    "native_conformance", "adapter_policy_evidence", "adapter_observational_evidence",
-    "approximation_substrate", "rejected_mapping", "unknown_evidence",
-]
+GATES = GATE_NAMES
+Status = ObligationStatus
+ClassName = RowClass
 _LINES = re.compile(r"^(\d+)-(\d+)$")
 
 
@@ -179,9 +182,9 @@ class Row(_Frozen):
     id: str = Field(min_length=1)
     runtime: Runtime
     mode: str = Field(min_length=1)
-    mechanism: Literal["native", "adapter", "patch"]
+    mechanism: Mechanism
     lowers: str = Field(min_length=1)
-    asserts: Literal["conformance", "substrate"]
+    asserts: Asserts
     obligations: Obligations
     anchors: dict[str, Anchor] = Field(min_length=1)
     expect: ClassName | None = None

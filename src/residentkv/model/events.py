@@ -13,12 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from residentkv.model.claim import PredicateSpec, ProtectionMode, Registration
 from residentkv.model.predicate import PredicateResult
+from residentkv.model.vocabulary import OutcomeType
 
 SCHEMA_ID = "residentkv.event/v1"
 
 Tier = str
 Arbiter = Literal["scheduler_boundary", "admission", "harness"]
-OutcomeType = Literal["refusal", "demotion", "expiry", "harm"]
 
 
 class Envelope(BaseModel):

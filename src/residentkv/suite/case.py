@@ -16,17 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from residentkv.errors import UserInputError
 from residentkv.findings import Finding
 from residentkv.lowering.yamlio import load_yaml, plain, validation_findings
+from residentkv.model.vocabulary import GateName, ObligationName, RowClass
 
 CASE_SCHEMA = "residentkv.suite-case/v1"
 
-ClassName = Literal[
-    "native_conformance", "adapter_policy_evidence", "adapter_observational_evidence",
-    "approximation_substrate", "rejected_mapping", "unknown_evidence",
-]
-GateName = Literal["observation", "failure_outcome", "lifecycle", "attribution"]
-ObligationName = Literal[
-    "claim_identity", "materialization_predicate", "ordered_lifecycle", "claim_scoped_outcomes",
-]
+ClassName = RowClass
 Outcome = Literal["pass", "fail"]
 
 

@@ -20,51 +20,49 @@ from pydantic import BaseModel, ConfigDict
 from residentkv.findings import Finding
 from residentkv.model.claim import ProtectionMode, Registration
 from residentkv.model.events import Envelope
+from residentkv.model.vocabulary import CONTROLS as CONTROLS
+from residentkv.model.vocabulary import GATE_NAMES as GATE_NAMES
+from residentkv.model.vocabulary import GateName, Requirement
 from residentkv.trace.reader import DEFAULT_MAX_LINE_BYTES, TraceReader
 from residentkv.trace.tracker import Chain, ClaimTrack, StreamFacts, collect
 
-GATE_NAMES: tuple[str, ...] = ("observation", "failure_outcome", "lifecycle", "attribution")
+R = Requirement
 
-COMMON: tuple[str, ...] = (
-    "trace_well_formed",
-    "claim_events_present",
-    "claim_accepted_before_lifecycle",
-    "identity_complete",
-    "stable_identity",
-    "predicate_fixed",
+
+def _ids(*requirements: Requirement) -> tuple[str, ...]:
+    return tuple(r.value for r in requirements)
+
+
+COMMON: tuple[str, ...] = _ids(
+    R.TRACE_WELL_FORMED, R.CLAIM_EVENTS_PRESENT, R.CLAIM_ACCEPTED_BEFORE_LIFECYCLE,
+    R.IDENTITY_COMPLETE, R.STABLE_IDENTITY, R.PREDICATE_FIXED,
 )
-OBSERVATION: tuple[str, ...] = (
-    "materialized", "store_succeeded", "offloaded", "lookup_hit", "restore_required",
-    "load_succeeded", "restored_from_offload", "reused_after_restore",
+OBSERVATION: tuple[str, ...] = _ids(
+    R.MATERIALIZED, R.STORE_SUCCEEDED, R.OFFLOADED, R.LOOKUP_HIT, R.RESTORE_REQUIRED,
+    R.LOAD_SUCCEEDED, R.RESTORED_FROM_OFFLOAD, R.REUSED_AFTER_RESTORE,
 )
-FAILURE: tuple[str, ...] = (
-    "store_succeeded", "restore_required", "claim_load_failed", "scheduler_failure_branch",
-    "restore_failed_scoped", "refusal_attributed", "outcome_before_finish",
-    "no_restore_after_failure",
+FAILURE: tuple[str, ...] = _ids(
+    R.STORE_SUCCEEDED, R.RESTORE_REQUIRED, R.CLAIM_LOAD_FAILED, R.SCHEDULER_FAILURE_BRANCH,
+    R.RESTORE_FAILED_SCOPED, R.REFUSAL_ATTRIBUTED, R.OUTCOME_BEFORE_FINISH,
+    R.NO_RESTORE_AFTER_FAILURE,
 )
-LIFECYCLE: tuple[str, ...] = (
-    "legal_transitions", "success_generation", "failure_generation", "generations_ordered",
-    "expiry_before_loss", "demotion_before_loss", "no_harm", "materialized",
-    "conflict_attributed",
+LIFECYCLE: tuple[str, ...] = _ids(
+    R.LEGAL_TRANSITIONS, R.SUCCESS_GENERATION, R.FAILURE_GENERATION, R.GENERATIONS_ORDERED,
+    R.EXPIRY_BEFORE_LOSS, R.DEMOTION_BEFORE_LOSS, R.NO_HARM, R.MATERIALIZED,
+    R.CONFLICT_ATTRIBUTED,
 )
-ATTRIBUTION: tuple[str, ...] = (
-    "multiple_claims", "target_failure_outcome", "failures_name_only_target",
-    "non_targets_served",
+ATTRIBUTION: tuple[str, ...] = _ids(
+    R.MULTIPLE_CLAIMS, R.TARGET_FAILURE_OUTCOME, R.FAILURES_NAME_ONLY_TARGET,
+    R.NON_TARGETS_SERVED,
 )
 
 #: gate -> every requirement id it can report
 REQUIREMENTS: dict[str, tuple[str, ...]] = {
-    "observation": COMMON + OBSERVATION,
-    "failure_outcome": COMMON + FAILURE,
-    "lifecycle": COMMON + LIFECYCLE,
-    "attribution": COMMON + ATTRIBUTION,
+    GateName.OBSERVATION.value: COMMON + OBSERVATION,
+    GateName.FAILURE_OUTCOME.value: COMMON + FAILURE,
+    GateName.LIFECYCLE.value: COMMON + LIFECYCLE,
+    GateName.ATTRIBUTION.value: COMMON + ATTRIBUTION,
 }
-
-CONTROLS: tuple[str, ...] = (
-    "generic_counter_only", "wrong_claim_failure", "unclaimed_failure", "fallback_recompute",
-    "ordinary_offload_without_claim", "post_hoc_naming", "restore_after_reuse",
-    "blocking_claim_smear", "ambiguous_identity", "admission_refusal",
-)
 
 BOUNDARIES: dict[str, str] = {
     "observation": (
