@@ -9,8 +9,8 @@ import click
 from residentkv.codes import CODES
 from residentkv.errors import UsageError
 from residentkv.lowering.bundles import load_bundles
+from residentkv.model.vocabulary import CONTROLS, GATE_NAMES
 from residentkv.report.vocab_text import all_requirements, explain_lines, list_lines
-from residentkv.trace.gates import CONTROLS, GATE_NAMES
 
 
 def _known_terms() -> list[str]:

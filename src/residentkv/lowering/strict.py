@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from residentkv.lowering.classify import GRANTING
+from residentkv.model.vocabulary import GRANTING_CLASSES
 
 
 def _granting(row: dict[str, Any]) -> bool:
-    return (row["class"] in GRANTING or row.get("expect") in GRANTING
+    return (row["class"] in GRANTING_CLASSES or row.get("expect") in GRANTING_CLASSES
             or row.get("asserts") == "conformance")
 
 

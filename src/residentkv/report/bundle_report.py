@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from residentkv.lowering.bundles import OBLIGATIONS, SHORT, SOURCE, Bundle
+from residentkv.lowering.bundles import SOURCE, Bundle
+from residentkv.model.vocabulary import OBLIGATION_SHORT as SHORT
+from residentkv.model.vocabulary import OBLIGATIONS
 from residentkv.report.registry import RenderOptions, reporter
 from residentkv.report.text import render_table
 

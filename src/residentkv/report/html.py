@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from residentkv.audit.matrix import runtime_matrix
-from residentkv.lowering.bundles import OBLIGATIONS, SHORT
+from residentkv.model.vocabulary import OBLIGATION_SHORT as SHORT
+from residentkv.model.vocabulary import OBLIGATIONS
 from residentkv.report.json_report import CITED_NEVER_GRANTS, evidence_line, strict_lines
 from residentkv.report.registry import RenderOptions, reporter
 

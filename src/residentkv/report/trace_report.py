@@ -16,10 +16,11 @@ from typing import Any
 
 from residentkv import __version__
 from residentkv.codes import lookup
+from residentkv.model.vocabulary import GATE_NAMES
 from residentkv.report.registry import RenderOptions, reporter
 from residentkv.report.sarif import code_rule, physical, sarif_log
 from residentkv.report.text import render_table
-from residentkv.trace.gates import BOUNDARIES, GATE_NAMES, REQUIREMENTS, TraceCheck
+from residentkv.trace.gates import BOUNDARIES, REQUIREMENTS, TraceCheck
 
 GLOBAL_BOUNDARY = (
     "residentkv judges the evidence given, not unaudited behaviour: a gate result says what "

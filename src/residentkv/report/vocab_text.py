@@ -8,8 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from residentkv.codes import CODES, Code
-from residentkv.lowering.bundles import SHORT, Bundle, load_bundles
-from residentkv.trace.gates import BOUNDARIES, CONTROLS, GATE_NAMES, REQUIREMENTS
+from residentkv.lowering.bundles import Bundle, load_bundles
+from residentkv.model.vocabulary import CONTROLS, GATE_NAMES, Requirement
+from residentkv.model.vocabulary import OBLIGATION_SHORT as SHORT
+from residentkv.trace.gates import BOUNDARIES, REQUIREMENTS
 
 _BY_NAME: dict[str, Code] = {c.name: c for c in CODES.values()}
 
@@ -73,8 +75,8 @@ def explain_lines(term: str) -> list[str] | None:
 
 
 def all_requirements() -> list[str]:
-    """Every requirement id any gate reports, in gate order, once."""
-    return list(dict.fromkeys(r for g in GATE_NAMES for r in REQUIREMENTS[g]))
+    """Every requirement id any gate reports."""
+    return [r.value for r in Requirement]
 
 
 def list_lines() -> list[str]:
