@@ -13,7 +13,7 @@ import click
 
 import residentkv.report.command_reports  # noqa: F401  (registers litmus and sweep reporters)
 from residentkv.errors import UsageError
-from residentkv.microruntime.litmus import ITEMS, run_litmus
+from residentkv.microruntime.litmus import ITEMS, LitmusResult, run_litmus
 from residentkv.microruntime.sweep import (
     PLOT_HINT,
     parse_usable,
@@ -51,6 +51,20 @@ def _parse_only(only: str | None) -> list[str] | None:
     return wanted
 
 
+def _litmus_picture(results: list[LitmusResult], folder: Path) -> None:
+    """litmus-timelines.png: each item's trace as a timeline (needs the [plot] extra)."""
+    from residentkv.report.pictures import timeline_picture
+    from residentkv.report.timeline import timeline
+
+    traces = dict.fromkeys(r.trace for r in results if r.trace and r.trace.endswith(".jsonl"))
+    try:
+        path = timeline_picture([timeline(t) for t in traces], folder / "litmus-timelines.png")
+    except ImportError:
+        click.echo(f"note: no picture written; {PLOT_HINT}", err=True)
+    else:
+        click.echo(f"picture: {path}", err=True)
+
+
 @click.command()
 @click.option("--only", default=None, metavar="ITEMS",
               help=f"Comma list of items to run (default: all of {','.join(ITEMS)}).")
@@ -66,6 +80,8 @@ def litmus(only: str | None, out: str | None, fmt: str, output: str | None) -> N
     with _workdir(out) as (folder, kept):
         results = run_litmus(folder, wanted)
         emit("litmus", fmt, {"results": results, "kept": kept}, output)
+        if kept:
+            _litmus_picture(results, folder)
     raise click.exceptions.Exit(0 if all(r.passed for r in results) else 1)
 
 

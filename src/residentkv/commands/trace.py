@@ -113,3 +113,23 @@ def reproduce_cmd(fixtures: str, fmt: str, output: str | None) -> None:
     rows = reproduce(fixtures)
     emit("reproduce", fmt, rows, output)
     raise click.exceptions.Exit(0 if succeeded(rows) else 1)
+
+
+@trace.command("timeline")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
+              help="Picture to write (.png or .svg).")
+def timeline_cmd(traces: tuple[str, ...], out: str) -> None:
+    """Draw TRACES as timelines: a lane per request, claim events labelled, each failure
+    linked to the outcome it became. Needs the [plot] extra (matplotlib)."""
+    from residentkv.report.pictures import timeline_picture
+    from residentkv.report.timeline import timeline
+
+    if not out.endswith((".png", ".svg")):
+        raise UsageError(f"--out {out}: expected a .png or .svg file name")
+    try:
+        path = timeline_picture([timeline(t) for t in traces], Path(out))
+    except ImportError:
+        raise UsageError("trace timeline needs matplotlib: pip install 'residentkv[plot]'") \
+            from None
+    click.echo(f"picture: {path}")

@@ -19,6 +19,7 @@ from residentkv.model.vocabulary import OBLIGATION_SHORT as SHORT
 from residentkv.model.vocabulary import OBLIGATIONS
 from residentkv.report.json_report import CITED_NEVER_GRANTS, evidence_line, strict_lines
 from residentkv.report.registry import RenderOptions, reporter
+from residentkv.report.timeline import CATEGORY_COLOURS, event_label
 
 _MARK = {"verified": "✓ verified", "cited": "~ cited", "none": "· no usable evidence"}
 _CSS = """
@@ -57,8 +58,7 @@ nav a{margin-right:12px}
 @media print{body{max-width:none;padding:0;font-size:11px}nav{display:none}
  section.row,figure{break-inside:avoid}h2{break-after:avoid}a{color:inherit;text-decoration:none}}
 """
-_COLOURS = {"request": "#5b5b66", "claim": "#1f5fbf", "transfer": "#8a8a94",
-            "failure": "#b3261e", "outcome": "#c46a00", "other": "#999999"}
+_COLOURS = CATEGORY_COLOURS
 
 
 def _e(x: Any) -> str:
@@ -252,12 +252,13 @@ def timeline_svg(t: dict[str, Any]) -> str:
     for e in events:
         colour = _COLOURS.get(e["category"], _COLOURS["other"])
         r = 7 if e["category"] in ("failure", "outcome") else 5
-        tip = f"seq {e['seq']}: {e['event']}" + (f" ({e['claim']})" if e["claim"] else "")
+        tip = (f"seq {e['seq']}: {e['event']}" + (f" x{e['count']}" if e["count"] > 1 else "")
+               + (f" ({e['claim']})" if e["claim"] else ""))
         out.append(f'<circle class="ev ev-{_e(e["category"])}" cx="{x[e["seq"]]}" '
                    f'cy="{y[e["request"]]}" r="{r}" fill="{colour}"><title>{_e(tip)}</title>'
                    "</circle>")
-        if e["category"] in ("claim", "failure", "outcome"):
-            label = e["event"].removeprefix("claim_").replace("active_request_", "")
+        if e["category"] in ("claim", "failure", "outcome", "loss"):
+            label = event_label(e)
             out.append(f'<text x="{x[e["seq"]] + 3}" y="{y[e["request"]] + 15}" font-size="9" '
                        f'transform="rotate(45 {x[e["seq"]] + 3} {y[e["request"]] + 15})" '
                        f'fill="{colour}">{_e(label)}</text>')

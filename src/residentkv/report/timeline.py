@@ -22,12 +22,17 @@ CATEGORY: dict[str, str] = {
     "kv_load_started": "transfer", "kv_load_finished": "transfer",
     "kv_load_failed": "failure", "scheduler_load_failure": "failure",
     "claim_restore_failed": "failure", "claim_rejected": "failure",
-    "block_evicted": "failure", "claim_block_lost_after_release": "failure",
+    "block_evicted": "loss", "claim_block_lost_after_release": "loss",
     "active_request_refused": "outcome", "active_request_deferred": "outcome",
     "claim_harmed": "outcome", "future_reuse_denied": "outcome",
-    "active_request_admitted": "outcome", "future_reuse_admitted": "outcome",
+    "active_request_admitted": "request", "future_reuse_admitted": "request",
 }
 NO_REQUEST = "(no request)"
+#: colour of each category, shared by the HTML report and the PNG pictures
+CATEGORY_COLOURS: dict[str, str] = {
+    "request": "#5b5b66", "claim": "#1f5fbf", "transfer": "#8a8a94",
+    "failure": "#b3261e", "outcome": "#c46a00", "loss": "#d98880", "other": "#999999",
+}
 
 
 def _category(e: dict[str, Any]) -> str:
@@ -41,12 +46,37 @@ def timeline(path: str | Path, name: str | None = None) -> dict[str, Any]:
     reader = TraceReader(path)
     events = [event_to_dict(e) for e in reader.events()]
     lanes: list[str] = list(dict.fromkeys(e.get("request_id") or NO_REQUEST for e in events))
-    rows = [{"seq": e["seq"], "event": e["event"], "claim": e.get("claim_id"),
-             "request": e.get("request_id") or NO_REQUEST, "category": _category(e),
-             "status": e.get("status")} for e in events]
+    rows = _collapse([{"seq": e["seq"], "event": e["event"], "claim": e.get("claim_id"),
+                       "request": e.get("request_id") or NO_REQUEST, "category": _category(e),
+                       "status": e.get("status"), "count": 1} for e in events])
     return {"name": name or Path(path).stem, "path": str(path), "lanes": lanes,
             "events": rows, "links": _links(rows),
             "problems": [p.render() for p in reader.problems]}
+
+
+def _key(e: dict[str, Any]) -> tuple[str, str, str | None]:
+    return e["event"], e["request"], e["claim"]
+
+
+def _collapse(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Fold repeats (a a a, or a b a b) into their first occurrence with a ``count``, so fifty
+    evictions read as one mark "x50" instead of fifty."""
+    out: list[dict[str, Any]] = []
+    i = 0
+    while i < len(rows):
+        e = rows[i]
+        if out and _key(out[-1]) == _key(e):
+            out[-1]["count"] += 1
+            i += 1
+        elif (len(out) >= 2 and i + 1 < len(rows) and _key(out[-2]) == _key(e)
+              and _key(out[-1]) == _key(rows[i + 1]) and _key(e) != _key(rows[i + 1])):
+            out[-2]["count"] += 1
+            out[-1]["count"] += 1
+            i += 2
+        else:
+            out.append(e)
+            i += 1
+    return out
 
 
 def _links(rows: list[dict[str, Any]]) -> list[dict[str, int]]:
@@ -60,3 +90,9 @@ def _links(rows: list[dict[str, Any]]) -> list[dict[str, int]]:
         if nxt is not None and not any(link["to"] == nxt["seq"] for link in out):
             out.append({"from": e["seq"], "to": nxt["seq"]})
     return out
+
+
+def event_label(e: dict[str, Any]) -> str:
+    """The short label of a timeline mark: the event without its family prefix, x count."""
+    label = e["event"].removeprefix("claim_").removeprefix("active_request_")
+    return f"{label} x{e['count']}" if e["count"] > 1 else label
