@@ -28,8 +28,16 @@ def _bundle_schema() -> dict[str, Any]:
     return schema
 
 
+def _descriptor_schema() -> dict[str, Any]:
+    schema = descriptor_json_schema()
+    # editors may name the schema inside the file; the checker ignores the key
+    schema["properties"]["$schema"] = {
+        "type": "string", "description": "URL of this JSON Schema, for editors (ignored)"}
+    return schema
+
+
 # Published here because the lowering layer registers its schemas when its commands load.
-register_schema("descriptor", descriptor_json_schema)
+register_schema("descriptor", _descriptor_schema)
 register_schema("bundle", _bundle_schema)
 
 

@@ -193,7 +193,8 @@ def _obligation_findings(lr: LoadedRow, v: Verdict) -> list[Finding]:
         line, col = lr.loc(f"obligations.{name}")
         if o.asserted == "satisfied" and not o.established:
             out.append(Finding(code="O012", path=lr.path, line=line, col=col, severity="note",
-                               message=f"{SHORT[name]} {name}: {o.reason}"))
+                               message=f"{SHORT[name]} {name}: "
+                                       f"{o.reason.removeprefix(SHORT[name] + ': ')}"))
         if v.klass == "rejected_mapping" and o.effective in ("absent", "contradicted"):
             out.append(Finding(code="O013", path=lr.path, line=line, col=col, severity="note",
                                message=f"{SHORT[name]} {name} is {o.effective} "
