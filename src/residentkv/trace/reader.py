@@ -1,24 +1,32 @@
 """Streaming reader of ``residentkv.event/v1`` JSONL traces.
 
 The reader yields typed events with their line numbers and records every problem it meets —
-invalid JSON, unknown event types, unknown or missing fields, non-increasing ``seq``, over-long
-lines, binary data — with ``path:line``, without stopping at the first one. Memory is bounded
-by the line limit and the number of problems it keeps (the rest are counted).
+invalid JSON, unknown event types, unknown or missing fields, values of the wrong JSON type
+(strict: a string is never a bool or a number, a float or bool never an int), duplicate keys,
+non-increasing ``seq``, over-long lines, binary data, a misplaced ``stream_started`` — with
+``path:line``, without stopping at the first one. Memory is bounded by the line limit and the
+number of problems it keeps (the rest are counted). ``-`` reads standard input; devices, FIFOs
+and sockets are refused before anything is read.
 """
 
 from __future__ import annotations
 
+import os
+import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import msgspec
 from pydantic import ValidationError
 
 from residentkv.errors import TraceReadError
 from residentkv.findings import Finding
-from residentkv.model.events import EVENT_ADAPTER, Envelope
+from residentkv.model.events import EVENT_ADAPTER, Envelope, StreamStarted
 from residentkv.model.fast_events import FAST_DECODER
 from residentkv.model.fast_events import DecodeError as FastDecodeError
+from residentkv.trace.duplicate_keys import duplicate_key, first_duplicate_key
 
 DEFAULT_MAX_LINE_BYTES = 1 << 20
 _CHUNK = 1 << 20
@@ -35,12 +43,43 @@ _ERROR_CODES = {
 }
 
 
+STDIN = "-"
+
+
+class DuplicateKeyError(ValueError):
+    """A line whose JSON repeats a key (never evidence: which value counts is undefined)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _decode_strict(raw: bytes) -> Any:
+    """The pydantic models in strict mode, then the exact duplicate-key check."""
+    event = EVENT_ADAPTER.validate_json(raw, strict=True)
+    key = first_duplicate_key(raw)
+    if key is not None:
+        raise DuplicateKeyError(key)
+    return event
+
+
 def _decode_fast(raw: bytes) -> Any:
-    """The fast mirror first; whatever it refuses is judged by the pydantic models."""
+    """The fast mirror first; whatever it refuses is judged by the strict pydantic models."""
     try:
-        return FAST_DECODER.decode(raw)
+        event = FAST_DECODER.decode(raw)
     except FastDecodeError:
-        return EVENT_ADAPTER.validate_json(raw)
+        return _decode_strict(raw)
+    key = duplicate_key(raw, event.event)
+    if key is not None:
+        raise DuplicateKeyError(key)
+    return event
+
+
+def _provenance(event: Any) -> StreamStarted:
+    """The pydantic form of a ``stream_started`` event (the fast reader yields a Struct)."""
+    if isinstance(event, StreamStarted):
+        return event
+    return StreamStarted.model_validate(msgspec.to_builtins(event))
 
 
 class TraceReader:
@@ -68,6 +107,8 @@ class TraceReader:
         self.problem_count = 0
         self.events_read = 0
         self.line = 0
+        #: the stream's provenance: its first event, when that is ``stream_started``
+        self.provenance: StreamStarted | None = None
 
     def _problem(self, code: str, line: int | None, message: str, col: int | None = None) -> None:
         self.problem_count += 1
@@ -79,10 +120,18 @@ class TraceReader:
     def _open(self) -> Any:
         if self._stream is not None:
             return self._stream
+        if self.display == STDIN:
+            return os.fdopen(os.dup(sys.stdin.fileno()), "rb")
         try:
-            if self.path.is_dir():
+            mode = os.stat(self.path).st_mode
+            if stat.S_ISDIR(mode):
                 raise TraceReadError(
                     "is a directory, not a trace file", code="T010", path=self.display
+                )
+            if not stat.S_ISREG(mode):
+                raise TraceReadError(
+                    "is a device, FIFO, socket or other special file, not a trace file "
+                    "(use '-' to read standard input)", code="T021", path=self.display
                 )
             return open(self.path, "rb")
         except OSError as e:
@@ -97,7 +146,7 @@ class TraceReader:
     def events(self) -> Iterator[Envelope]:
         """The valid events in order; ``self.line`` is the line of the one just yielded."""
         # the hot loop: one decoder call per line; everything unusual takes _slow_path
-        validate = _decode_fast if self.fast else EVENT_ADAPTER.validate_json
+        validate = _decode_fast if self.fast else _decode_strict
         limit, last_seq, last_line, count, line_no = self.max_line_bytes, -1, 0, 0, 0
         try:
             with self._open() as fh:
@@ -118,11 +167,21 @@ class TraceReader:
                         except ValidationError as error:
                             self._slow_path(raw, line_no, error)
                             continue
+                        except DuplicateKeyError as dup:
+                            self._problem("T020", line_no, f"key {dup.key!r} appears twice "
+                                          "in one JSON object")
+                            continue
                         if event.seq <= last_seq:
                             self._problem("T006", line_no, f"seq {event.seq} is not greater "
                                           f"than seq {last_seq} on line {last_line}")
                             continue
                         last_seq, last_line = event.seq, line_no
+                        if event.event == "stream_started":  # type: ignore[attr-defined]
+                            if count:
+                                self._problem("T022", line_no, "stream_started is not the "
+                                              "first event of the stream")
+                                continue
+                            self.provenance = _provenance(event)
                         count += 1
                         self.line = line_no
                         yield event
@@ -138,6 +197,11 @@ class TraceReader:
         """
         limit, number, partial, skipping = self.max_line_bytes, 0, b"", False
         while chunk := fh.read(_CHUNK):
+            # NUL never occurs in a JSONL trace: stop at the first one, even inside a line
+            # that never ends (/dev/zero through a pipe)
+            nul = chunk.find(b"\x00")
+            if nul >= 0:
+                chunk = chunk[:nul]
             lines: list[bytes | None] = list(chunk.split(b"\n"))
             tail = lines.pop()  # after the last newline: the start of the next line
             if lines:
@@ -150,6 +214,9 @@ class TraceReader:
                     line if line is None or len(line) <= limit else None for line in lines
                 ]
                 number += len(lines)
+            if nul >= 0:
+                yield number + 1, [b"\x00"]  # the line that holds the NUL
+                return
             if skipping:
                 continue
             partial += tail or b""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -38,12 +39,36 @@ def reset_seq(start: int = 0) -> None:
         _SEQ = itertools.count(start)
 
 
+@dataclass(frozen=True)
+class Provenance:
+    """Who writes a stream and about which runtime release: its ``stream_started`` event."""
+
+    emitter_name: str
+    emitter_version: str
+    runtime_name: str
+    runtime_version: str
+    stream_id: str | None = None
+    replica: str | None = None
+    rank: int | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The event fields of ``stream_started``."""
+        return {
+            "emitter": {"name": self.emitter_name, "version": self.emitter_version},
+            "runtime": {"name": self.runtime_name, "version": self.runtime_version},
+            "stream_id": self.stream_id,
+            "replica": self.replica,
+            "rank": self.rank,
+        }
+
+
 class EventWriter:
     """Append v1 events to one JSONL stream.
 
     ``emit`` validates the event against the strict mirror of its model (an emitter bug must
     not write a trace the reader would reject), assigns ``seq`` and ``ts_ns``, and returns the
-    written object. A failed validation raises :class:`ValueError`.
+    written object. A failed validation raises :class:`ValueError`. With *provenance* the
+    stream opens with its ``stream_started`` event (SPEC §4.1), written before anything else.
     """
 
     def __init__(
@@ -53,6 +78,7 @@ class EventWriter:
         source: str,
         validate: bool = True,
         buffer_lines: int = 256,
+        provenance: Provenance | None = None,
     ) -> None:
         if isinstance(sink, (str, Path)):
             Path(sink).parent.mkdir(parents=True, exist_ok=True)
@@ -67,6 +93,8 @@ class EventWriter:
         self._buffer_lines = buffer_lines
         self._lock = threading.Lock()
         self.count = 0
+        if provenance is not None:
+            self.emit("stream_started", **provenance.fields())
 
     def emit(
         self,

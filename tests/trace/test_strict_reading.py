@@ -1,0 +1,186 @@
+"""v1 lines are strictly typed JSON without duplicate keys (SPEC §4.1); special files are refused.
+
+Each lax form below was once coerced and accepted; each must now be a located problem, from
+the fast reader and the pydantic reader alike. A property test ties the reader to the
+published JSON Schema: the reader never accepts a line the schema rejects.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from residentkv.errors import TraceReadError
+from residentkv.model.events import event_json_schema
+from residentkv.trace.duplicate_keys import duplicate_key, first_duplicate_key
+from residentkv.trace.reader import TraceReader
+from residentkv.trace.writer import EventWriter, Provenance
+from tracekit import CANONICAL, claimed_load_failure
+
+LOAD = {"schema": "residentkv.event/v1", "seq": 1, "ts_ns": 1, "source": "t",
+        "event": "kv_load_finished", "claim_id": "c-1", "request_id": "r-1", "job_id": 1,
+        "success": True, "injected": True}
+
+
+def read(data: bytes, fast: bool) -> TraceReader:
+    reader = TraceReader("t.jsonl", stream=io.BytesIO(data), fast=fast)
+    list(reader.events())
+    return reader
+
+
+def codes(reader: TraceReader) -> list[str]:
+    return [p.code for p in reader.problems]
+
+
+LAX = [
+    ('"injected": "yes"', "T005"), ('"injected": 1', "T005"), ('"seq": "7"', "T005"),
+    ('"seq": 9.0', "T005"), ('"seq": true', "T005"), ('"success": "false"', "T005"),
+    ('"job_id": 1.5', "T005"),
+]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize(("field", "code"), LAX)
+def test_no_coercion(field: str, code: str, fast: bool) -> None:
+    key = field.split(":")[0].strip('"')
+    line = json.dumps(LOAD).replace(f'"{key}": {json.dumps(LOAD[key])}', field)
+    assert field in line
+    reader = read(line.encode(), fast)
+    assert set(codes(reader)) == {code} and reader.events_read == 0
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("dup", [
+    '"outcome_claim_id": "c-OTHER", "outcome_claim_id": "c-1"',
+    '"outcome_claim_id" : "c-OTHER", "outcome_claim_id": "c-1"',
+    '"outcome_claim_id": "c-OTHER", "outcome_claim_\\u0069d": "c-1"',
+    '"claim_id": "c-1", "outcome_claim_id": "c-1", "claim_id": "c-1"',
+])
+def test_duplicate_keys_are_refused_whatever_the_spelling(dup: str, fast: bool) -> None:
+    refusal = {"schema": "residentkv.event/v1", "seq": 3, "ts_ns": 1, "source": "t",
+               "event": "active_request_refused", "request_id": "r-1",
+               "blocking_claim_ids": ["c-1"], "feasibility": "x",
+               "arbiter": "scheduler_boundary"}
+    line = json.dumps(refusal)[:-1] + ", " + dup + "}"
+    if '"claim_id": "c-1", "outcome' not in dup:
+        line = line.replace('"request_id"', '"claim_id": "c-1", "request_id"')
+    reader = read(line.encode(), fast)
+    assert codes(reader) == ["T020"]
+    assert "twice" in reader.problems[0].message
+
+
+def test_nested_keys_may_repeat_across_objects() -> None:
+    # claim_harmed has before/after with the same keys; stream_started two name/version pairs
+    events = [e for make in CANONICAL.values() for e in make().events]
+    harm = {"before": {"surviving": 2, "leading": 2, "required": 2, "holds": True},
+            "after": {"surviving": 1, "leading": 0, "required": 2, "holds": False}}
+    harmed = dict(events[1], event="claim_harmed", cause="evicted", **harm)
+    for k in ("registration", "protection_mode", "footprint_blocks", "predicate"):
+        harmed.pop(k)
+    data = "\n".join(json.dumps(dict(e, seq=i)) for i, e in enumerate([*events, harmed]))
+    writer_out = io.StringIO()
+    w = EventWriter(writer_out, source="t", provenance=Provenance("e", "1", "r", "2"))
+    w.flush()
+    for fast in (True, False):
+        assert codes(read(data.encode(), fast)) == []
+        reader = read(writer_out.getvalue().encode(), fast)
+        assert codes(reader) == [] and reader.provenance is not None
+        assert reader.provenance.runtime.version == "2"
+
+
+def test_stream_started_only_first() -> None:
+    out = io.StringIO()
+    w = EventWriter(out, source="t", provenance=Provenance("e", "1", "r", "2"))
+    w.emit("stream_started", **Provenance("e2", "1", "r", "9").fields())
+    w.flush()
+    reader = read(out.getvalue().encode(), True)
+    assert codes(reader) == ["T022"] and reader.provenance is not None
+    assert reader.provenance.emitter.name == "e"
+
+
+def test_string_values_that_look_like_keys_are_not_duplicates() -> None:
+    line = json.dumps(dict(LOAD, source='x "injected": "job_id": \\"a\\":'))
+    assert duplicate_key(line.encode(), "kv_load_finished") is None
+    assert codes(read(line.encode(), True)) == []
+
+
+@given(st.lists(st.sampled_from(sorted(LOAD)), min_size=1, max_size=4))
+def test_fast_filter_agrees_with_the_exact_check(repeats: list[str]) -> None:
+    body = json.dumps(LOAD)[:-1]
+    for key in repeats:
+        body += f", {json.dumps(key)}: {json.dumps(LOAD[key])}"
+    raw = (body + "}").encode()
+    assert duplicate_key(raw, "kv_load_finished") == first_duplicate_key(raw) is not None
+
+
+def test_special_files_are_refused_up_front(tmp_path: Path) -> None:
+    with pytest.raises(TraceReadError) as info:
+        list(TraceReader("/dev/zero").events())
+    assert info.value.code == "T021"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(TraceReadError) as info:
+        list(TraceReader(fifo).events())  # would block forever if opened
+    assert info.value.code == "T021"
+
+
+def test_nul_inside_an_endless_line_stops_the_read() -> None:
+    class Zeros(io.RawIOBase):
+        reads = 0
+
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, b: Any) -> int:
+            self.reads += 1
+            b[:] = bytes(len(b))
+            return len(b)
+
+    zeros = Zeros()
+    reader = TraceReader("-", stream=io.BufferedReader(zeros), fast=True)
+    list(reader.events())
+    assert codes(reader) == ["T008"] and zeros.reads <= 2
+
+
+def test_nul_after_valid_lines_is_located() -> None:
+    data = ("\n".join(json.dumps(e) for e in claimed_load_failure().events[:3])
+            + "\n{\"seq\": 1\x00").encode()
+    reader = read(data, True)
+    assert [(p.code, p.line) for p in reader.problems] == [("T008", 4)]
+    assert reader.events_read == 3
+
+
+SCHEMA = event_json_schema()
+_VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 10**20) | st.floats(allow_nan=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                 max_size=3),
+    max_leaves=6,
+)
+_BASES = [e for make in CANONICAL.values() for e in make().events]
+
+
+@given(st.sampled_from(_BASES), st.lists(st.tuples(st.text(max_size=24), _JSON), max_size=3),
+       st.lists(st.sampled_from(sorted({k for e in _BASES for k in e})), max_size=2))
+def test_reader_never_accepts_what_the_published_schema_rejects(
+        base: dict[str, Any], sets: list[tuple[str, Any]], drops: list[str]) -> None:
+    event = dict(base)
+    for key, value in sets:
+        event[key if key in event or len(key) % 2 else next(iter(event))] = value
+    for key in drops:
+        event.pop(key, None)
+    raw = json.dumps(event).encode()
+    for fast in (True, False):
+        reader = read(raw, fast)
+        if reader.events_read:
+            assert _VALIDATOR.is_valid(event), (raw, fast)
