@@ -103,14 +103,39 @@ PER_EVENT: dict[tuple[str, str], str] = {
 }
 
 
+#: fields of the models nested in events (predicate, predicate result); a description the
+#: model already carries (e.g. Party's) is kept
+NESTED: dict[str, dict[str, str]] = {
+    "PredicateSpec": {
+        "id": "Id of the predicate, repeated as predicate_id on later claim events.",
+        "kind": "leading_prefix_at_least (the first N positions present) or contiguous_range "
+                "(N positions from start).",
+        "blocks": "N: how many claimed block positions must be present.",
+        "start": "First position of a contiguous_range; absent for leading_prefix_at_least.",
+    },
+    "PredicateResult": {
+        "surviving": "Claimed blocks present at evaluation.",
+        "leading": "Length of the unbroken run of present blocks from the first position.",
+        "required": "Blocks the predicate requires.",
+        "holds": "Whether the predicate held.",
+    },
+}
+
+
 def describe(schema: dict[str, Any]) -> list[str]:
     """Set every property description of the event schema's definitions; returns the
     (event, field) pairs that have no description (empty when every field is described)."""
     undescribed = []
-    for definition in schema.get("$defs", {}).values():
+    for def_name, definition in schema.get("$defs", {}).items():
         props = definition.get("properties", {})
         event = props.get("event", {}).get("const")
         if event is None:
+            for name, prop in props.items():
+                text = NESTED.get(def_name, {}).get(name) or prop.get("description")
+                if text is None:
+                    undescribed.append(f"{def_name}.{name}")
+                else:
+                    prop["description"] = text
             continue
         for name, prop in props.items():
             text = PER_EVENT.get((event, name)) or FIELDS.get(name)
