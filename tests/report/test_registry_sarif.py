@@ -176,3 +176,21 @@ def test_strict_passes_a_clean_verified_row(cli_run: RunCli, tmp_path: Path) -> 
     rc, out, _ = cli_run("check", str(target), f"--source=toyrt={out_dir / 'tree'}", "--strict")
     assert rc == 0, out
     assert "strict: no drift" in out
+
+
+def test_bare_word_mode_is_a_warning_that_strict_refuses(cli_run: RunCli) -> None:
+    case = ROOT / "src" / "residentkv" / "data" / "suite" / "mode-names-a-protection-mode"
+    rc, out, _ = cli_run("check", str(case / "descriptor.yaml"))
+    assert rc == 0 and "warning[D013 mode_not_described]" in out and "lowers" in out
+    rc, out, _ = cli_run("check", str(case / "descriptor.yaml"), "--strict")
+    assert rc == 1 and "strict: pinned/substrate: warning D013" in out
+
+
+def test_unknown_lowers_mode_is_rejected(cli_run: RunCli, tmp_path: Path) -> None:
+    desc = tmp_path / "d.yaml"
+    text = (DATA / "six_classes.yaml").read_text()
+    desc.write_text(text.replace("lowers: offloadable", "lowers: pinned", 1))
+    rc, out, _ = cli_run("check", str(desc), "--format", "json")
+    row = json.loads(out)["rows"][0]
+    assert rc == 1 and row["class"] == "unknown_evidence"
+    assert "D011" in {f["code"] for f in row["findings"]}
