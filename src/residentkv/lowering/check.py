@@ -169,8 +169,8 @@ def _finish(lr: LoadedRow, res: RowResult) -> RowResult:
 
 
 def _mode_findings(lr: LoadedRow, res: RowResult) -> list[Finding]:
-    """A bare lowercase word as ``mode`` (``pinned``) is usually a misplaced protection mode: say so (a warning, which
-    ``check --strict`` refuses); ``mode`` describes the runtime primitive in words."""
+    """A bare lowercase word as ``mode`` (``pinned``) is usually a misplaced protection mode:
+    say so (a warning, which ``check --strict`` refuses); ``mode`` describes the primitive."""
     if res.mode is None or not re.fullmatch(r"[a-z][a-z0-9_]*", res.mode.strip()):
         return []
     line, col = lr.loc("mode")
