@@ -123,3 +123,39 @@ def sarif_schema() -> dict[str, Any]:
     text = resources.files("residentkv").joinpath("data", "schemas", "sarif-2.1.0.json")
     loaded: dict[str, Any] = json.loads(text.read_text(encoding="utf-8"))
     return loaded
+
+
+def validate_file(path: str) -> list[str]:
+    """Problems of the SARIF log at *path* against the vendored 2.1.0 schema (empty: valid).
+
+    Needs ``jsonschema`` (the ``[dev]`` extra); a missing file or invalid JSON is a problem.
+    """
+    import jsonschema  # type: ignore[import-untyped,unused-ignore]
+
+    try:
+        log = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        return [f"{path}: cannot read a JSON SARIF log: {e}"]
+    validator = jsonschema.Draft4Validator(sarif_schema())
+    return [f"{path}: {'/'.join(str(p) for p in err.absolute_path) or '(root)'}: {err.message}"
+            for err in validator.iter_errors(log)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m residentkv.report.sarif FILE...``: validate SARIF logs (exit 0 valid, 1 not)."""
+    import sys
+
+    files = sys.argv[1:] if argv is None else argv
+    if not files:
+        print("usage: python -m residentkv.report.sarif FILE...", file=sys.stderr)
+        return 2
+    problems = [p for f in files for p in validate_file(f)]
+    for p in problems:
+        print(p, file=sys.stderr)
+    print(f"{len(files)} SARIF file(s): {'valid' if not problems else 'INVALID'} "
+          "(SARIF 2.1.0 schema)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
