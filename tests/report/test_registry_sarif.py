@@ -194,3 +194,14 @@ def test_unknown_lowers_mode_is_rejected(cli_run: RunCli, tmp_path: Path) -> Non
     row = json.loads(out)["rows"][0]
     assert rc == 1 and row["class"] == "unknown_evidence"
     assert "D011" in {f["code"] for f in row["findings"]}
+
+
+def test_terminal_tables_keep_row_ids_whole() -> None:
+    from residentkv.lowering.check import run_check
+    from residentkv.report.json_report import to_json
+    from residentkv.report.matrix import render_text
+
+    doc = to_json(run_check([DATA / "six_classes.yaml"]))
+    text = render_text(doc, width=100)
+    for row in doc["rows"]:
+        assert row["id"] in text
