@@ -202,6 +202,7 @@ def test_terminal_tables_keep_row_ids_whole() -> None:
     from residentkv.report.matrix import render_text
 
     doc = to_json(run_check([DATA / "six_classes.yaml"]))
-    text = render_text(doc, width=100)
-    for row in doc["rows"]:
-        assert row["id"] in text
+    for width in (100, 160):
+        table = "\n".join(x for x in render_text(doc, width=width).splitlines() if "│" in x)
+        for row in doc["rows"]:
+            assert row["id"] in table, f"{row['id']} broken at width {width}"
