@@ -206,3 +206,31 @@ def test_terminal_tables_keep_row_ids_whole() -> None:
         table = "\n".join(x for x in render_text(doc, width=width).splitlines() if "│" in x)
         for row in doc["rows"]:
             assert row["id"] in table, f"{row['id']} broken at width {width}"
+
+
+def test_missing_requirements_come_with_their_reason(cli_run: RunCli) -> None:
+    from residentkv.trace.semantics import why_missing
+
+    trace = str(TRACES / "claimed_load_failure.jsonl")
+    _, out, _ = cli_run("trace", "check", trace, "--format", "json")
+    failed = [r for t in json.loads(out)["traces"] for r in t["results"] if not r["passed"]]
+    assert failed
+    for r in failed:
+        assert r["why"] == {req: why_missing(req) for req in r["missing"]}
+        assert all(r["why"].values())
+    _, text, _ = cli_run("trace", "check", trace)
+    _, md, _ = cli_run("trace", "check", trace, "--format", "md")
+    log = _sarif(cli_run, "trace", "check", trace)
+    messages = " ".join(res["message"]["text"] for res in log["runs"][0]["results"])
+    for r in failed:
+        for req, why in r["why"].items():
+            line = f"{r['claim_id']} {r['gate']}: {req}: {why}"
+            assert line in text and line in md
+            assert f"{req} ({why})" in messages
+
+
+def test_explain_a_requirement_gives_its_reason(cli_run: RunCli) -> None:
+    from residentkv.trace.semantics import why_missing
+
+    _, out, _ = cli_run("explain", "refusal_attributed")
+    assert f"when missing: {why_missing('refusal_attributed')}" in out

@@ -46,6 +46,13 @@ def seq_lines(path: str | Path, seqs: Iterable[int]) -> dict[int, int]:
     return found
 
 
+def missing_reasons(missing: Iterable[str]) -> dict[str, str]:
+    """requirement id -> the one-line reason the gate semantics give for it being missing."""
+    from residentkv.trace.semantics import why_missing
+
+    return {req: why_missing(req) for req in missing}
+
+
 def _deciding_seq(evidence: dict[str, list[int]]) -> int | None:
     seqs = [s for v in evidence.values() for s in v]
     return max(seqs) if seqs else None
@@ -57,7 +64,7 @@ def _trace_obj(c: TraceCheck) -> dict[str, Any]:
     results = []
     for r in c.results:
         seq = deciding[id(r)]
-        results.append({**r.model_dump(mode="json"),
+        results.append({**r.model_dump(mode="json"), "why": missing_reasons(r.missing),
                         "deciding": {"seq": seq, "line": lines.get(seq) if seq is not None
                                      else None}})
     return {
@@ -97,6 +104,12 @@ def _problem_line(path: str, p: dict[str, Any]) -> str:
     return f"{loc}: error[{p['code']} {p['name']}]: {p['message']}"
 
 
+def _why_lines(trace: dict[str, Any]) -> list[str]:
+    """Each missing requirement of each failed gate result, with its one-line reason."""
+    return [f"{r['claim_id']} {r['gate']}: {req}: {why}"
+            for r in trace["results"] for req, why in r["why"].items()]
+
+
 def _passed_line(doc: dict[str, Any]) -> str:
     results = [r for t in doc["traces"] for r in t["results"]]
     return f"{sum(r['passed'] for r in results)}/{len(results)} gate results passed"
@@ -114,6 +127,7 @@ def render_text(doc: dict[str, Any], _opts: RenderOptions | None = None) -> str:
         if t["results"]:
             out.append(render_table(f"{t['path']} ({t['events']} events)", COLUMNS,
                                     _rows(t)).rstrip())
+            out += [f"  missing {line}" for line in _why_lines(t)]
     out.append(GLOBAL_BOUNDARY)
     out.append(_passed_line(doc))
     return "\n".join(out) + "\n"
@@ -132,6 +146,9 @@ def render_markdown(doc: dict[str, Any], _opts: RenderOptions | None = None) -> 
                   "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
         lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
                   for row in _rows(t)]
+        why = _why_lines(t)
+        if why:
+            lines += ["", "Missing requirements:", ""] + [f"- {x}" for x in why]
         lines.append("")
     problems = [_problem_line(t["path"], p) for t in doc["traces"] for p in t["problems"]]
     if problems:
@@ -163,8 +180,9 @@ def _gate_message(r: dict[str, Any]) -> str:
         return f"gate {r['gate']} passed for claim {r['claim_id']}{at}"
     fired = _fired(r["controls"])
     tail = f"; controls fired: {fired}" if fired != "-" else ""
+    why = "; ".join(f"{req} ({reason})" for req, reason in r["why"].items())
     return (f"gate {r['gate']} failed for claim {r['claim_id']}: missing "
-            f"{', '.join(r['missing']) or '(none)'}{tail}{at}")
+            f"{why or '(none)'}{tail}{at}")
 
 
 @reporter("trace", "sarif")

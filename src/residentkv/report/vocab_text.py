@@ -16,9 +16,11 @@ from residentkv.trace.gates import BOUNDARIES, REQUIREMENTS
 _BY_NAME: dict[str, Code] = {c.name: c for c in CODES.values()}
 
 
-def requirement_reason(req: str) -> str | None:
+def requirement_reason(req: str) -> str:
     """The one-line reason a requirement id is reported missing (from the gate semantics)."""
-    return None
+    from residentkv.trace.semantics import why_missing
+
+    return why_missing(req)
 
 
 def _code(c: Code) -> list[str]:
@@ -29,9 +31,7 @@ def _code(c: Code) -> list[str]:
 def _requirement(req: str, bundles: dict[str, Bundle]) -> list[str]:
     gates = [g for g in GATE_NAMES if req in REQUIREMENTS[g]]
     out = [f"{req} (trace requirement id)", f"  reported by gates: {', '.join(gates)}"]
-    reason = requirement_reason(req)
-    if reason:
-        out.append(f"  when missing: {reason}")
+    out.append(f"  when missing: {requirement_reason(req)}")
     used = [f"{mode} {SHORT[name]} {name}" for mode, b in sorted(bundles.items())
             for name, ob in b.obligations.items() if req in ob.requirements]
     out.append(f"  required by bundles: {'; '.join(used) or '(none)'}")
