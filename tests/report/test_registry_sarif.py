@@ -206,3 +206,18 @@ def test_terminal_tables_keep_row_ids_whole() -> None:
         table = "\n".join(x for x in render_text(doc, width=width).splitlines() if "│" in x)
         for row in doc["rows"]:
             assert row["id"] in table, f"{row['id']} broken at width {width}"
+
+
+def test_trace_sarif_from_standard_input_has_no_file_location(
+        cli_run: RunCli, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import sys
+
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, (TRACES / "success_path.jsonl").read_bytes())
+    os.close(write_fd)
+    with os.fdopen(read_fd, "r") as pipe:
+        monkeypatch.setattr(sys, "stdin", pipe)
+        log = _sarif(cli_run, "trace", "check", "-")
+    results = log["runs"][0]["results"]
+    assert results and all(r.get("locations", []) == [] for r in results)
