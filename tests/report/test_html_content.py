@@ -37,3 +37,16 @@ def test_check_html_is_self_contained(cli_run: RunCli) -> None:
     urls = set(re.findall(r'(?:src|href)="([^"#][^"]*)"', page))
     assert urls == set()
     assert page.count('<section class="row"') == 6
+
+
+def test_witness_traces_are_found_for_live_and_shipped_audits(tmp_path: Path) -> None:
+    from residentkv.audit.details import witness_trace_paths
+
+    live = tmp_path / "witness" / "live"
+    (live / "traces" / "witness").mkdir(parents=True)
+    for name in ("b.jsonl", "a.jsonl"):
+        (live / "traces" / "witness" / name).write_text("")
+    found = witness_trace_paths({"mode": "live", "descriptor": str(live / "adapter.yaml")})
+    assert [p.name for p in found] == ["a.jsonl", "b.jsonl"]
+    shipped = witness_trace_paths({"mode": "shipped", "traces": [{"path": "x.jsonl"}]})
+    assert shipped == [Path("x.jsonl")]

@@ -234,3 +234,18 @@ def test_explain_a_requirement_gives_its_reason(cli_run: RunCli) -> None:
 
     _, out, _ = cli_run("explain", "refusal_attributed")
     assert f"when missing: {why_missing('refusal_attributed')}" in out
+
+
+def test_trace_sarif_from_standard_input_has_no_file_location(
+        cli_run: RunCli, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import sys
+
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, (TRACES / "success_path.jsonl").read_bytes())
+    os.close(write_fd)
+    with os.fdopen(read_fd, "r") as pipe:
+        monkeypatch.setattr(sys, "stdin", pipe)
+        log = _sarif(cli_run, "trace", "check", "-")
+    results = log["runs"][0]["results"]
+    assert results and all(r.get("locations", []) == [] for r in results)

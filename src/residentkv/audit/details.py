@@ -25,14 +25,16 @@ Details = dict[str, dict[str, Any]]
 
 
 def _target(a: SourceAnchor | DocAnchor | TraceAnchor | SimAnchor) -> dict[str, Any]:
+    # the same keys as the audit's annotated report.json (kind, release, file, ...)
     if isinstance(a, SourceAnchor):
-        return {"package": a.package, "version": a.version, "path": a.path,
-                "symbol": a.symbol, "lines": a.lines, "note": a.note}
+        release = f"{a.package}=={a.version}" if a.version else a.package
+        return {"kind": "source", "package": a.package, "release": release, "file": a.path,
+                "symbol": a.symbol, "lines": a.lines}
     if isinstance(a, TraceAnchor):
-        return {"path": a.path, "gate": a.gate, "claim": a.claim, "note": a.note}
+        return {"kind": "trace", "file": a.path, "gate": a.gate, "claim": a.claim}
     if isinstance(a, DocAnchor):
-        return {"url": a.url, "quote": a.quote, "note": a.note}
-    return {"scenario": a.scenario, "note": a.note}
+        return {"kind": "doc", "url": a.url, "quote": a.quote}
+    return {"kind": "sim", "scenario": a.scenario}
 
 
 def row_details(descriptors: Sequence[str | Path], bundles_dir: str | None = None) -> Details:

@@ -170,22 +170,27 @@ def _rows_table(doc: dict[str, Any]) -> list[str]:
 
 
 def _target(a: dict[str, Any]) -> str:
+    """Where an anchor points: release, file, symbol, line range (or trace / doc / sim)."""
     t = a.get("target") or {}
-    if "package" in t:
-        rel = f"{t['package']}=={t['version']}" if t.get("version") else t["package"]
-        parts = [f"<b>{_e(rel)}</b>", f"<code>{_e(t.get('path'))}</code>"]
+    kind = t.get("kind", a["kind"])
+    if kind == "source" and t:
+        parts = [f"<b>{_e(t.get('release') or t.get('package'))}</b>",
+                 f"<code>{_e(t.get('file'))}</code>"]
         if t.get("symbol"):
             parts.append(f"symbol <code>{_e(t['symbol'])}</code>")
         if t.get("lines") or a.get("lines"):
             parts.append(f"lines {_e(t.get('lines') or a.get('lines'))}")
+        if t.get("review"):
+            parts.append(f"<span class='muted'>({_e(t['review'])})</span>")
         return " ".join(parts)
-    if "gate" in t:
-        return (f"trace <code>{_e(t.get('path'))}</code> gate <b>{_e(t['gate'])}</b> claim "
-                f"<code>{_e(t.get('claim'))}</code>")
-    if "url" in t:
-        return f"doc {_e(t['url'])}<br><span class='muted'>“{_e(t.get('quote'))}”</span>"
-    if "scenario" in t:
-        return f"sim scenario <code>{_e(t['scenario'])}</code>"
+    if kind == "trace" and t:
+        return (f"trace <code>{_e(t.get('file'))}</code> gate <b>{_e(t.get('gate'))}</b> "
+                f"claim <code>{_e(t.get('claim'))}</code>")
+    if kind == "doc" and t:
+        quote = f"<br><span class='muted'>“{_e(t['quote'])}”</span>" if t.get("quote") else ""
+        return f"doc {_e(t.get('url'))}{quote}"
+    if kind == "sim" and t:
+        return f"sim scenario <code>{_e(t.get('scenario'))}</code>"
     return "<span class='muted'>(target not recorded)</span>"
 
 

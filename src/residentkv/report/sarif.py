@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 from residentkv.codes import lookup
 from residentkv.report.registry import RenderOptions, find_srcroot, reporter
+from residentkv.trace.reader import STDIN
 
 SARIF_SCHEMA = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
@@ -74,12 +75,16 @@ def region(line: int | None, col: int | None = None) -> dict[str, int]:
     return out
 
 
-def physical(path: str, line: int | None, col: int | None, srcroot: Path) -> dict[str, Any]:
+def locations(path: str | None, line: int | None, col: int | None,
+              srcroot: Path) -> list[dict[str, Any]]:
+    """The ``locations`` of a result: none for standard input (no file to place it in)."""
+    if not path or path == STDIN:
+        return []
     loc: dict[str, Any] = {"artifactLocation": artifact_location(path, srcroot)}
     reg = region(line, col)
     if reg:
         loc["region"] = reg
-    return {"physicalLocation": loc}
+    return [{"physicalLocation": loc}]
 
 
 # ------------------------------------------------------------------------------- check
@@ -107,7 +112,7 @@ def _check_result(row: dict[str, Any], f: dict[str, Any], index: int,
     text = f["message"] + (f"\nhelp: {f['help']}" if f["help"] else "")
     return {"ruleId": f["code"], "ruleIndex": index, "level": _LEVEL.get(f["severity"], "note"),
             "message": {"text": text},
-            "locations": [physical(f["path"] or row["path"], f["line"], f["col"], srcroot)],
+            "locations": locations(f["path"] or row["path"], f["line"], f["col"], srcroot),
             "properties": {"row": row["id"], "class": row["class"],
                            "boundary": row["boundary"]}}
 

@@ -18,9 +18,10 @@ from residentkv import __version__
 from residentkv.codes import lookup
 from residentkv.model.vocabulary import GATE_NAMES
 from residentkv.report.registry import RenderOptions, reporter
-from residentkv.report.sarif import code_rule, physical, sarif_log
+from residentkv.report.sarif import code_rule, locations, sarif_log
 from residentkv.report.text import render_table
 from residentkv.trace.gates import BOUNDARIES, REQUIREMENTS, TraceCheck
+from residentkv.trace.reader import STDIN
 
 GLOBAL_BOUNDARY = (
     "residentkv judges the evidence given, not unaudited behaviour: a gate result says what "
@@ -33,6 +34,8 @@ def seq_lines(path: str | Path, seqs: Iterable[int]) -> dict[int, int]:
     """seq -> 1-based line number in the trace file, for the seqs asked (first occurrence)."""
     wanted = set(seqs)
     found: dict[int, int] = {}
+    if str(path) == STDIN:  # already consumed; standard input has no lines to point at
+        return found
     try:
         with open(path, "rb") as fh:
             for number, line in enumerate(fh, start=1):
@@ -198,15 +201,15 @@ def render_sarif(doc: dict[str, Any], opts: RenderOptions) -> str:
         for p in t["problems"]:
             results.append({"ruleId": p["code"], "ruleIndex": index[p["code"]], "level": "error",
                             "message": {"text": p["message"]},
-                            "locations": [physical(t["path"], p["line"], p["col"],
-                                                   opts.srcroot)]})
+                            "locations": locations(t["path"], p["line"], p["col"],
+                                                   opts.srcroot)})
         for r in t["results"]:
             results.append({
                 "ruleId": r["gate"], "ruleIndex": index[r["gate"]],
                 "kind": "pass" if r["passed"] else "fail",
                 "level": "none" if r["passed"] else "error",
                 "message": {"text": _gate_message(r)},
-                "locations": [physical(t["path"], r["deciding"]["line"], None, opts.srcroot)],
+                "locations": locations(t["path"], r["deciding"]["line"], None, opts.srcroot),
                 "properties": {"claim": r["claim_id"], "missing": r["missing"],
                                "controls": r["controls"], "boundary": r["boundary"],
                                "deciding_seq": r["deciding"]["seq"]}})
