@@ -20,7 +20,7 @@ from residentkv.report.registry import (
 )
 from residentkv.trace.gates import GATE_NAMES, TraceCheck, check_trace
 from residentkv.trace.importers import DIALECTS
-from residentkv.trace.reader import DEFAULT_MAX_LINE_BYTES
+from residentkv.trace.reader import DEFAULT_MAX_LINE_BYTES, STDIN
 from residentkv.trace.reproduce import reproduce, succeeded
 
 
@@ -67,13 +67,33 @@ def _refuse_unknown_claim(checks: list[TraceCheck], claim_id: str | None) -> Non
     """
     if claim_id is None:
         return
-    misses = [p for c in checks for p in c.problems if p.code == "T011"]
-    if misses and len(misses) == len(checks):
-        where = "; ".join(f"{p.path}: {p.message.split('; ', 1)[-1]}" for p in misses)
-        err = UsageError(f"--claim {claim_id}: no trace has an event for this claim ({where})",
-                         code="T011")
-        click.echo(str(err), err=True)
-        raise click.exceptions.Exit(1)
+    misses = [c.path for c in checks if any(p.code == "T011" for p in c.problems)]
+    if not misses or len(misses) != len(checks):
+        return
+    where = "; ".join(f"{path}: {_claims_in(path)}" for path in misses)
+    err = UsageError(f"--claim {claim_id}: no trace has an event for this claim; claims "
+                     f"present: {where}", code="T011")
+    click.echo(str(err), err=True)
+    raise click.exceptions.Exit(1)
+
+
+def _claims_in(path: str) -> str:
+    """The claim ids a trace file names (read again only on this error path)."""
+    if path == STDIN:
+        return "(standard input, not re-read)"
+    claims: set[str] = set()
+    try:
+        with open(path, "rb") as fh:
+            for line in fh:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict) and isinstance(event.get("claim_id"), str):
+                    claims.add(event["claim_id"])
+    except OSError as e:
+        return f"(cannot re-read: {e.strerror or e})"
+    return ", ".join(sorted(claims)) or "(none)"
 
 
 @trace.command("import")
