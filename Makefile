@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.residentkv-installed
 VLLM_STAMP := $(VENV)/.vllm-installed
 EXAMPLES := src/residentkv/data/traces
 
-.PHONY: demo test lint typecheck unit bench fuzz fuzz-gates install install-vllm clean
+.PHONY: demo test lint typecheck unit bench fuzz fuzz-gates install install-vllm browser clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,7 +35,7 @@ FIXTURES ?= ../shared/fixtures/paper-traces
 # witness on real vLLM, run the suite, classify every row and write the reports.
 demo: $(VLLM_STAMP)
 	$(RKV) --version
-	$(RKV) audit --live --out demo-out/report
+	$(RKV) audit --live --html --out demo-out/report
 	$(RKV) check --examples
 	$(RKV) witness run --scenario all --out demo-out/witness
 	$(RKV) litmus
@@ -49,7 +49,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
 
-unit: $(VLLM_STAMP)
+# Headless Chromium (Debian's package) for the browser test of report.html. Installed only when
+# missing and running as root with apt-get; any failure leaves the test to skip with its reason.
+browser:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+	  || echo "note: could not install chromium; the browser test will be skipped"; \
+	else echo "note: chromium missing and not root; the browser test will be skipped"; fi
+
+unit: $(VLLM_STAMP) browser
 	$(RKV) sources fetch
 	$(PY) -m pytest -q
 

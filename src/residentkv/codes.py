@@ -127,6 +127,11 @@ _CODES: list[Code] = [
     Code("D012", "empty_descriptor", "a descriptor file holds no row",
          "no vacuous truth: zero rows is never a pass",
          "schema: residentkv.descriptor/v1\nrows: []"),
+    Code("D013", "mode_not_described",
+         "a row's mode is a bare word instead of a description of the runtime primitive",
+         "mode says what the runtime offers; the protection mode goes in lowers, where it is "
+         "checked against a bundle (a bare word here is usually a misplaced protection mode)",
+         'mode: pinned (expected e.g. mode: "pin=True lookups with a pin-timeout monitor")'),
     Code("A001", "anchor_drifted", "the anchored file or symbol exists but its content changed",
          "evidence about other code is not evidence about this release (fail-closed)",
          "sha256 of KvCacheRetentionConfig differs from the descriptor's"),

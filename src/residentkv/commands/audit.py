@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
+import residentkv.report.audit_report  # noqa: F401  (registers the audit reporters)
 from residentkv.audit.job import AuditOptions, run_audit
-from residentkv.audit.render import render_audit_text
-from residentkv.report.json_report import dumps
+from residentkv.errors import UsageError
+from residentkv.report.registry import RenderOptions, emit, output_options, render
 from residentkv.sources.cache import ENV_CACHE
 
 __all__ = ["audit"]
@@ -17,7 +18,7 @@ __all__ = ["audit"]
 @click.command("audit")
 @click.option("--out", "out", type=click.Path(file_okay=False), default="residentkv-report",
               show_default=True, help="Folder for report.md, report.json, report.sarif, "
-                                      "audit.json.")
+                                      "audit.json (and report.html with --html).")
 @click.option("--cache", "cache", type=click.Path(file_okay=False), default=None,
               help=f"Release cache (default: ${ENV_CACHE} or ~/.cache/residentkv/sources).")
 @click.option("--offline", is_flag=True,
@@ -26,17 +27,18 @@ __all__ = ["audit"]
               help="Run the vLLM witness now and classify the adapter rows on its traces.")
 @click.option("--bundles", "bundles_dir", type=click.Path(file_okay=False), default=None,
               help="Directory of extra obligation bundles.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True,
-              help="json prints the same JSON result as `residentkv check --format json`.")
+@click.option("--html", "write_html", is_flag=True,
+              help="Also write report.html: one self-contained page (no network, printable).")
+@output_options("audit")
 @click.pass_context
 def audit(ctx: click.Context, out: str, cache: str | None, offline: bool, live: bool,
-          bundles_dir: str | None, fmt: str) -> None:
+          bundles_dir: str | None, write_html: bool, fmt: str, output: str | None) -> None:
     """Fetch pinned sources, verify anchors, run the witness, classify every curated row.
 
     Exit 0 when every row has its expected class, every anchor into a pinned release verified,
     no public runtime row reached a positive class, and the live witness (with --live) matched
-    SPEC §9; 1 when the audit fell short; 2 when it could not run.
+    SPEC §9; 1 when the audit fell short; 2 when it could not run. --format json prints the
+    same JSON result as `residentkv check --format json`.
     """
     def progress(msg: str) -> None:
         click.echo(f"audit: {msg}", err=True)
@@ -45,8 +47,12 @@ def audit(ctx: click.Context, out: str, cache: str | None, offline: bool, live: 
                         fetch=not offline, live=live, bundles_dir=bundles_dir,
                         progress=progress)
     result = run_audit(opts)
-    if fmt == "json":
-        click.echo(dumps(result.doc), nl=False)
-    else:
-        click.echo(render_audit_text(result), nl=False)
+    if write_html:
+        page = Path(out) / "report.html"
+        try:
+            page.write_text(render("audit", "html", result), encoding="utf-8")
+        except OSError as e:
+            raise UsageError(f"cannot write {page}: {e.strerror or e}", path=str(page)) from None
+        result.files["report.html"] = str(page)
+    emit("audit", fmt, result, output, RenderOptions.for_command("audit"))
     ctx.exit(result.exit_code)

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
+import residentkv.report.html
+import residentkv.report.markdown
+import residentkv.report.matrix
+import residentkv.report.sarif  # noqa: F401  (registers the check reporters)
 from residentkv.commands.schema import register_schema
 from residentkv.lowering.bundles import Bundle
 from residentkv.lowering.check import example_paths, run_check
 from residentkv.lowering.descriptor import descriptor_json_schema
-from residentkv.report.json_report import dumps, to_json
-from residentkv.report.markdown import render_markdown
-from residentkv.report.matrix import render_text
-from residentkv.report.sarif import render_sarif
+from residentkv.lowering.strict import strict_exit_code, strict_shortfalls
+from residentkv.report.json_report import to_json
+from residentkv.report.registry import RenderOptions, emit, output_options, srcroot_option
 
 
 def _bundle_schema() -> dict[str, Any]:
@@ -26,8 +28,16 @@ def _bundle_schema() -> dict[str, Any]:
     return schema
 
 
+def _descriptor_schema() -> dict[str, Any]:
+    schema = descriptor_json_schema()
+    # editors may name the schema inside the file; the checker ignores the key
+    schema["properties"]["$schema"] = {
+        "type": "string", "description": "URL of this JSON Schema, for editors (ignored)"}
+    return schema
+
+
 # Published here because the lowering layer registers its schemas when its commands load.
-register_schema("descriptor", descriptor_json_schema)
+register_schema("descriptor", _descriptor_schema)
 register_schema("bundle", _bundle_schema)
 
 
@@ -39,25 +49,26 @@ register_schema("bundle", _bundle_schema)
               help="Source root for anchors of package NAME: a directory, wheel or sdist.")
 @click.option("--bundles", "bundles_dir", type=click.Path(file_okay=False),
               help="Directory of extra obligation bundles (replace shipped ones by mode).")
-@click.option("--format", "fmt", type=click.Choice(["text", "md", "json", "sarif"]),
-              default="text", show_default=True, help="Report format.")
+@click.option("--strict", is_flag=True,
+              help="Also exit 1 on drifted anchors, warnings, and anchors only cited in a "
+                   "granting row (for CI).")
+@output_options("check")
+@srcroot_option
 @click.pass_context
 def check(ctx: click.Context, descriptors: tuple[str, ...], examples: bool,
-          sources: tuple[str, ...], bundles_dir: str | None, fmt: str) -> None:
+          sources: tuple[str, ...], bundles_dir: str | None, strict: bool, fmt: str,
+          output: str | None, srcroot: str | None) -> None:
     """Verify anchors and classify each row of DESCRIPTOR files into one of six classes.
 
     Exit 0: every row matches its expect and no conformance claim fell short; 1: some row
-    differs or overclaims or is invalid; 2: input could not be evaluated.
+    differs or overclaims or is invalid (with --strict also: an anchor drifted, a warning, or
+    an anchor only cited in a granting row); 2: input could not be evaluated.
     """
     paths = [*descriptors, *(example_paths() if examples else [])]
     result = run_check(paths, sources, bundles_dir)
     doc = to_json(result)
-    if fmt == "json":
-        click.echo(dumps(doc), nl=False)
-    elif fmt == "sarif":
-        click.echo(json.dumps(render_sarif(doc), indent=2, sort_keys=True))
-    elif fmt == "md":
-        click.echo(render_markdown(doc), nl=False)
-    else:
-        click.echo(render_text(doc), nl=False)
-    ctx.exit(result.exit_code)
+    if strict:
+        doc["strict"] = {"shortfalls": strict_shortfalls(doc)}
+        doc["exit_code"] = strict_exit_code(doc)
+    emit("check", fmt, doc, output, RenderOptions.for_command("check", srcroot))
+    ctx.exit(doc["exit_code"])

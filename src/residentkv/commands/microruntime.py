@@ -4,7 +4,6 @@ sweep (SPEC §10). Each command parses, runs one function, renders, sets the exi
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,16 +11,16 @@ from pathlib import Path
 
 import click
 
+import residentkv.report.command_reports  # noqa: F401  (registers litmus and sweep reporters)
 from residentkv.errors import UsageError
 from residentkv.microruntime.litmus import ITEMS, LitmusResult, run_litmus
 from residentkv.microruntime.sweep import (
     PLOT_HINT,
     parse_usable,
     plot_sweep,
-    render_json,
-    render_text,
     run_sweep,
 )
+from residentkv.report.registry import emit, output_options
 
 
 @contextmanager
@@ -52,20 +51,18 @@ def _parse_only(only: str | None) -> list[str] | None:
     return wanted
 
 
-def _render_litmus(results: list[LitmusResult], kept: bool) -> str:
-    lines = []
-    for r in results:
-        mark = {"pass": "PASS", "fail": "FAIL", "not_run": "NOT RUN"}[r.status]
-        lines.append(f"{r.id:<3} {mark:<7} {r.title}")
-        lines.append(f"{'':12}{r.detail}")
-        if kept and r.trace:
-            lines.append(f"{'':12}trace: {r.trace}")
-    passed = sum(r.passed for r in results)
-    lines.append(f"{passed}/{len(results)} litmus items passed (verdicts read from the traces; "
-                 "a not-run item counts as a failure)")
-    if not kept:
-        lines.append("traces were not kept: pass --out DIR to keep them")
-    return "\n".join(lines)
+def _litmus_picture(results: list[LitmusResult], folder: Path) -> None:
+    """litmus-timelines.png: each item's trace as a timeline (needs the [plot] extra)."""
+    from residentkv.report.pictures import timeline_picture
+    from residentkv.report.timeline import timeline
+
+    traces = dict.fromkeys(r.trace for r in results if r.trace and r.trace.endswith(".jsonl"))
+    try:
+        path = timeline_picture([timeline(t) for t in traces], folder / "litmus-timelines.png")
+    except ImportError:
+        click.echo(f"note: no picture written; {PLOT_HINT}", err=True)
+    else:
+        click.echo(f"picture: {path}", err=True)
 
 
 @click.command()
@@ -73,9 +70,8 @@ def _render_litmus(results: list[LitmusResult], kept: bool) -> str:
               help=f"Comma list of items to run (default: all of {','.join(ITEMS)}).")
 @click.option("--out", default=None, type=click.Path(file_okay=False),
               help="Folder to keep the traces and the C1 descriptor in.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
-def litmus(only: str | None, out: str | None, fmt: str) -> None:
+@output_options("litmus")
+def litmus(only: str | None, out: str | None, fmt: str, output: str | None) -> None:
     """Run the MicroRuntime litmus suite (L1-L7, C1), each verdict derived from its trace.
 
     Exit 0 when every item passes, 1 when any fails or could not run.
@@ -83,12 +79,9 @@ def litmus(only: str | None, out: str | None, fmt: str) -> None:
     wanted = _parse_only(only)
     with _workdir(out) as (folder, kept):
         results = run_litmus(folder, wanted)
-        if fmt == "json":
-            click.echo(json.dumps({"items": [r.to_dict() for r in results],
-                                   "passed": all(r.passed for r in results)},
-                                  indent=2, sort_keys=True))
-        else:
-            click.echo(_render_litmus(results, kept))
+        emit("litmus", fmt, {"results": results, "kept": kept}, output)
+        if kept:
+            _litmus_picture(results, folder)
     raise click.exceptions.Exit(0 if all(r.passed for r in results) else 1)
 
 
@@ -102,9 +95,9 @@ def litmus(only: str | None, out: str | None, fmt: str) -> None:
 @click.option("--step", type=int, default=10, show_default=True)
 @click.option("--out", default=None, type=click.Path(file_okay=False),
               help="Folder for the traces and the plot (sweep.png, sweep.svg).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
-def sweep(resident: int, active: int, usable: str, step: int, out: str | None, fmt: str) -> None:
+@output_options("sweep")
+def sweep(resident: int, active: int, usable: str, step: int, out: str | None, fmt: str,
+          output: str | None) -> None:
     """Capacity sweep per policy: resident victims and the active request's outcome.
 
     Every figure is read back from the run's own trace. Exit 0 when every point matches the
@@ -115,7 +108,7 @@ def sweep(resident: int, active: int, usable: str, step: int, out: str | None, f
         raise UsageError("--resident and --active must be positive block counts")
     with _workdir(out) as (folder, kept):
         result = run_sweep(resident, active, usables, folder)
-        click.echo(render_json(result) if fmt == "json" else render_text(result))
+        emit("sweep", fmt, result, output)
         if kept:
             try:
                 paths = plot_sweep(result, folder)

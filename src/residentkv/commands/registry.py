@@ -14,6 +14,7 @@ def extra_commands() -> list[click.Command]:
     """Command objects of the later layers, imported explicitly."""
     from residentkv.commands.anchors import anchors
     from residentkv.commands.audit import audit
+    from residentkv.commands.bundles import bundles
     from residentkv.commands.check import check
     from residentkv.commands.microruntime import litmus, sweep
     from residentkv.commands.sources import drift, sources
@@ -21,4 +22,4 @@ def extra_commands() -> list[click.Command]:
     from residentkv.commands.witness import witness
 
     anchors.add_command(drift)
-    return [audit, check, anchors, sources, litmus, sweep, suite, witness]
+    return [audit, bundles, check, anchors, sources, litmus, sweep, suite, witness]

@@ -8,18 +8,18 @@ release cache.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import click
 
+import residentkv.report.command_reports  # noqa: F401  (registers fetch and drift reporters)
 from residentkv.errors import UsageError
 from residentkv.lowering.check import open_sources
 from residentkv.lowering.sources import SourceRoot, open_root
+from residentkv.report.registry import emit, output_options
 from residentkv.sources.cache import ENV_CACHE, cache_dir, find_archive
 from residentkv.sources.drift import drift as run_drift
-from residentkv.sources.drift import render_drift_text
 from residentkv.sources.fetch import fetch as run_fetch
 from residentkv.sources.pins import PINS, Pin, parse_requirement, pin_for
 from residentkv.sources.roots import runtime_descriptor_paths
@@ -56,11 +56,11 @@ def sources() -> None:
               help="Local directory or URL of archives (pip --find-links).")
 @click.option("--no-index", is_flag=True, help="Use only --find-links (pip --no-index).")
 @click.option("--force", is_flag=True, help="Download even when the archive is cached.")
-@click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@output_options("fetch")
 @click.pass_context
 def fetch(ctx: click.Context, packages: tuple[str, ...], cache: str | None,
           index_url: str | None, find_links: tuple[str, ...], no_index: bool, force: bool,
-          as_json: bool) -> None:
+          fmt: str, output: str | None) -> None:
     """Download the pinned release archives (no dependencies) into the cache.
 
     Uses `python -m pip download --no-deps --only-binary=:all:` (an sdist where no wheel
@@ -69,14 +69,7 @@ def fetch(ctx: click.Context, packages: tuple[str, ...], cache: str | None,
     folder = cache_dir(cache)
     results = run_fetch(_selected(packages), folder, index_url=index_url,
                         find_links=find_links, no_index=no_index, force=force)
-    if as_json:
-        click.echo(json.dumps({"cache": str(folder), "results": [r.to_json() for r in results]},
-                              indent=2, sort_keys=True))
-    else:
-        for r in results:
-            where = f" {r.path}" if r.path else ""
-            click.echo(f"{r.pin.requirement}: {r.status}{where} ({r.detail})")
-        click.echo(f"cache: {folder}")
+    emit("fetch", fmt, {"cache": str(folder), "results": results}, output)
     ctx.exit(1 if any(r.status == "failed" for r in results) else 0)
 
 
@@ -131,11 +124,11 @@ def _target_roots(specs: tuple[str, ...], folder: Path, fetch_missing: bool,
 @click.option("--cache", "cache", type=click.Path(file_okay=False), default=None,
               help=_CACHE_HELP)
 @click.option("--no-fetch", is_flag=True, help="Never download; use the cache only.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True)
+@output_options("drift")
 @click.pass_context
 def drift(ctx: click.Context, descriptors: tuple[str, ...], targets: tuple[str, ...],
-          baseline_opts: tuple[str, ...], cache: str | None, no_fetch: bool, fmt: str) -> None:
+          baseline_opts: tuple[str, ...], cache: str | None, no_fetch: bool, fmt: str,
+          output: str | None) -> None:
     """Re-verify anchors against another release: which moved, changed or vanished.
 
     DESCRIPTORS default to the curated runtime descriptors. Rows whose anchors changed or
@@ -161,8 +154,5 @@ def drift(ctx: click.Context, descriptors: tuple[str, ...], targets: tuple[str, 
         labels[f"baseline:{name}"] = pin.requirement if pin else str(path)
     paths = list(descriptors) or [str(p) for p in runtime_descriptor_paths()]
     report = run_drift(paths, baseline, target, labels=labels)
-    if fmt == "json":
-        click.echo(json.dumps(report.to_json(), indent=2, sort_keys=True))
-    else:
-        click.echo(render_drift_text(report), nl=False)
+    emit("drift", fmt, report, output)
     ctx.exit(report.exit_code)

@@ -7,18 +7,21 @@ from pathlib import Path
 
 import click
 
+from residentkv.errors import UsageError
 from residentkv.model.events import event_to_dict
-from residentkv.report import import_report, reproduce_report, trace_report
+from residentkv.report import import_report, reproduce_report, trace_report  # noqa: F401
+from residentkv.report.registry import (
+    RenderOptions,
+    emit,
+    formats,
+    output_options,
+    render,
+    srcroot_option,
+)
 from residentkv.trace.gates import GATE_NAMES, TraceCheck, check_trace
 from residentkv.trace.importers import DIALECTS
-from residentkv.trace.reader import DEFAULT_MAX_LINE_BYTES
+from residentkv.trace.reader import DEFAULT_MAX_LINE_BYTES, STDIN
 from residentkv.trace.reproduce import reproduce, succeeded
-
-RENDERERS = {
-    "text": trace_report.render_text,
-    "json": trace_report.render_json,
-    "md": trace_report.render_markdown,
-}
 
 
 @click.group()
@@ -31,12 +34,12 @@ def trace() -> None:
 @click.option("--gate", "gates", multiple=True, type=click.Choice(GATE_NAMES),
               help="Gate to run (repeatable; default: all four).")
 @click.option("--claim", "claim_id", default=None, help="Judge only this claim id.")
-@click.option("--format", "fmt", type=click.Choice(sorted(RENDERERS)), default="text",
-              show_default=True)
+@output_options("trace")
+@srcroot_option
 @click.option("--max-line-bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_LINE_BYTES,
               show_default=True, help="Longest accepted trace line.")
 def check(traces: tuple[str, ...], gates: tuple[str, ...], claim_id: str | None, fmt: str,
-          max_line_bytes: int) -> None:
+          output: str | None, srcroot: str | None, max_line_bytes: int) -> None:
     """Run trace gates over TRACES.
 
     Exit 0 when every requested gate passes for every claim, 1 when some gate fails or a trace
@@ -46,12 +49,51 @@ def check(traces: tuple[str, ...], gates: tuple[str, ...], claim_id: str | None,
         check_trace(p, gates or GATE_NAMES, claim_id, max_line_bytes=max_line_bytes)
         for p in traces
     ]
-    click.echo(RENDERERS[fmt](checks), nl=False)
+    _refuse_unknown_claim(checks, claim_id)
+    emit("trace", fmt, trace_report.to_json_obj(checks), output,
+         RenderOptions.for_command("trace-check", srcroot))
     unusable = [c for c in checks if c.events == 0]
     if unusable:
         raise click.exceptions.Exit(2)
     raise click.exceptions.Exit(0 if all(c.passed for c in checks) else 1)
 
+
+def _refuse_unknown_claim(checks: list[TraceCheck], claim_id: str | None) -> None:
+    """A --claim no trace holds: one error listing the claims present, exit 1.
+
+    Exit 1, not 2: the trace was read and shows nothing for that claim, which is a failed
+    judgement (no vacuous pass), not an unreadable input; but a table of every requirement
+    "missing" would bury the real mistake, so only this error is printed.
+    """
+    if claim_id is None:
+        return
+    misses = [c.path for c in checks if any(p.code == "T011" for p in c.problems)]
+    if not misses or len(misses) != len(checks):
+        return
+    where = "; ".join(f"{path}: {_claims_in(path)}" for path in misses)
+    err = UsageError(f"--claim {claim_id}: no trace has an event for this claim; claims "
+                     f"present: {where}", code="T011")
+    click.echo(str(err), err=True)
+    raise click.exceptions.Exit(1)
+
+
+def _claims_in(path: str) -> str:
+    """The claim ids a trace file names (read again only on this error path)."""
+    if path == STDIN:
+        return "(standard input, not re-read)"
+    claims: set[str] = set()
+    try:
+        with open(path, "rb") as fh:
+            for line in fh:
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict) and isinstance(event.get("claim_id"), str):
+                    claims.add(event["claim_id"])
+    except OSError as e:
+        return f"(cannot re-read: {e.strerror or e})"
+    return ", ".join(sorted(claims)) or "(none)"
 
 
 @trace.command("import")
@@ -60,7 +102,7 @@ def check(traces: tuple[str, ...], gates: tuple[str, ...], claim_id: str | None,
               help="The foreign trace dialect.")
 @click.option("-o", "--out", type=click.Path(dir_okay=False), default=None,
               help="Write the v1 trace here (default: standard output).")
-@click.option("--report", "report_format", type=click.Choice(["text", "json"]),
+@click.option("--report", "report_format", type=click.Choice(formats("import")),
               default="text", show_default=True, help="Format of the import report (stderr).")
 def import_(source: str, dialect: str, out: str | None, report_format: str) -> None:
     """Import a foreign trace into residentkv.event/v1.
@@ -76,19 +118,38 @@ def import_(source: str, dialect: str, out: str | None, report_format: str) -> N
         click.echo(lines, nl=False)
     else:
         Path(out).write_text(lines)
-    click.echo(import_report.render(result.report, report_format), err=True, nl=False)
+    click.echo(render("import", report_format, result.report), err=True, nl=False)
     raise click.exceptions.Exit(1 if result.report.problems else 0)
 
 
 @trace.command("reproduce")
 @click.argument("fixtures", type=click.Path(file_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text",
-              show_default=True)
-def reproduce_cmd(fixtures: str, fmt: str) -> None:
+@output_options("reproduce")
+def reproduce_cmd(fixtures: str, fmt: str, output: str | None) -> None:
     """Reproduce the research artifact's published gate table from its raw traces.
 
     Exit 0 only when every row with a published value agrees or carries an explained reason.
     """
     rows = reproduce(fixtures)
-    click.echo(reproduce_report.render(rows, fmt), nl=False)
+    emit("reproduce", fmt, rows, output)
     raise click.exceptions.Exit(0 if succeeded(rows) else 1)
+
+
+@trace.command("timeline")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
+              help="Picture to write (.png or .svg).")
+def timeline_cmd(traces: tuple[str, ...], out: str) -> None:
+    """Draw TRACES as timelines: a lane per request, claim events labelled, each failure
+    linked to the outcome it became. Needs the [plot] extra (matplotlib)."""
+    from residentkv.report.pictures import timeline_picture
+    from residentkv.report.timeline import timeline
+
+    if not out.endswith((".png", ".svg")):
+        raise UsageError(f"--out {out}: expected a .png or .svg file name")
+    try:
+        path = timeline_picture([timeline(t) for t in traces], Path(out))
+    except ImportError:
+        raise UsageError("trace timeline needs matplotlib: pip install 'residentkv[plot]'") \
+            from None
+    click.echo(f"picture: {path}")

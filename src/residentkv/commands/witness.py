@@ -12,7 +12,9 @@ from pathlib import Path
 
 import click
 
+import residentkv.report.command_reports  # noqa: F401  (registers the witness reporters)
 from residentkv.errors import UsageError
+from residentkv.report.registry import emit, output_options
 
 __all__ = ["witness"]
 
@@ -41,9 +43,9 @@ def witness() -> None:
 @click.option("--load-mode", type=click.Choice(["async", "sync"]), default="async",
               show_default=True,
               help="async: vLLM's async-load protocol; sync: loads before the forward.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@output_options("witness")
 def run(scenarios: tuple[str, ...], repeat: int, out_dir: str, load_mode: str,
-        as_json: bool) -> None:
+        fmt: str, output: str | None) -> None:
     """Run witness scenarios on vLLM with a tiny local model and judge each trace.
 
     Exit 0 only when every run of every scenario gave SPEC §9's expected gate results and its
@@ -61,7 +63,7 @@ def run(scenarios: tuple[str, ...], repeat: int, out_dir: str, load_mode: str,
         raise UsageError(
             "vLLM is not installed; install the extra: pip install 'residentkv[vllm]'"
         )
-    from residentkv.adapters.vllm.witness import format_table, run_witness, summarize
+    from residentkv.adapters.vllm.witness import run_witness, summarize
 
     out = Path(out_dir)
     try:
@@ -74,10 +76,6 @@ def run(scenarios: tuple[str, ...], repeat: int, out_dir: str, load_mode: str,
         json.dumps({"rows": rows, "runs": [r.to_json() for r in runs]}, indent=1),
         encoding="utf-8",
     )
-    if as_json:
-        click.echo(json.dumps(rows, indent=1))
-    else:
-        click.echo(format_table(rows))
-        click.echo(f"traces and summary.json in {out}")
+    emit("witness", fmt, {"rows": rows, "out": str(out)}, output)
     ok = all(r.matched for r in runs)
     raise click.exceptions.Exit(0 if ok else 1)

@@ -6,6 +6,7 @@ to_json`) is canonical; every report renders that JSON and none re-evaluates.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from importlib import resources
@@ -163,7 +164,22 @@ def _finish(lr: LoadedRow, res: RowResult) -> RowResult:
                              message=f"row {res.id!r} asserts conformance; its evidence reaches "
                                      f"{res.klass}", help="assert substrate, or cite verified "
                                                           "evidence for every obligation"))
+    extra += _mode_findings(lr, res)
     return res.model_copy(update={"findings": [*res.findings, *extra]})
+
+
+def _mode_findings(lr: LoadedRow, res: RowResult) -> list[Finding]:
+    """A bare lowercase word as ``mode`` (``pinned``) is usually a misplaced protection mode:
+    say so (a warning, which ``check --strict`` refuses); ``mode`` describes the primitive."""
+    if res.mode is None or not re.fullmatch(r"[a-z][a-z0-9_]*", res.mode.strip()):
+        return []
+    line, col = lr.loc("mode")
+    return [Finding(code="D013", path=lr.path, line=line, col=col, severity="warning",
+                    message=f"mode '{res.mode}' is a bare word; mode describes the runtime "
+                            "primitive in words, and the protection mode goes in lowers "
+                            f"(here: {res.lowers or 'missing'})",
+                    help='describe what the runtime offers, e.g. mode: "pin=True lookups with '
+                         'a pin timeout"')]
 
 
 def _anchor_findings(lr: LoadedRow, results: dict[str, AnchorResult]) -> list[Finding]:
@@ -193,7 +209,8 @@ def _obligation_findings(lr: LoadedRow, v: Verdict) -> list[Finding]:
         line, col = lr.loc(f"obligations.{name}")
         if o.asserted == "satisfied" and not o.established:
             out.append(Finding(code="O012", path=lr.path, line=line, col=col, severity="note",
-                               message=f"{SHORT[name]} {name}: {o.reason}"))
+                               message=f"{SHORT[name]} {name}: "
+                                       f"{o.reason.removeprefix(SHORT[name] + ': ')}"))
         if v.klass == "rejected_mapping" and o.effective in ("absent", "contradicted"):
             out.append(Finding(code="O013", path=lr.path, line=line, col=col, severity="note",
                                message=f"{SHORT[name]} {name} is {o.effective} "

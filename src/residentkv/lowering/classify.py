@@ -81,6 +81,11 @@ def strength(r: AnchorResult) -> Strength:
     return "cited" if r.result == "unverifiable" else "none"
 
 
+def alternatives_text(alternatives: list[list[str]]) -> str:
+    """Evidence alternatives in words: ``lifecycle, or observation and failure_outcome``."""
+    return ", or ".join(" and ".join(alt) for alt in alternatives)
+
+
 def _missing(aid: str) -> AnchorResult:
     return AnchorResult(id=aid, kind="unknown", result="missing", code="A002",
                         detail="no verification result for this anchor")
@@ -127,8 +132,8 @@ def effective(
         return ObligationVerdict(asserted="satisfied", effective="unknown", strength=best,
                                  established=False, decided_by=top.id, anchors=anchors,
                                  reason=f"{SHORT[name]}: asserted satisfied, but no verified "
-                                        f"evidence covers {spec.satisfied_by} "
-                                        f"(best: {top.id} {top.result})")
+                                        f"evidence covers {alternatives_text(spec.satisfied_by)} "
+                                        f"(best: anchor {top.id}, {top.result})")
     eff: Status = ob.status
     return ObligationVerdict(asserted=ob.status, effective=eff, strength=best, established=False,
                              decided_by=top.id, anchors=anchors,

@@ -11,7 +11,9 @@ unusable input (exit code 2).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
+import json
 import re
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
@@ -198,6 +200,13 @@ class Descriptor(_Frozen):
     rows: list[Row] = Field(min_length=1)
 
 
+def descriptor_fields() -> frozenset[str]:
+    """Every field name a descriptor row may hold, at any depth (for "did you mean")."""
+    models = (Row, Runtime, Obligations, Obligation, SourceAnchor, DocAnchor, TraceAnchor,
+              SimAnchor)
+    return frozenset(name for m in models for name in m.model_fields)
+
+
 def descriptor_json_schema() -> dict[str, Any]:
     """JSON Schema of a descriptor file (``residentkv schema descriptor``)."""
     schema = Descriptor.model_json_schema(by_alias=True)
@@ -274,20 +283,33 @@ def _check_top(root: Any, path: str) -> None:
         raise DescriptorError("the file is not a YAML mapping; expected `schema:` and `rows:`",
                               code="D001", path=path, line=1, col=1,
                               help="start the file with `schema: residentkv.descriptor/v1`")
-    extra = sorted(str(k) for k in root if k not in ("schema", "rows"))
+    # "$schema" names a JSON Schema for editors (yaml-language-server); the checker ignores it
+    extra = sorted(str(k) for k in root if k not in ("schema", "rows", "$schema"))
     if root.get("schema") != DESCRIPTOR_SCHEMA or extra:
         line, col = locate(root, (extra[0],) if extra else ("schema",))
-        raise DescriptorError(
-            f"found schema {root.get('schema')!r}, extra keys {extra or 'none'}; expected "
-            f"schema: {DESCRIPTOR_SCHEMA} and rows",
-            code="D001" if not extra else "D003", path=path, line=line, col=col,
-            help="see `residentkv schema descriptor`")
+        raise DescriptorError(_top_message(root.get("schema"), extra),
+                              code="D001" if not extra else "D003", path=path, line=line,
+                              col=col, help=_top_help(extra))
     rows = root.get("rows")
     if not isinstance(rows, list) or not rows:
         line, col = locate(root, ("rows",))
         raise DescriptorError("no rows; expected a non-empty list under `rows:` (no vacuous "
                               "truth)", code="D012", path=path, line=line, col=col,
                               help="add at least one row")
+
+
+def _top_message(found: Any, extra: list[str]) -> str:
+    parts = [] if found == DESCRIPTOR_SCHEMA else [
+        "no schema key" if found is None else f"schema is {json.dumps(found, default=str)}"]
+    if extra:
+        parts.append(f"unknown top-level key(s): {', '.join(extra)}")
+    return "; ".join(parts) + f"; expected schema: {DESCRIPTOR_SCHEMA} and rows"
+
+
+def _top_help(extra: list[str]) -> str:
+    close = difflib.get_close_matches(extra[0], ["schema", "rows"], n=1) if extra else []
+    return (f"did you mean {close[0]}?" if close
+            else "see `residentkv schema descriptor`")
 
 
 def _load_row(root: Any, i: int, path: str, known_modes: set[str]) -> LoadedRow:
@@ -298,7 +320,8 @@ def _load_row(root: Any, i: int, path: str, known_modes: set[str]) -> LoadedRow:
         row: Row | None = Row.model_validate(raw if isinstance(node, dict) else node)
         findings = _semantic_findings(row, node, root, i, path, known_modes)  # type: ignore[arg-type]
     except ValidationError as e:
-        row, findings = None, validation_findings(e, root, path, ("rows", i))
+        row, findings = None, validation_findings(e, root, path, ("rows", i),
+                                                  known_fields=descriptor_fields())
         findings += _reference_findings(raw, root, i, path)
     return LoadedRow(path=path, index=i, line=line, raw=raw, locs=_row_locs(root, i, raw),
                      row=row if not findings else None, findings=findings)
@@ -346,7 +369,8 @@ def _reference_findings(raw: dict[str, Any], root: Any, i: int, path: str) -> li
                 line, col = locate(root, ("rows", i, "obligations", name, "evidence", j))
                 out.append(Finding(code="D006", path=path, line=line, col=col,
                                    message=f"{name} cites anchor {aid!r}, which the row does not "
-                                           f"define; expected one of {sorted(anchors) or 'none'}",
+                                           "define; expected one of "
+                                           f"{', '.join(sorted(anchors)) or 'none'}",
                                    help="define the anchor under `anchors:` or fix the id"))
     for aid in anchors:
         if aid not in cited:

@@ -8,7 +8,9 @@ are errors (a key given twice has no single meaning). Pydantic error locations (
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+import json
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -106,14 +108,27 @@ _PYDANTIC_CODES = {
 
 
 def validation_findings(
-    err: ValidationError, root: Any, path: str, prefix: Loc = (), *, default: str = "D004"
+    err: ValidationError, root: Any, path: str, prefix: Loc = (), *, default: str = "D004",
+    known_fields: Collection[str] = (),
 ) -> list[Finding]:
-    """One located finding per pydantic error (unknown field, missing field, wrong type)."""
+    """One located finding per pydantic error (unknown field, missing field, wrong type).
+
+    A misspelt key gets "did you mean" (against the fields missing beside it and
+    *known_fields*); a number where a string is expected gets the hint to quote it.
+    """
+    errors = err.errors(include_url=False)
+    missing = {(tuple(e["loc"][:-1]), str(e["loc"][-1])) for e in errors if e["type"] == "missing"}
     out = []
-    for e in err.errors(include_url=False):
+    for e in errors:
         loc = (*prefix, *e["loc"])
         code, help_ = _PYDANTIC_CODES.get(
             e["type"], (default, "see `residentkv schema descriptor`"))
+        if e["type"] == "extra_forbidden":
+            near = {k for parent, k in missing if parent == tuple(e["loc"][:-1])}
+            help_ = _did_you_mean(str(e["loc"][-1]), near or set(known_fields)) or help_
+        elif e["type"] == "string_type" and isinstance(e.get("input"), int | float):
+            help_ = (f"YAML reads an unquoted {e['input']} as a number; quote it exactly as "
+                     f'written, e.g. {e["loc"][-1]}: "{e["input"]}"')
         line, col = locate(root, loc)
         where = ".".join(str(p) for p in loc) or "(top level)"
         found = "" if e["type"] in _PYDANTIC_CODES else f" (found {_short(e.get('input'))})"
@@ -122,8 +137,17 @@ def validation_findings(
     return out
 
 
+def _did_you_mean(key: str, candidates: Collection[str]) -> str | None:
+    close = difflib.get_close_matches(key, sorted(candidates), n=1, cutoff=0.7)
+    return f"did you mean {close[0]}? (or remove the field)" if close else None
+
+
 def _short(value: Any) -> str:
-    text = repr(value)
+    """The offending value as the user wrote it in YAML/JSON terms (never a Python repr)."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = str(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -177,7 +177,8 @@ def judge_l3(trace: Trace) -> LitmusResult:
         "request_finished": _seqs([finished] if finished else []),
     }
     detail = (
-        f"refused with shortfall {refusal['shortfall']}, blocking {refusal['blocking_claim_ids']}"
+        f"refused with shortfall {refusal['shortfall']}, blocking "
+        f"{', '.join(refusal['blocking_claim_ids'])}"
         if refusal else "no refusal naming the claim"
     )
     return _verdict("L3", trace, checks, evidence, detail)
@@ -293,7 +294,7 @@ def judge_l7(trace: Trace) -> LitmusResult:
     detail = (
         f"claim {claim} accepted@{acc['seq']}, materialized@{mat['seq']}, request {req} "
         f"refused@{ref['seq']} (shortfall {ref['shortfall']}, blocking "
-        f"{ref['blocking_claim_ids']})"
+        f"{', '.join(ref['blocking_claim_ids'])})"
         if acc and mat and ref else "story incomplete"
     )
     return _verdict("L7", trace, checks, evidence, detail)

@@ -177,9 +177,9 @@ def _cell(row: SweepRow) -> str:
     if row.shortfall is not None:
         parts.append(f"shortfall {row.shortfall}")
     if row.blocking_claim_ids:
-        parts.append(f"blocking {row.blocking_claim_ids}")
+        parts.append(f"blocking {', '.join(row.blocking_claim_ids)}")
     if row.harmed_claims:
-        parts.append(f"harmed {row.harmed_claims}")
+        parts.append(f"harmed {', '.join(row.harmed_claims)}")
     return ", ".join(parts)
 
 
@@ -203,38 +203,9 @@ def render_json(result: SweepResult) -> str:
     return json.dumps(result.to_json(), indent=2, sort_keys=True)
 
 
-_OUTCOME_Y = {"refused": 0, "deferred": 1, "served": 2}
-
-
 def plot_sweep(result: SweepResult, out_dir: Path) -> list[Path]:
-    """Save ``sweep.png`` and ``sweep.svg``; raises ImportError without matplotlib."""
-    # Optional extra, imported only here; mypy may run without it installed.
-    from matplotlib.figure import Figure  # type: ignore[import-not-found,unused-ignore]
+    """Save ``sweep.png`` and ``sweep.svg`` (a policy x capacity grid); raises ImportError
+    without matplotlib."""
+    from residentkv.report.pictures import sweep_grid
 
-    policies = list(dict.fromkeys(r.policy for r in result.rows))
-    fig = Figure(figsize=(8, 6.5), layout="constrained")
-    top, bottom = fig.subplots(2, 1, sharex=True)
-    markers = "osD^v<>"
-    for i, policy in enumerate(policies):
-        rows = [r for r in result.rows if r.policy == policy]
-        xs = [r.usable for r in rows]
-        style = {"marker": markers[i % len(markers)], "label": policy, "alpha": 0.85}
-        top.plot(xs, [r.resident_victims for r in rows], **style)
-        # Small vertical offsets keep coinciding policies visible.
-        offset = (i - (len(policies) - 1) / 2) * 0.06
-        bottom.plot(xs, [_OUTCOME_Y[r.active] + offset for r in rows], **style)
-    top.set_ylabel("resident victims (blocks)")
-    top.set_title(f"resident claim {result.resident} blocks, active prefill {result.active} "
-                  "blocks")
-    top.legend(fontsize="small")
-    top.grid(alpha=0.3)
-    bottom.set_yticks(list(_OUTCOME_Y.values()), list(_OUTCOME_Y))
-    bottom.set_ylim(-0.5, 2.5)
-    bottom.set_ylabel("active request")
-    bottom.set_xlabel("usable blocks")
-    bottom.grid(alpha=0.3)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / "sweep.png", out_dir / "sweep.svg"]
-    for p in paths:
-        fig.savefig(p)
-    return paths
+    return sweep_grid(result, out_dir)

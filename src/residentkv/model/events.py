@@ -336,7 +336,10 @@ EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 
 def event_json_schema() -> dict[str, Any]:
     """The JSON Schema of one v1 event (a tagged union on ``event``)."""
+    from residentkv.model.event_fields import describe
+
     schema = EVENT_ADAPTER.json_schema(by_alias=True)
+    describe(schema)  # field descriptions, kept beside the models in model/event_fields.py
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = "https://residentkv.dev/schema/event-v1.json"
     schema["title"] = SCHEMA_ID

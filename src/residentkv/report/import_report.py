@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import json
 
+from residentkv.report.registry import RenderOptions, reporter
 from residentkv.trace.importers.base import ImportReport
 
 
-def render(report: ImportReport, fmt: str) -> str:
-    """The report as text (human) or JSON (deterministic)."""
+@reporter("import", "json")
+def render_json(report: ImportReport, _opts: RenderOptions) -> str:
+    """The report as deterministic JSON."""
+    return json.dumps(report.to_json_obj(), indent=2, sort_keys=True) + "\n"
+
+
+@reporter("import", "text")
+def render_text(report: ImportReport, _opts: RenderOptions) -> str:
+    """The report for humans: what was mapped, dropped, synthesized and assumed."""
     data = report.to_json_obj()
-    if fmt == "json":
-        return json.dumps(data, indent=2, sort_keys=True) + "\n"
     lines = [f"import {data['path']} ({data['dialect']}): {data['events_in']} events in, "
              f"{data['events_out']} v1 events out"]
     lines += [f"  mapped      {k}: {n}" for k, n in data["mapped"].items()]

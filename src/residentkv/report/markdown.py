@@ -5,7 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from residentkv.lowering.bundles import OBLIGATIONS
+from residentkv.report.json_report import evidence_line, strict_lines
 from residentkv.report.matrix import COLUMNS, matrix_rows
+from residentkv.report.registry import RenderOptions, reporter
 
 
 def _esc(text: str) -> str:
@@ -27,4 +29,12 @@ def render_markdown(doc: dict[str, Any]) -> str:
                 f"`{f['path']}:{f['line']}`: {_esc(f['message'])}" for f in r["findings"]]
         out.append("")
     out.append("Summary: " + ", ".join(f"{k} {v}" for k, v in doc["summary"].items()))
+    if doc.get("evidence"):
+        out += ["", evidence_line(doc)]
+    out += [f"- {x}" for x in strict_lines(doc)]
     return "\n".join(out) + "\n"
+
+
+@reporter("check", "md")
+def _check_md(doc: dict[str, Any], _opts: RenderOptions) -> str:
+    return render_markdown(doc)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from residentkv.lowering.bundles import OBLIGATIONS
+from residentkv.report.json_report import evidence_line, strict_lines
+from residentkv.report.registry import RenderOptions, reporter
 from residentkv.report.text import render_table
 
 COLUMNS = ("row", "mechanism", "lowers", "asserts", "B1", "B2", "B3", "B4", "class", "expect")
@@ -36,7 +38,15 @@ def render_text(doc: dict[str, Any], *, width: int = 160) -> str:
         out += ["  " + line for f in r["findings"] for line in _finding_lines(f)]
     out.append(f"boundary: {doc['boundary']}")
     out.append("summary: " + ", ".join(f"{k} {v}" for k, v in doc["summary"].items()))
+    if doc.get("evidence"):
+        out.append(evidence_line(doc))
+    out += strict_lines(doc)
     return "\n".join(out) + "\n"
+
+
+@reporter("check", "text")
+def _check_text(doc: dict[str, Any], _opts: RenderOptions) -> str:
+    return render_text(doc)
 
 
 def _finding_lines(f: dict[str, Any]) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from residentkv.report.registry import RenderOptions, reporter
 from residentkv.report.text import render_table
 from residentkv.trace.reproduce import Row, succeeded
 
@@ -28,15 +29,22 @@ def _summary(rows: Sequence[Row]) -> str:
             f"{'reproduced' if succeeded(rows) else 'NOT reproduced'}")
 
 
-def render(rows: Sequence[Row], fmt: str) -> str:
-    if fmt == "json":
-        return json.dumps({"rows": [r.to_json_obj() for r in rows],
-                           "reproduced": succeeded(rows)}, indent=2, sort_keys=True) + "\n"
-    if fmt == "md":
-        lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in _cells(r)) + " |"
-                  for r in rows]
-        return "\n".join(lines) + "\n\n" + _summary(rows) + "\n"
+@reporter("reproduce", "json")
+def render_json(rows: Sequence[Row], _opts: RenderOptions) -> str:
+    return json.dumps({"rows": [r.to_json_obj() for r in rows],
+                       "reproduced": succeeded(rows)}, indent=2, sort_keys=True) + "\n"
+
+
+@reporter("reproduce", "md")
+def render_md(rows: Sequence[Row], _opts: RenderOptions) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in _cells(r)) + " |"
+              for r in rows]
+    return "\n".join(lines) + "\n\n" + _summary(rows) + "\n"
+
+
+@reporter("reproduce", "text")
+def render_text(rows: Sequence[Row], _opts: RenderOptions) -> str:
     table = render_table("research artifact traces: our gates vs the published table",
                          COLUMNS, [_cells(r) for r in rows], width=160)
     return table + _summary(rows) + "\n"

@@ -17,10 +17,13 @@ def render_table(
     caption: str | None = None,
     width: int = 120,
 ) -> str:
-    """Render a table to a plain string (no colour codes, stable for tests and pipes)."""
+    """Render a table to a plain string (no colour codes, stable for tests and pipes).
+
+    The first column (an id) never wraps, so ids stay whole; other cells wrap at spaces.
+    """
     table = Table(title=title, caption=caption, show_lines=False)
-    for col in columns:
-        table.add_column(col, overflow="fold")
+    for i, col in enumerate(columns):
+        table.add_column(col, overflow="fold", no_wrap=i == 0)
     for row in rows:
         table.add_row(*row)
     buffer = io.StringIO()

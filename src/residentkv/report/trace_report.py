@@ -1,92 +1,221 @@
-"""Render trace-gate results (text, Markdown, JSON) from their JSON-able form."""
+"""Render trace-gate results (text, Markdown, JSON, SARIF) from their JSON-able form.
+
+Each gate result is placed at its *deciding event*: the last event the verdict rests on (the
+highest evidence seq — for a pass the event that completed the chain, for a failure the last
+event that still satisfied a requirement, after which the missing ones never came). Its line in
+the trace file is found by one scan for those seqs.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from residentkv import __version__
+from residentkv.codes import lookup
+from residentkv.model.vocabulary import GATE_NAMES
+from residentkv.report.registry import RenderOptions, reporter
+from residentkv.report.sarif import code_rule, locations, sarif_log
 from residentkv.report.text import render_table
-from residentkv.trace.gates import TraceCheck
+from residentkv.trace.gates import BOUNDARIES, REQUIREMENTS, TraceCheck
+from residentkv.trace.reader import STDIN
 
 GLOBAL_BOUNDARY = (
     "residentkv judges the evidence given, not unaudited behaviour: a gate result says what "
     "this stream shows, never what the runtime would do elsewhere."
 )
+_SEQ = re.compile(rb'"seq"\s*:\s*(\d+)')
+
+
+def seq_lines(path: str | Path, seqs: Iterable[int]) -> dict[int, int]:
+    """seq -> 1-based line number in the trace file, for the seqs asked (first occurrence)."""
+    wanted = set(seqs)
+    found: dict[int, int] = {}
+    if str(path) == STDIN:  # already consumed; standard input has no lines to point at
+        return found
+    try:
+        with open(path, "rb") as fh:
+            for number, line in enumerate(fh, start=1):
+                m = _SEQ.search(line)
+                if m is not None and int(m.group(1)) in wanted:
+                    found.setdefault(int(m.group(1)), number)
+                    if len(found) == len(wanted):
+                        break
+    except OSError:
+        return found
+    return found
+
+
+def missing_reasons(missing: Iterable[str]) -> dict[str, str]:
+    """requirement id -> the one-line reason the gate semantics give for it being missing."""
+    from residentkv.trace.semantics import why_missing
+
+    return {req: why_missing(req) for req in missing}
+
+
+def _deciding_seq(evidence: dict[str, list[int]]) -> int | None:
+    seqs = [s for v in evidence.values() for s in v]
+    return max(seqs) if seqs else None
+
+
+def _trace_obj(c: TraceCheck) -> dict[str, Any]:
+    deciding = {id(r): _deciding_seq(r.evidence) for r in c.results}
+    lines = seq_lines(c.path, {s for s in deciding.values() if s is not None})
+    results = []
+    for r in c.results:
+        seq = deciding[id(r)]
+        results.append({**r.model_dump(mode="json"), "why": missing_reasons(r.missing),
+                        "deciding": {"seq": seq, "line": lines.get(seq) if seq is not None
+                                     else None}})
+    return {
+        "path": c.path, "events": c.events, "problem_count": c.problem_count,
+        "problems": [{"code": p.code, "name": p.name, "line": p.line, "col": p.col,
+                      "message": p.message, "help": p.help} for p in c.problems],
+        "results": results,
+    }
 
 
 def to_json_obj(checks: Sequence[TraceCheck]) -> dict[str, Any]:
     """The canonical, deterministic result of ``trace check``."""
     return {
+        "schema": "residentkv.trace-check/v1",
         "tool": {"name": "residentkv", "version": __version__},
         "boundary": GLOBAL_BOUNDARY,
-        "traces": [
-            {
-                "path": c.path,
-                "events": c.events,
-                "problem_count": c.problem_count,
-                "problems": [
-                    {"code": p.code, "name": p.name, "line": p.line, "col": p.col,
-                     "message": p.message}
-                    for p in c.problems
-                ],
-                "results": [r.model_dump(mode="json") for r in c.results],
-            }
-            for c in checks
-        ],
+        "traces": [_trace_obj(c) for c in checks],
         "passed": all(c.passed for c in checks),
     }
-
-
-def render_json(checks: Sequence[TraceCheck]) -> str:
-    return json.dumps(to_json_obj(checks), indent=2, sort_keys=True)
 
 
 def _fired(controls: dict[str, bool]) -> str:
     return ", ".join(k for k, v in sorted(controls.items()) if v) or "-"
 
 
-def _rows(check: TraceCheck) -> list[list[str]]:
-    return [
-        [r.claim_id, r.gate, "pass" if r.passed else "FAIL", ", ".join(r.missing) or "-",
-         _fired(r.controls)]
-        for r in check.results
-    ]
+COLUMNS = ("claim", "gate", "result", "missing", "controls fired", "deciding line")
 
 
-COLUMNS = ("claim", "gate", "result", "missing", "controls fired")
+def _rows(trace: dict[str, Any]) -> list[list[str]]:
+    return [[r["claim_id"], r["gate"], "pass" if r["passed"] else "FAIL",
+             ", ".join(r["missing"]) or "-", _fired(r["controls"]),
+             str(r["deciding"]["line"] or "-")] for r in trace["results"]]
 
 
-def render_text(checks: Sequence[TraceCheck]) -> str:
-    """A rich table plus every reader problem as a located diagnostic."""
+def _problem_line(path: str, p: dict[str, Any]) -> str:
+    loc = ":".join(str(x) for x in (path, p["line"], p["col"]) if x is not None)
+    return f"{loc}: error[{p['code']} {p['name']}]: {p['message']}"
+
+
+def _why_lines(trace: dict[str, Any]) -> list[str]:
+    """Each missing requirement of each failed gate result, with its one-line reason."""
+    return [f"{r['claim_id']} {r['gate']}: {req}: {why}"
+            for r in trace["results"] for req, why in r["why"].items()]
+
+
+def _passed_line(doc: dict[str, Any]) -> str:
+    results = [r for t in doc["traces"] for r in t["results"]]
+    return f"{sum(r['passed'] for r in results)}/{len(results)} gate results passed"
+
+
+@reporter("trace", "text")
+def render_text(doc: dict[str, Any], _opts: RenderOptions | None = None) -> str:
+    """A table per trace plus every reader problem as a located diagnostic."""
     out: list[str] = []
-    for c in checks:
-        out.extend(p.render() for p in c.problems)
-        hidden = c.problem_count - len(c.problems)
+    for t in doc["traces"]:
+        out.extend(_problem_line(t["path"], p) for p in t["problems"])
+        hidden = t["problem_count"] - len(t["problems"])
         if hidden > 0:
-            out.append(f"{c.path}: ... and {hidden} more problems")
-        if c.results:
-            out.append(render_table(f"{c.path} ({c.events} events)", COLUMNS, _rows(c)).rstrip())
+            out.append(f"{t['path']}: ... and {hidden} more problems")
+        if t["results"]:
+            out.append(render_table(f"{t['path']} ({t['events']} events)", COLUMNS,
+                                    _rows(t)).rstrip())
+            out += [f"  missing {line}" for line in _why_lines(t)]
     out.append(GLOBAL_BOUNDARY)
-    passed = sum(r.passed for c in checks for r in c.results)
-    total = sum(len(c.results) for c in checks)
-    out.append(f"{passed}/{total} gate results passed")
+    out.append(_passed_line(doc))
     return "\n".join(out) + "\n"
 
 
-def render_markdown(checks: Sequence[TraceCheck]) -> str:
+@reporter("trace", "json")
+def render_json(doc: dict[str, Any], _opts: RenderOptions | None = None) -> str:
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+@reporter("trace", "md")
+def render_markdown(doc: dict[str, Any], _opts: RenderOptions | None = None) -> str:
     lines = ["# residentkv trace check", ""]
-    for c in checks:
-        lines += [f"## `{c.path}` ({c.events} events)", "",
+    for t in doc["traces"]:
+        lines += [f"## `{t['path']}` ({t['events']} events)", "",
                   "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
         lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
-                  for row in _rows(c)]
+                  for row in _rows(t)]
+        why = _why_lines(t)
+        if why:
+            lines += ["", "Missing requirements:", ""] + [f"- {x}" for x in why]
         lines.append("")
-    problems = [p for c in checks for p in c.problems]
+    problems = [_problem_line(t["path"], p) for t in doc["traces"] for p in t["problems"]]
     if problems:
-        lines += ["## Problems", ""] + [f"- `{p.render().splitlines()[0]}`" for p in problems]
+        lines += ["## Problems", ""] + [f"- `{p}`" for p in problems]
     lines += ["", "## Boundaries", "", f"- {GLOBAL_BOUNDARY}"]
-    seen = sorted({(r.gate, r.boundary) for c in checks for r in c.results})
+    seen = sorted({(r["gate"], r["boundary"]) for t in doc["traces"] for r in t["results"]})
     lines += [f"- **{g}**: {b}" for g, b in seen]
+    lines += ["", _passed_line(doc)]
     return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------------------- SARIF
+
+
+def _gate_rule(gate: str) -> dict[str, Any]:
+    reqs = ", ".join(REQUIREMENTS[gate])
+    text = (f"Trace gate {gate}: {BOUNDARIES[gate]}. Requirement ids: {reqs}. "
+            f"More: residentkv explain {gate}")
+    return {"id": gate, "name": gate, "shortDescription": {"text": f"trace gate {gate}"},
+            "fullDescription": {"text": BOUNDARIES[gate]},
+            "help": {"text": text, "markdown": f"**Trace gate `{gate}`**: {BOUNDARIES[gate]}"
+                                               f"\n\nRequirement ids: `{reqs}`"}}
+
+
+def _gate_message(r: dict[str, Any]) -> str:
+    seq = r["deciding"]["seq"]
+    at = f" (deciding event seq {seq})" if seq is not None else ""
+    if r["passed"]:
+        return f"gate {r['gate']} passed for claim {r['claim_id']}{at}"
+    fired = _fired(r["controls"])
+    tail = f"; controls fired: {fired}" if fired != "-" else ""
+    why = "; ".join(f"{req} ({reason})" for req, reason in r["why"].items())
+    return (f"gate {r['gate']} failed for claim {r['claim_id']}: missing "
+            f"{why or '(none)'}{tail}{at}")
+
+
+@reporter("trace", "sarif")
+def render_sarif(doc: dict[str, Any], opts: RenderOptions) -> str:
+    """SARIF: one result per gate result (kind pass/fail) and per reader problem."""
+    codes = sorted({p["code"] for t in doc["traces"] for p in t["problems"]})
+    gates = [g for g in GATE_NAMES if any(r["gate"] == g for t in doc["traces"]
+                                          for r in t["results"])]
+    rule_ids = gates + codes
+    index = {rid: i for i, rid in enumerate(rule_ids)}
+    results: list[dict[str, Any]] = []
+    for t in doc["traces"]:
+        for p in t["problems"]:
+            results.append({"ruleId": p["code"], "ruleIndex": index[p["code"]], "level": "error",
+                            "message": {"text": p["message"]},
+                            "locations": locations(t["path"], p["line"], p["col"],
+                                                   opts.srcroot)})
+        for r in t["results"]:
+            results.append({
+                "ruleId": r["gate"], "ruleIndex": index[r["gate"]],
+                "kind": "pass" if r["passed"] else "fail",
+                "level": "none" if r["passed"] else "error",
+                "message": {"text": _gate_message(r)},
+                "locations": locations(t["path"], r["deciding"]["line"], None, opts.srcroot),
+                "properties": {"claim": r["claim_id"], "missing": r["missing"],
+                               "controls": r["controls"], "boundary": r["boundary"],
+                               "deciding_seq": r["deciding"]["seq"]}})
+    rules = [_gate_rule(g) for g in gates] + [code_rule(lookup(c).id) for c in codes]
+    run = {"results": results, "properties": {"boundary": doc["boundary"],
+                                              "passed": doc["passed"]}}
+    log = sarif_log(run, command=opts.command, version=doc["tool"]["version"],
+                    srcroot=opts.srcroot, rules=rules)
+    return json.dumps(log, indent=2, sort_keys=True) + "\n"

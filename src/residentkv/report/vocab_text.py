@@ -1,0 +1,90 @@
+"""What ``residentkv explain`` knows, rendered as text: finding codes (by id or name),
+requirement ids, negative controls, gates and bundle modes, each read from where it is defined
+(the code registry, the gate table, the shipped bundles); nothing here is a second copy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from residentkv.codes import CODES, Code
+from residentkv.lowering.bundles import Bundle, load_bundles
+from residentkv.model.vocabulary import CONTROLS, GATE_NAMES, Requirement
+from residentkv.model.vocabulary import OBLIGATION_SHORT as SHORT
+from residentkv.trace.gates import BOUNDARIES, REQUIREMENTS
+
+_BY_NAME: dict[str, Code] = {c.name: c for c in CODES.values()}
+
+
+def requirement_reason(req: str) -> str:
+    """The one-line reason a requirement id is reported missing (from the gate semantics)."""
+    from residentkv.trace.semantics import why_missing
+
+    return why_missing(req)
+
+
+def _code(c: Code) -> list[str]:
+    return [f"{c.id} {c.name} (finding code, phase {c.phase})", f"  what:    {c.summary}",
+            f"  why:     {c.why}", f"  example: {c.example}"]
+
+
+def _requirement(req: str, bundles: dict[str, Bundle]) -> list[str]:
+    gates = [g for g in GATE_NAMES if req in REQUIREMENTS[g]]
+    out = [f"{req} (trace requirement id)", f"  reported by gates: {', '.join(gates)}"]
+    out.append(f"  when missing: {requirement_reason(req)}")
+    used = [f"{mode} {SHORT[name]} {name}" for mode, b in sorted(bundles.items())
+            for name, ob in b.obligations.items() if req in ob.requirements]
+    out.append(f"  required by bundles: {'; '.join(used) or '(none)'}")
+    return out
+
+
+def _control(name: str) -> list[str]:
+    return [f"{name} (negative control)",
+            "  when it fires in a claim's stream, the gates judging that claim fail: this "
+            "pattern is never evidence for the claim",
+            f"  checked by gates: {', '.join(GATE_NAMES)}"]
+
+
+def _gate(gate: str, bundles: dict[str, Bundle]) -> list[str]:
+    used = sorted({f"{mode} {SHORT[name]}" for mode, b in bundles.items()
+                   for name, ob in b.obligations.items() if gate in ob.gates()})
+    return [f"{gate} (trace gate)", f"  shows: {BOUNDARIES[gate]}",
+            f"  requirement ids: {', '.join(REQUIREMENTS[gate])}",
+            f"  satisfies (in some alternative): {', '.join(used) or '(none)'}"]
+
+
+def _mode(b: Bundle) -> list[str]:
+    return [f"{b.mode} (protection mode, bundle v{b.version})", f"  {b.summary}",
+            f"  outcomes: {', '.join(b.outcomes)}", "  run `residentkv bundles show "
+            f"{b.mode}` for what satisfies each obligation"]
+
+
+def explain_lines(term: str) -> list[str] | None:
+    """Lines explaining *term*, or ``None`` when residentkv does not know it."""
+    bundles = load_bundles()
+    finders: list[Callable[[], list[str] | None]] = [
+        lambda: _code(CODES[term.upper()]) if term.upper() in CODES else None,
+        lambda: _code(_BY_NAME[term]) if term in _BY_NAME else None,
+        lambda: _requirement(term, bundles) if term in all_requirements() else None,
+        lambda: _control(term) if term in CONTROLS else None,
+        lambda: _gate(term, bundles) if term in GATE_NAMES else None,
+        lambda: _mode(bundles[term]) if term in bundles else None,
+    ]
+    hits = [lines for find in finders if (lines := find()) is not None]
+    return [line for i, lines in enumerate(hits) for line in ([""] if i else []) + lines] or None
+
+
+def all_requirements() -> list[str]:
+    """Every requirement id any gate reports."""
+    return [r.value for r in Requirement]
+
+
+def list_lines() -> list[str]:
+    """Everything ``explain`` knows, grouped."""
+    out = ["finding codes:"]
+    out += [f"  {c.id} {c.name}: {c.summary}" for c in CODES.values()]
+    out += ["requirement ids:"] + [f"  {r}" for r in all_requirements()]
+    out += ["negative controls:"] + [f"  {c}" for c in CONTROLS]
+    out += ["gates:"] + [f"  {g}" for g in GATE_NAMES]
+    out += ["protection modes:"] + [f"  {m}" for m in sorted(load_bundles())]
+    return out
