@@ -28,7 +28,8 @@ __all__ = ["audit"]
               help="Directory of extra obligation bundles.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True,
-              help="json prints the same JSON result as `residentkv check --format json`.")
+              help="json prints report.json: the JSON of `residentkv check --format json` "
+                   "plus each obligation's note and each anchor's target.")
 @click.pass_context
 def audit(ctx: click.Context, out: str, cache: str | None, offline: bool, live: bool,
           bundles_dir: str | None, fmt: str) -> None:
