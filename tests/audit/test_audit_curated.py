@@ -49,7 +49,9 @@ def test_each_public_primitive_has_an_honest_row_and_an_overclaim() -> None:
     for r in rows:
         assert r.mechanism == "native"
         prims.setdefault(r.id.rsplit("/", 1)[0], set()).add((r.asserts, r.expect))
-    assert len(prims) == 18
+    # vLLM: 10 primitives per release (0.32.0 and 0.33.0); SGLang 7, TensorRT-LLM 3, Dynamo 6,
+    # LMCache 5
+    assert len(prims) == 41
     for prim, kinds in prims.items():
         assert ("substrate", "approximation_substrate") in kinds, prim
         assert ("conformance", "rejected_mapping") in kinds, prim
@@ -57,14 +59,40 @@ def test_each_public_primitive_has_an_honest_row_and_an_overclaim() -> None:
 
 
 def test_anchors_point_into_the_pinned_releases() -> None:
-    pinned = {p.package: p.version for p in PINS}
+    pinned = {p.key for p in PINS}
     for r in _rows():
         for aid, a in r.anchors.items():
             if isinstance(a, SourceAnchor) and r.runtime.name != "tensorrt-llm":
-                assert a.package in pinned and a.version == pinned[a.package], (r.id, aid)
+                assert f"{a.package}=={a.version}" in pinned, (r.id, aid)
                 assert a.sha256 and a.lines, (r.id, aid)
             if r.runtime.name == "tensorrt-llm":
-                assert not (isinstance(a, SourceAnchor) and a.package in pinned)
+                assert not (isinstance(a, SourceAnchor) and a.package in {p.package for p in PINS})
+
+
+def test_rows_name_the_release_they_describe() -> None:
+    """An anchor into the row's own runtime package is at the row's release (a 0.33.0 row never
+    rests on 0.32.0 text), and every vLLM 0.32.0 primitive is re-read at 0.33.0."""
+    own = {"vllm": "vllm", "sglang": "sglang", "lmcache": "lmcache", "dynamo": "dynamo",
+           "vllm+residentkv": "vllm"}
+    rows = _rows()
+    for r in rows:
+        for aid, a in r.anchors.items():
+            if isinstance(a, SourceAnchor) and a.package == own.get(r.runtime.name):
+                assert a.version == r.runtime.version, (r.id, aid, a.version)
+    prims = {v: {r.id.split("/", 1)[1] for r in rows
+                 if r.runtime.name == "vllm" and r.runtime.version == v}
+             for v in ("0.32.0", "0.33.0")}
+    assert prims["0.32.0"] == prims["0.33.0"] and len(prims["0.32.0"]) == 20
+
+
+def test_reviewed_records_name_the_anchor_release() -> None:
+    reviewed = [(r.id, a) for r in _rows() for a in r.anchors.values()
+                if isinstance(a, SourceAnchor) and a.reviewed is not None]
+    assert reviewed, "the 0.33.0 rows carry the records of their review"
+    for rid, a in reviewed:
+        assert a.reviewed is not None
+        assert a.reviewed.release.endswith(f"=={a.version}"), rid
+        assert a.reviewed.reason.strip(), rid
 
 
 def test_without_sources_no_row_is_granted_anything_and_classes_hold() -> None:

@@ -13,6 +13,7 @@ import pytest
 
 from residentkv.audit import AuditOptions, run_audit
 from residentkv.audit.job import WITNESS_SCENARIOS, suite_summary
+from residentkv.sources import PINS
 from residentkv.sources.roots import runtimes_dir
 
 ADAPTER = "vllm+residentkv/resident-claim-connector/offloadable"
@@ -64,38 +65,49 @@ def test_audit_with_the_pinned_releases_reproduces_spec_11(pinned_cache: Path, t
     assert all(r["class"] == r["expect"] for r in result.doc["rows"])
     assert result.doc["summary"] == {
         "adapter_observational_evidence": 1, "adapter_policy_evidence": 1,
-        "approximation_substrate": 18, "rejected_mapping": 19}
-    assert [s["status"] for s in result.sources] == ["cached"] * 4
+        "approximation_substrate": 41, "rejected_mapping": 42}
+    assert [s["status"] for s in result.sources] == ["cached"] * len(PINS)
     for name in ("report.md", "report.json", "report.sarif", "audit.json"):
         assert (tmp_path / "r" / name).is_file()
     md = (tmp_path / "r" / "report.md").read_text()
-    assert "## Runtime × obligation" in md and "| vllm | 10 |" in md
+    assert "## Runtime × obligation" in md
+    assert "| vllm 0.32.0 |" in md and "| vllm 0.33.0 |" in md  # a line per release
+    assert "## Curation: notes and anchor targets" in md
+    assert result.reviews["pending"] == 0 and result.reviews["reviewed"] > 0
     assert "suite:" in md
 
 
-def test_format_json_is_the_check_json(pinned_cache: Path, tmp_path: Path, no_suite: None,
-                                       cli_run: Callable[..., tuple[int, str, str]]) -> None:
-    from residentkv.sources import PINS, find_archive, runtime_descriptor_paths
+def test_format_json_is_the_check_json_plus_the_curation(
+        pinned_cache: Path, tmp_path: Path, no_suite: None,
+        cli_run: Callable[..., tuple[int, str, str]]) -> None:
+    from residentkv.lowering.anchors import Verifier
+    from residentkv.lowering.check import run_check
+    from residentkv.report.json_report import dumps, to_json
+    from residentkv.sources import cached_roots, runtime_descriptor_paths
 
     code, audit_out, _ = cli_run("audit", "--cache", str(pinned_cache), "--offline",
                                  "--out", str(tmp_path / "r"), "--format", "json")
     assert code == 0
-    sources = [f"{p.package}={find_archive(pinned_cache, p)}" for p in PINS]
-    args = [str(p) for p in runtime_descriptor_paths()]
-    for s in sources:
-        args += ["--source", s]
-    from residentkv.lowering.check import run_check
-    from residentkv.report.json_report import dumps, to_json
-
-    check_out = dumps(to_json(run_check(args[: len(runtime_descriptor_paths())], sources)))
-    assert json.loads(audit_out) == json.loads(check_out)
     assert (tmp_path / "r" / "report.json").read_text() == audit_out
+    doc = json.loads(audit_out)
+    check = to_json(run_check(runtime_descriptor_paths(),
+                              verifier=Verifier(cached_roots(pinned_cache)[0])))
+    for r in doc["rows"]:  # the curation is added; nothing of the check JSON is changed
+        for ob in r["obligations"].values():
+            assert ob.pop("note").endswith(".")
+        for a in r["anchors"]:
+            target = a.pop("target")
+            assert target["state"] == a["result"]
+            if target["kind"] == "source":
+                assert target["file"] and target["release"]
+                assert target["lines"] or target["symbol"]
+    assert doc == json.loads(dumps(check))
 
 
 def test_missing_sources_fall_short_but_grant_nothing(tmp_path: Path) -> None:
     result = run_audit(AuditOptions(out=tmp_path / "r", cache=tmp_path / "empty", fetch=False))
     assert result.exit_code == 1
-    assert [s["status"] for s in result.sources] == ["missing"] * 4
+    assert [s["status"] for s in result.sources] == ["missing"] * len(PINS)
     assert result.unverified  # every pinned anchor is only cited
     assert not result.positive_public
     for r in result.doc["rows"]:

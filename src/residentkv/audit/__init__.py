@@ -2,8 +2,9 @@
 
 Fetch the pinned releases if missing, verify every anchor, run (or reuse) the witness traces of
 the adapter rows, run the bad-lowering suite when this build has one, classify every row, and
-write ``report.md``, ``report.json`` (the same JSON as ``residentkv check --format json``),
-``report.sarif`` and ``audit.json`` to one output folder.
+write ``report.md``, ``report.json`` (the JSON of ``residentkv check --format json`` plus each
+obligation's curator note and each anchor's target), ``report.sarif`` and ``audit.json`` to one
+output folder.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from residentkv import __version__
+from residentkv.audit.curation import annotate, curated_rows, review_counts
 from residentkv.errors import UsageError
 from residentkv.lowering.anchors import Verifier
 from residentkv.lowering.check import CheckResult, run_check
@@ -72,7 +73,8 @@ class AuditOptions:
 
 @dataclass
 class AuditResult:
-    """Everything the audit found; ``doc`` is the canonical check JSON (``report.json``)."""
+    """Everything the audit found; ``doc`` is the canonical check JSON plus the curation
+    (notes, anchor targets: ``report.json``)."""
 
     check: CheckResult
     doc: dict[str, Any]
@@ -81,6 +83,8 @@ class AuditResult:
     suite: dict[str, Any]
     unverified: list[str]
     positive_public: list[str]
+    #: distinct source anchors into pinned releases: reviewed / unchanged / pending
+    reviews: dict[str, int] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -101,6 +105,7 @@ class AuditResult:
             "sources": self.sources, "witness": self.witness, "suite": self.suite,
             "unverified_anchors": self.unverified,
             "positive_public_rows": self.positive_public,
+            "anchor_review": self.reviews,
             "summary": self.doc["summary"], "files": self.files,
             "exit_code": self.exit_code,
         }
@@ -118,11 +123,11 @@ def _sources(opts: AuditOptions, cache: Path) -> list[dict[str, Any]]:
                                   "no_index": opts.no_index}
         if opts.fetch_runner is not None:
             kwargs["runner"] = opts.fetch_runner
-        results = {r.pin.package: r for r in fetch(missing, cache, **kwargs)}
+        results = {r.pin.key: r for r in fetch(missing, cache, **kwargs)}
     out: list[dict[str, Any]] = []
     for pin in opts.pins:
         have = find_archive(cache, pin)
-        r = results.get(pin.package)
+        r = results.get(pin.key)
         if have is not None:
             status = r.status if r is not None else "cached"
             out.append({"package": pin.package, "requirement": pin.requirement,
@@ -276,41 +281,24 @@ def run_audit(opts: AuditOptions) -> AuditResult:
     check = run_check(descriptors, bundles_dir=opts.bundles_dir, verifier=Verifier(roots))
     doc = to_json(check)
     pinned = {p.package for p in opts.pins}
-    packages = _anchor_packages(descriptors, opts.bundles_dir)
+    annotate(doc, curated_rows(descriptors, opts.bundles_dir), pinned)
     unverified = [
         f"{a['row']} {a['id']}: {a['result']} ({a['detail']})"
         for a in _anchor_rows(doc)
         if a["result"] != "verified"
-        and (a["kind"] == "trace" or packages.get((a["row"], a["id"])) in pinned)
+        and (a["kind"] == "trace" or (a.get("target") or {}).get("package") in pinned)
     ]
     positive_public = [f"{r['id']}: {r['class']}" for r in doc["rows"]
                        if r["mechanism"] == "native" and r["class"] in GRANTING]
     result = AuditResult(check=check, doc=doc, sources=sources, witness=witness, suite=suite,
-                         unverified=unverified, positive_public=positive_public)
+                         unverified=unverified, positive_public=positive_public,
+                         reviews=review_counts(doc))
     _write(result, opts.out)
     return result
 
 
 def _anchor_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [dict(a, row=r["id"]) for r in doc["rows"] for a in r["anchors"]]
-
-
-def _anchor_packages(descriptors: Sequence[Path],
-                     bundles_dir: str | None = None) -> dict[tuple[str, str], str]:
-    """(row id, anchor id) -> package, for the source anchors of valid rows."""
-    from residentkv.lowering.bundles import load_bundles
-    from residentkv.lowering.descriptor import SourceAnchor, read_descriptor
-
-    modes = set(load_bundles(bundles_dir))
-    out = {}
-    for path in descriptors:
-        for lr in read_descriptor(path, modes).rows:
-            if lr.row is None:
-                continue
-            for aid, a in lr.row.anchors.items():
-                if isinstance(a, SourceAnchor):
-                    out[(lr.row_id, aid)] = a.package
-    return out
 
 
 def _write(result: AuditResult, out: Path) -> None:

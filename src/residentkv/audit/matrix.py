@@ -1,5 +1,6 @@
-"""The runtime x obligation matrix: for each runtime, the strongest effective status of B1-B4
-over its rows, and its strongest class (rendered from the canonical check JSON)."""
+"""The runtime x obligation matrix: for each runtime release (``vllm 0.32.0``, ``vllm 0.33.0``,
+...), the strongest effective status of B1-B4 over its rows, and its strongest class (rendered
+from the canonical check JSON)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from residentkv.lowering.bundles import OBLIGATIONS
 from residentkv.lowering.descriptor import CLASSES
 from residentkv.report.text import render_table
 
-COLUMNS = ("runtime", "rows", "B1", "B2", "B3", "B4", "strongest class", "anchors")
+COLUMNS = ("runtime release", "rows", "B1", "B2", "B3", "B4", "strongest class", "anchors")
 #: how much of an obligation a status binds, best first
 _STATUS_RANK = {"satisfied": 0, "partial": 1, "absent": 2, "contradicted": 3, "unknown": 4}
 _MARK = {"verified": "✓", "cited": "~", "none": "·"}
@@ -17,12 +18,12 @@ _STRENGTH_RANK = {"verified": 0, "cited": 1, "none": 2}
 
 
 def _runtime_name(row: dict[str, Any]) -> str:
-    rt = row.get("runtime") or "?"
-    return str(rt).split(" ")[0]
+    """``name version``: each release of a runtime is its own line of the matrix."""
+    return str(row.get("runtime") or "?")
 
 
 def runtime_matrix(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """One entry per runtime, in the order the runtimes first appear."""
+    """One entry per runtime release, in the order the releases first appear."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for r in doc["rows"]:
         groups.setdefault(_runtime_name(r), []).append(r)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from residentkv.audit.curation import REVIEW_STATES, target_text
 from residentkv.audit.matrix import render_runtime_matrix, render_runtime_matrix_md, runtime_matrix
+from residentkv.lowering.bundles import OBLIGATIONS
 from residentkv.report.matrix import matrix_rows
 from residentkv.report.text import render_table
 
@@ -34,6 +36,30 @@ def _compact_rows(doc: dict[str, Any]) -> list[list[str]]:
             for c in matrix_rows(doc)]
 
 
+def _review_line(reviews: dict[str, int]) -> str:
+    counts = ", ".join(f"{s} {reviews.get(s, 0)}" for s in REVIEW_STATES)
+    return f"anchors into pinned releases: {counts}"
+
+
+def _curation_md(doc: dict[str, Any]) -> list[str]:
+    """Per row: the curator's note per obligation and each anchor's target."""
+    lines = ["## Curation: notes and anchor targets", ""]
+    for r in doc["rows"]:
+        lines += [f"### `{r['id']}` — {r['class']}", ""]
+        for i, name in enumerate(OBLIGATIONS, 1):
+            ob = r["obligations"].get(name)
+            if ob is None:
+                continue
+            cited = ", ".join(a["id"] for a in ob["anchors"]) or "none"
+            lines.append(f"- B{i} {name}: **{ob['effective']}** (asserted {ob['asserted']}; "
+                         f"{cited}) — {ob.get('note') or '(no note)'}")
+        for a in r["anchors"]:
+            t = a.get("target")
+            lines.append(f"  - `{a['id']}`: {target_text(t) if t else a['result']}")
+        lines.append("")
+    return lines
+
+
 def render_audit_text(result: AuditResult, *, width: int = 160) -> str:
     """What ``residentkv audit`` prints: sources, witness, suite, the matrices, the verdict."""
     doc = result.doc
@@ -46,6 +72,7 @@ def render_audit_text(result: AuditResult, *, width: int = 160) -> str:
     for f in (f for r in doc["rows"] for f in r["findings"] if f["severity"] == "error"):
         out.append(f"{f['path']}:{f['line']}:{f['col']}: error[{f['code']} {f['name']}]: "
                    f"{f['message']}")
+    out.append(_review_line(result.reviews))
     out += [f"unverified: {u}" for u in result.unverified]
     out += [f"positive class on a public runtime row: {p}" for p in result.positive_public]
     out.append("summary: " + ", ".join(f"{k} {v}" for k, v in doc["summary"].items()))
@@ -70,7 +97,10 @@ def render_audit_markdown(result: AuditResult, check_md: str) -> str:
     lines += ["",
               "## Runtime × obligation", "", render_runtime_matrix_md(runtime_matrix(doc)),
               "Cells: the strongest effective status over the runtime's rows; ✓ verified, "
-              "~ cited, · no usable evidence.", ""]
+              "~ cited, · no usable evidence.", "",
+              "## Anchor review", "", f"- {_review_line(result.reviews)} (reviewed: the "
+              "anchored text changed in a later release and a curator re-read it; pending: "
+              "it does not verify against the release it names)", ""]
     if result.unverified or result.positive_public:
         lines += ["## Shortfalls", ""]
         lines += [f"- unverified: {u}" for u in result.unverified]
@@ -79,5 +109,6 @@ def render_audit_markdown(result: AuditResult, check_md: str) -> str:
         lines.append("")
     lines += [f"**Audit: {'passed' if result.exit_code == 0 else 'fell short'}**", ""]
     body = check_md.split("\n", 1)[1] if check_md.startswith("# ") else check_md
+    lines += _curation_md(doc)
     lines += ["## Rows", body]
     return "\n".join(lines)

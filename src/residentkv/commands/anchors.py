@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import io
+import re
+import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 from ruamel.yaml import YAML
 
+import residentkv.report.command_reports  # noqa: F401  (registers the review reporters)
+from residentkv.commands.sources import target_roots
 from residentkv.errors import UsageError
 from residentkv.lowering.anchors import Verifier, make_anchor
 from residentkv.lowering.bundles import load_bundles
 from residentkv.lowering.check import open_sources
 from residentkv.lowering.descriptor import read_descriptor
-from residentkv.lowering.sources import PathRefused
-from residentkv.sources.roots import default_roots
+from residentkv.lowering.sources import PathRefused, SourceRoot
+from residentkv.report.registry import emit, output_options
+from residentkv.sources.cache import cache_dir
+from residentkv.sources.pins import parse_requirement
+from residentkv.sources.review import REVIEWABLE, ReviewItem, apply_review, review_items
+from residentkv.sources.roots import cached_roots, default_roots, runtime_descriptor_paths
 
 
 @click.group("anchors")
@@ -37,8 +46,10 @@ def verify(ctx: click.Context, descriptors: tuple[str, ...], sources: tuple[str,
     Packages without a --source are verified against the pinned releases in the release cache
     (`residentkv sources fetch`), when present; otherwise their anchors are unverifiable.
     """
-    roots = {} if no_cache else default_roots(cache)
-    roots.update(open_sources(sources))
+    given = open_sources(sources)
+    roots = {} if no_cache else {k: r for k, r in default_roots(cache).items()
+                                 if k.split("==")[0] not in given}
+    roots.update(given)
     verifier = Verifier(roots)
     modes = set(load_bundles())
     bad = 0
@@ -76,3 +87,97 @@ def make(target: str, source: str, version: str | None, anchor_id: str) -> None:
     buf = io.StringIO()
     yaml.dump({anchor_id: anchor}, buf)
     click.echo(buf.getvalue(), nl=False)
+
+
+@anchors.command("review")
+@click.argument("descriptors", nargs=-1, type=click.Path(dir_okay=False))
+@click.option("--to", "target", required=True, metavar="DIST==VERSION|NAME=PATH",
+              help="The new release, e.g. vllm==0.33.0 (fetched into the cache if missing).")
+@click.option("--release", default=None, metavar="VERSION",
+              help="The version a NAME=PATH target holds (required with NAME=PATH).")
+@click.option("--from", "baseline_opts", multiple=True, metavar="NAME=PATH",
+              help="Root holding the anchors' own (old) release (default: the release cache).")
+@click.option("--anchor", "only", multiple=True, metavar="ID|ROW:ID",
+              help="Review only these anchors (repeatable; default: all of the rows).")
+@click.option("--approve", is_flag=True,
+              help="Approve every changed anchor shown (non-interactive; needs --reason).")
+@click.option("--reason", default=None, help="One-line reason recorded with the approval.")
+@click.option("--date", "date_", default=None, metavar="YYYY-MM-DD",
+              help="Date recorded with the approval (default: today, UTC).")
+@click.option("--cache", "cache", type=click.Path(file_okay=False), default=None,
+              help="Release cache directory (default: $RESIDENTKV_CACHE or "
+                   "~/.cache/residentkv/sources).")
+@click.option("--no-fetch", is_flag=True, help="Never download; use the cache only.")
+@output_options("review")
+@click.pass_context
+def review(ctx: click.Context, descriptors: tuple[str, ...], target: str, release: str | None,
+           baseline_opts: tuple[str, ...], only: tuple[str, ...], approve: bool,
+           reason: str | None,
+           date_: str | None, cache: str | None, no_fetch: bool, fmt: str,
+           output: str | None) -> None:
+    """Show each changed anchor of the rows naming the --to release as a diff; record approvals.
+
+    On approval (interactive confirm, or --approve --reason) the new sha256, lines and version
+    plus a `reviewed: {release, date, reason}` record are written into the descriptor (comments
+    and formatting kept). An unapproved changed anchor stays pending: it does not verify against
+    the release its row names, so the row fails closed. Exit 0 when no anchor is left pending,
+    1 otherwise, 2 on unusable input.
+    """
+    if approve and not reason:
+        raise UsageError("--approve needs --reason \"...\" (one line: why the status holds)")
+    if date_ is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date_):
+        raise UsageError(f"--date {date_!r}: expected YYYY-MM-DD")
+    folder = cache_dir(cache)
+    package, version, label, root = _review_target(target, release, folder, not no_fetch)
+    given = open_sources(baseline_opts)
+    baseline = {k: r for k, r in cached_roots(folder)[0].items() if k.split("==")[0] not in given}
+    baseline.update(given)
+    paths = list(descriptors) or [str(p) for p in runtime_descriptor_paths()]
+    items = review_items(paths, package, version, baseline, root)
+    interactive = not approve and _stdin_is_tty() and fmt == "text"
+    for it in items:
+        # --anchor narrows what is shown and up for approval; every anchor counts as pending
+        picked = not only or it.anchor in only or f"{it.row}:{it.anchor}" in only
+        if fmt == "text" and picked:
+            _show(it)
+        if it.status in REVIEWABLE and picked:
+            it.approved = approve or (interactive and click.confirm(
+                f"  the status of {it.row} still holds on {label}: approve?", default=False))
+    if any(it.approved for it in items) and not reason:
+        reason = click.prompt("  one-line reason recorded with the approval")
+    when = date_ or datetime.now(UTC).date().isoformat()
+    written = apply_review(items, label, version, reason or "", when)
+    pending = [it for it in items if it.status not in ("unchanged", "moved") and not it.approved]
+    emit("review", fmt, {"schema": "residentkv.review/v1", "release": label,
+                         "items": [it.to_json() for it in items], "written": written,
+                         "pending": len(pending)}, output)
+    ctx.exit(1 if pending else 0)
+
+
+def _stdin_is_tty() -> bool:
+    """Whether approvals can be asked for (never in a pipe or CI: nothing is approved there)."""
+    return sys.stdin.isatty()
+
+
+def _review_target(spec: str, release: str | None, folder: Path,
+                   fetch_missing: bool) -> tuple[str, str, str, SourceRoot]:
+    """(package, version, release label, root) of the --to release."""
+    labels: dict[str, str] = {}
+    ((package, root),) = target_roots((spec,), folder, fetch_missing, labels).items()
+    if not re.match(r"^[A-Za-z0-9._-]+=[^=]", spec):
+        pin = parse_requirement(spec)
+        return package, pin.version, pin.requirement, root
+    if not release:
+        raise UsageError(f"--to {spec}: a NAME=PATH target needs --release VERSION (the "
+                         "version the rows name)")
+    return package, release, f"{package}=={release}", root
+
+
+def _show(it: ReviewItem) -> None:
+    head = f"{it.status:11} {it.row} {it.anchor} {it.where}"
+    if it.status in ("unchanged", "moved"):
+        click.echo(f"{head}: {it.detail}")
+        return
+    click.echo(f"{head}: {it.detail}")
+    if it.old_text:
+        click.echo(it.diff(), nl=False)

@@ -24,7 +24,7 @@ from residentkv.sources.fetch import fetch as run_fetch
 from residentkv.sources.pins import PINS, Pin, parse_requirement, pin_for
 from residentkv.sources.roots import runtime_descriptor_paths
 
-__all__ = ["drift", "sources"]
+__all__ = ["drift", "sources", "target_roots"]
 
 _CACHE_HELP = f"Release cache directory (default: ${ENV_CACHE} or ~/.cache/residentkv/sources)."
 
@@ -86,8 +86,10 @@ def list_(cache: str | None) -> None:
     click.echo(f"cache: {folder}")
 
 
-def _target_roots(specs: tuple[str, ...], folder: Path, fetch_missing: bool,
+def target_roots(specs: tuple[str, ...], folder: Path, fetch_missing: bool,
                   labels: dict[str, str]) -> dict[str, SourceRoot]:
+    """Roots of ``--to`` specs (``DIST==VERSION`` from the cache, fetched if allowed, or
+    ``NAME=PATH``), keyed by anchor package; *labels* gets ``target:NAME`` -> the spec."""
     roots: dict[str, SourceRoot] = {}
     for spec in specs:
         if not re.match(r"^[A-Za-z0-9._-]+=[^=]", spec):
@@ -137,7 +139,7 @@ def drift(ctx: click.Context, descriptors: tuple[str, ...], targets: tuple[str, 
     """
     folder = cache_dir(cache)
     labels: dict[str, str] = {}
-    target = _target_roots(targets, folder, not no_fetch, labels)
+    target = target_roots(targets, folder, not no_fetch, labels)
     baseline = open_sources(baseline_opts)
     for name in list(target):
         if name in baseline:
@@ -151,6 +153,7 @@ def drift(ctx: click.Context, descriptors: tuple[str, ...], targets: tuple[str, 
             raise UsageError(f"no baseline for package {name!r}: give --source {name}=PATH or "
                              "fetch the pinned release with `residentkv sources fetch`")
         baseline[name] = open_root(name, path)
+        baseline[name].version = pin.version if pin else None
         labels[f"baseline:{name}"] = pin.requirement if pin else str(path)
     paths = list(descriptors) or [str(p) for p in runtime_descriptor_paths()]
     report = run_drift(paths, baseline, target, labels=labels)

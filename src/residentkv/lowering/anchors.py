@@ -132,18 +132,32 @@ class Verifier:
 
     # --- source anchors -------------------------------------------------------------------
 
-    def _source(self, aid: str, a: SourceAnchor) -> AnchorResult:
+    def root_for(self, a: SourceAnchor) -> SourceRoot | None:
+        """The root an anchor is verified against: ``package==version`` when given, else the
+        package's root -- unless that root is known to hold another release (fail-closed)."""
+        if a.version is not None and f"{a.package}=={a.version}" in self.sources:
+            return self.sources[f"{a.package}=={a.version}"]
         root = self.sources.get(a.package)
+        if root is not None and None not in (root.version, a.version) \
+                and root.version != a.version:
+            return None
+        return root
+
+    def _source(self, aid: str, a: SourceAnchor) -> AnchorResult:
+        root = self.root_for(a)
         if root is None:
-            return self._res(aid, a, "unverifiable", "A003",
-                             f"no --source given for package {a.package!r}")
+            have = self.sources.get(a.package)
+            why = (f"no source for {a.package} {a.version} (the {a.package} root holds "
+                   f"{have.version})" if have is not None
+                   else f"no --source given for package {a.package!r}")
+            return self._res(aid, a, "unverifiable", "A003", why)
         try:
             data = root.read(a.path)
         except PathRefused as e:
             return self._res(aid, a, "failed", "A005", f"path refused: {e}")
         if data is None:
             return self._res(aid, a, "missing", "A002", f"{a.path} not found in {root.name}")
-        key = (root.name, a.path)
+        key = (f"{root.name}@{root.location}", a.path)
         if key not in self._text:
             try:
                 text = data.decode("utf-8")
@@ -162,7 +176,7 @@ class Verifier:
         if a.symbol is None:
             assert a.lines is not None
             return parse_lines(a.lines)
-        key = (root.name, a.path)
+        key = (f"{root.name}@{root.location}", a.path)
         if key not in self._symbols:
             try:
                 self._symbols[key] = python_symbols(self._text[key][0])

@@ -86,6 +86,15 @@ class _PathAnchor(_Frozen):
         return v
 
 
+class Reviewed(_Frozen):
+    """A curator's record that a changed anchored text was re-read and the row still holds
+    (written by ``residentkv anchors review``; informational -- the sha256 still verifies)."""
+
+    release: str = Field(min_length=1, description="the release re-read, e.g. vllm==0.33.0")
+    date: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
+    reason: str = Field(min_length=1)
+
+
 class SourceAnchor(_PathAnchor):
     """A file in a released package or git tree: symbol and/or lines + sha256, or a quote."""
 
@@ -96,6 +105,7 @@ class SourceAnchor(_PathAnchor):
     lines: str | None = None
     sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     quote: str | None = Field(default=None, min_length=1)
+    reviewed: Reviewed | None = None
 
     @field_validator("lines")
     @classmethod

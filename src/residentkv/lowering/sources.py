@@ -30,9 +30,12 @@ class PathRefused(Exception):
 class SourceRoot:
     """Read-only access to the files of one source, confined to its root."""
 
-    def __init__(self, name: str, location: Path) -> None:
+    def __init__(self, name: str, location: Path, version: str | None = None) -> None:
         self.name = name
         self.location = location
+        #: the release this root holds, when known (pinned archives): anchors that name another
+        #: version of the package are never verified against it
+        self.version = version
         self.refused_members: list[str] = []
         self._cache: dict[str, bytes | None] = {}
 

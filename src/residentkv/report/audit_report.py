@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from residentkv.audit.details import witness_trace_paths
 from residentkv.audit.render import render_audit_markdown, render_audit_text
+from residentkv.audit.witness_traces import witness_trace_paths
 from residentkv.report.html import html_input, render_page
 from residentkv.report.json_report import dumps
 from residentkv.report.markdown import render_markdown

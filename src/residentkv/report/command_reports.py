@@ -115,3 +115,22 @@ def _sweep_text(result: Any, _opts: RenderOptions) -> str:
     from residentkv.microruntime.sweep import render_text
 
     return str(render_text(result)) + "\n"
+
+
+# --- anchors review --------------------------------------------------------------------------
+
+
+@reporter("review", "json")
+def _review_json(doc: dict[str, Any], _opts: RenderOptions) -> str:
+    return dump_json(doc)
+
+
+@reporter("review", "text")
+def _review_text(doc: dict[str, Any], _opts: RenderOptions) -> str:
+    counts: dict[str, int] = {}
+    for it in doc["items"]:
+        key = "approved" if it.get("approved") else it["status"]
+        counts[key] = counts.get(key, 0) + 1
+    shown = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    return (f"review {doc['release']}: {shown or 'no anchors of rows naming this release'}"
+            f"; pending {doc['pending']}; written: {', '.join(doc['written']) or 'nothing'}\n")

@@ -1,7 +1,7 @@
 """One self-contained HTML report (``report.html``): no network, no external assets, printable.
 
 Rendered from JSON-able inputs only: the canonical check JSON (with the curator's notes and
-anchor targets merged in, see :mod:`residentkv.audit.details`), optionally the audit record
+anchor targets merged in, see :mod:`residentkv.audit.curation`), optionally the audit record
 (``audit.json``: sources, witness, suite) and the witness timelines
 (:mod:`residentkv.report.timeline`). Sections: verdict and boundary, suite and witness summary,
 the runtime x obligation matrix, every row (per-obligation status, the curator's reason, each
@@ -322,10 +322,10 @@ def html_input(doc: dict[str, Any], descriptors: list[str],
                traces: list[str] | None = None) -> dict[str, Any]:
     """The JSON-able input of the page: the check JSON with notes and anchor targets merged
     in, the audit record, and the witness timelines."""
-    from residentkv.audit.details import row_details, with_details
+    from residentkv.audit.curation import with_curation
     from residentkv.report.timeline import timeline
 
-    return {"check": with_details(doc, row_details(descriptors)), "audit": audit,
+    return {"check": with_curation(doc, descriptors), "audit": audit,
             "timelines": [timeline(p) for p in traces or []]}
 
 

@@ -17,7 +17,9 @@ and placed in one of:
 ``failed``
     the verifier refused the anchor (unsafe path, unparsable file).
 
-Then every row is classified against the baseline and against the new release. Fail-closed: a
+Then every row with a compared anchor is classified against the baseline and against the new
+release. Anchors naming a release other than the baseline's (rows of another release kept side
+by side, e.g. vLLM 0.33.0 beside 0.32.0) are not compared. Fail-closed: a
 row with any anchor that changed, was relocated or vanished is *stale* -- its curated review
 describes code that is no longer there -- and falls to ``unknown_evidence`` until it is
 re-reviewed and re-anchored (``residentkv anchors make``); nothing is re-anchored automatically.
@@ -217,12 +219,16 @@ def drift(descriptors: Sequence[str | Path], baseline: Mapping[str, SourceRoot],
         target={n: labels.get(f"target:{n}", str(r.location)) for n, r in target.items()})
     modes = set(load_bundles(bundles_dir))
     verifier = Verifier(dict(target))
+    considered: set[str] = set()
     for path in descriptors:
         for lr in read_descriptor(path, modes).rows:
             if lr.row is None:
                 continue
             for aid, anchor in lr.row.anchors.items():
                 if isinstance(anchor, SourceAnchor) and anchor.package in target:
+                    if _other_release(anchor, baseline.get(anchor.package)):
+                        continue  # a row of another release (e.g. vllm 0.33.0 beside 0.32.0)
+                    considered.add(lr.row_id)
                     res = verifier.verify(aid, anchor, Path(path).parent)
                     report.anchors.append(_classify_anchor(lr.row_id, aid, anchor, res,
                                                            target[anchor.package]))
@@ -230,8 +236,14 @@ def drift(descriptors: Sequence[str | Path], baseline: Mapping[str, SourceRoot],
     after = run_check(descriptors, bundles_dir=bundles_dir,
                       verifier=Verifier({**baseline, **target}))
     stale = {a.row for a in report.anchors if a.status in BROKEN}
-    report.rows = _row_drift(before, after, stale)
+    report.rows = [r for r in _row_drift(before, after, stale) if r.row in considered]
     return report
+
+
+def _other_release(a: SourceAnchor, base: SourceRoot | None) -> bool:
+    """Whether *a* names a release other than the baseline's (only when both are known)."""
+    return (base is not None and base.version is not None and a.version is not None
+            and a.version != base.version)
 
 
 def _row_drift(before: CheckResult, after: CheckResult, stale: set[str]) -> list[RowDrift]:

