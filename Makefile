@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.residentkv-installed
 VLLM_STAMP := $(VENV)/.vllm-installed
 EXAMPLES := src/residentkv/data/traces
 
-.PHONY: demo test lint typecheck unit bench fuzz fuzz-gates install install-vllm browser clean
+.PHONY: demo test lint typecheck unit bench fuzz fuzz-gates install install-vllm browser clean witness-tp
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -91,6 +91,11 @@ bench: $(VLLM_STAMP)
 	$(PY) bench/mutants.py
 	$(PY) bench/microruntime.py
 	$(PY) bench/witness.py --runs 30 --out bench-out
+
+# Every witness scenario in the tensor-parallel shape (OpenAI server, TP=2 on CPU, 2 worker
+# processes); `make test` runs three of them, the full set is too slow for it on two cores.
+witness-tp: $(VLLM_STAMP)
+	$(RKV) witness run --shape tp2 --scenario all --out witness-tp-out
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

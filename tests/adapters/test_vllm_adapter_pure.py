@@ -5,8 +5,10 @@ No vLLM here; these run everywhere.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -140,3 +142,48 @@ def test_a_run_matches_only_with_spec_gates_and_all_checks() -> None:
     assert row["matched"] == 1 and row["gates"]["target.observation"]["passes"] == 3
     table = format_table([row])
     assert "3/4 (pass)" in table and "restored_tokens_equal_cold" in table
+
+
+def test_control_socket_round_trip_and_owner_only_mode(tmp_path: Path) -> None:
+    import os
+
+    from residentkv.adapters.vllm.control import Operator
+    from residentkv.adapters.vllm.control_socket import ControlClient, ControlError, ControlServer
+
+    op = Operator(parse_connector_config({"host_tier_bytes": 1, "event_sink":
+                                          str(tmp_path / "a.jsonl")}))
+    path = tmp_path / "c.sock"
+    server = ControlServer(path, op)
+    try:
+        assert os.stat(path).st_mode & 0o777 == 0o600
+        client = ControlClient(path)
+        status = client.configure(event_sink=tmp_path / "b.jsonl",
+                                  failure_injection=[InjectionRule(claim_id="c1", mode="once")])
+        assert status["sink"] == str(tmp_path / "b.jsonl")
+        assert op.take_injection("c1", None) is not None and op.take_injection("c1", None) is None
+        assert client.injections_fired == 1
+        seq = client.counter("vllm.num_cached_tokens", 256, "r-1")
+        lines = (tmp_path / "b.jsonl").read_text().splitlines()
+        assert [json.loads(x)["event"] for x in lines] == ["stream_started", "generic_counter"]
+        assert json.loads(lines[1])["seq"] == seq == 1  # on disk when the call returns
+        with pytest.raises(ControlError, match="exactly one"):
+            client.configure(failure_injection=[{"mode": "once"}])
+        with pytest.raises(ControlError, match="unknown op"):
+            client.call("shutdown")
+        assert client.outcome_for("nope") is None
+    finally:
+        server.close()
+        op.writer.close()
+    assert not path.exists()
+
+
+def test_middleware_finds_the_control_socket_and_reads_sse_verdicts() -> None:
+    from residentkv.adapters.vllm.server import _sse_verdict, control_socket_path
+
+    cfg = json.dumps({"kv_connector_extra_config": {"control_socket": "/run/x.sock"}})
+    assert control_socket_path(["api", "--kv-transfer-config", cfg]) == "/run/x.sock"
+    assert control_socket_path(["api", f"--kv-transfer-config={cfg}"]) == "/run/x.sock"
+    assert control_socket_path(["api"]) is None
+    assert _sse_verdict(b'data: {"error": {"message": "x"}}\n\ndata: [DONE]\n\n') == "error"
+    assert _sse_verdict(b'data: {"choices": [{"text": "hi"}]}\n\n') == "tokens"
+    assert _sse_verdict(b'data: {"choices": [{"delta": {"role": "assistant"}}]}\n\n') is None

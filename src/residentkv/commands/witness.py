@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 import residentkv.report.command_reports  # noqa: F401  (registers the witness reporters)
+from residentkv.adapters.vllm.engine import SHAPES
 from residentkv.errors import UsageError
 from residentkv.report.registry import emit, output_options
 
@@ -43,8 +46,13 @@ def witness() -> None:
 @click.option("--load-mode", type=click.Choice(["async", "sync"]), default="async",
               show_default=True,
               help="async: vLLM's async-load protocol; sync: loads before the forward.")
+@click.option("--shape", type=click.Choice(list(SHAPES)), default="inproc",
+              show_default=True,
+              help="inproc: LLM in this process; mp: LLM with vLLM's default multiprocessing; "
+                   "server: vLLM's OpenAI server and the openai client; tp2: the server with "
+                   "tensor parallelism 2.")
 @output_options("witness")
-def run(scenarios: tuple[str, ...], repeat: int, out_dir: str, load_mode: str,
+def run(scenarios: tuple[str, ...], repeat: int, out_dir: str, load_mode: str, shape: str,
         fmt: str, output: str | None) -> None:
     """Run witness scenarios on vLLM with a tiny local model and judge each trace.
 
@@ -63,11 +71,14 @@ def run(scenarios: tuple[str, ...], repeat: int, out_dir: str, load_mode: str,
         raise UsageError(
             "vLLM is not installed; install the extra: pip install 'residentkv[vllm]'"
         )
+    if shape in ("server", "tp2") and importlib.util.find_spec("openai") is None:
+        raise UsageError(f"--shape {shape} drives the server with the openai client: "
+                         "pip install openai")
     from residentkv.adapters.vllm.witness import run_witness, summarize
 
     out = Path(out_dir)
     try:
-        runs = run_witness(chosen, repeat, out, load_mode=load_mode)
+        runs = run_witness(chosen, repeat, out, load_mode=load_mode, shape=shape)
     except RuntimeError as exc:
         click.echo(f"error: {exc}", err=True)
         raise click.exceptions.Exit(1) from None
@@ -79,3 +90,70 @@ def run(scenarios: tuple[str, ...], repeat: int, out_dir: str, load_mode: str,
     emit("witness", fmt, {"rows": rows, "out": str(out)}, output)
     ok = all(r.matched for r in runs)
     raise click.exceptions.Exit(0 if ok else 1)
+
+
+@witness.group("control")
+@click.option("--socket", "socket_path", required=True, type=click.Path(dir_okay=False),
+              envvar="RESIDENTKV_CONTROL_SOCKET",
+              help="The engine's control socket (control_socket in kv_connector_extra_config).")
+@click.pass_context
+def control(ctx: click.Context, socket_path: str) -> None:
+    """Operator control of a serving engine through its local control socket."""
+    from residentkv.adapters.vllm.control_socket import ControlClient
+
+    ctx.obj = ControlClient(socket_path)
+
+
+def _call(ctx: click.Context, fn: Callable[[Any], Any]) -> None:
+    from residentkv.adapters.vllm.control_socket import ControlError
+
+    try:
+        click.echo(json.dumps(fn(ctx.obj), indent=1))
+    except ControlError as exc:
+        raise UsageError(f"control socket: {exc}") from None
+
+
+@control.command("status")
+@click.pass_context
+def control_status(ctx: click.Context) -> None:
+    """Sink, events written, injections fired, live claims, injection rules."""
+    _call(ctx, lambda c: c.status())
+
+
+@control.command("release")
+@click.argument("claim_ids", nargs=-1, required=True)
+@click.option("--reason", default="operator release", show_default=True)
+@click.pass_context
+def control_release(ctx: click.Context, claim_ids: tuple[str, ...], reason: str) -> None:
+    """End live claims (claim_released) and free their host-tier slots."""
+    _call(ctx, lambda c: c.release_claims(list(claim_ids), reason))
+
+
+@control.command("inject")
+@click.option("--claim-id", default=None)
+@click.option("--owner-scope", default=None)
+@click.option("--unclaimed", is_flag=True)
+@click.option("--mode", type=click.Choice(["once", "persistent"]), default="persistent",
+              show_default=True)
+@click.pass_context
+def control_inject(ctx: click.Context, claim_id: str | None, owner_scope: str | None,
+                   unclaimed: bool, mode: str) -> None:
+    """Fail the next host-tier load(s) of a claim, an owner's claims, or unclaimed entries."""
+    rule = {"claim_id": claim_id, "owner_scope": owner_scope, "unclaimed": unclaimed,
+            "mode": mode}
+    _call(ctx, lambda c: c.configure(failure_injection=[rule]))
+
+
+@control.command("clear-injection")
+@click.pass_context
+def control_clear(ctx: click.Context) -> None:
+    """Remove every failure-injection rule."""
+    _call(ctx, lambda c: c.configure(failure_injection=[]))
+
+
+@control.command("outcome")
+@click.argument("request_id")
+@click.pass_context
+def control_outcome(ctx: click.Context, request_id: str) -> None:
+    """The claim outcome of a request (vLLM's id or the caller's id)."""
+    _call(ctx, lambda c: c.outcome_for(request_id))

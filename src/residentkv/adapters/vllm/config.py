@@ -65,7 +65,8 @@ class ConnectorConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    host_tier_bytes: int = Field(gt=0, description="bytes of the bounded host KV tier")
+    host_tier_bytes: int = Field(
+        gt=0, description="bytes of the bounded host KV tier, per worker rank")
     event_sink: str = Field(min_length=1, description="JSONL file receiving every v1 event")
     failure_injection: tuple[InjectionRule, ...] = ()
     per_owner_claim_blocks: int | None = Field(
@@ -73,12 +74,17 @@ class ConnectorConfig(BaseModel):
     )
     load_mode: Literal["async", "sync"] = Field(
         default="async",
-        description="async: vLLM's async-load protocol, copies on a worker thread; "
+        description="async: vLLM's async-load protocol (copy issued after the forward launch, "
+        "completion reported by get_finished); "
         "sync: copies in start_load_kv before the forward that reads them",
     )
     offload_unclaimed: bool = Field(
         default=False,
         description="also offload requests without a claim (ordinary host caching, no promise)",
+    )
+    control_socket: str | None = Field(
+        default=None, min_length=1,
+        description="unix socket path for operator control while serving (mode 0600)",
     )
 
 

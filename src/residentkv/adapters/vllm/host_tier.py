@@ -145,7 +145,8 @@ class HostPool:
         first = next(iter(kv_caches.values()))
         self.device = first.device
         self._cuda = first.device.type == "cuda"
-        self._stream = torch.cuda.Stream() if self._cuda else None  # UNTESTED path
+        self._stream = (torch.cuda.Stream()  # type: ignore[no-untyped-call]  # UNTESTED path
+                        if self._cuda else None)
         self.pool: dict[str, Any] = {}
         self._views: dict[tuple[int, int], list[Any]] = {}
         self.bytes_per_block = 0

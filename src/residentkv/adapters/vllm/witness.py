@@ -1,11 +1,14 @@
 """The positive systems witness of SPEC §9: every scenario, run on real vLLM, judged by the gates.
 
-A :class:`Witness` owns one in-process engine (one ``kv_load_failure_policy``). Each scenario run
-swaps the operator's event sink to a fresh trace file, resets vLLM's prefix cache so the only
-source of a restored prefix is the host tier, sends real requests, and then runs the trace gates
-on what the connector wrote. The harness never writes claim or substrate events itself; the
-only events it adds are ``generic_counter`` values it read from vLLM's request outputs (the
-``generic_counter_only`` scenario).
+A :class:`Witness` owns one engine (one ``kv_load_failure_policy``) in one shape: ``inproc``,
+``mp`` (vLLM's default multiprocessing), ``server`` (the OpenAI server and the official
+``openai`` client) or ``tp2`` (the server at tensor parallelism 2). It reaches the engine's
+operator state only through the engine's control socket. Each scenario run swaps the event sink
+to a fresh trace file (a new stream), resets vLLM's prefix cache so the only source of a
+restored prefix is the host tier, sends real requests, and then runs the trace gates on what the
+connector wrote. The harness never writes claim or substrate events itself; the only events it
+adds, through the engine's writer, are ``generic_counter`` values it read from vLLM's request
+outputs (the ``generic_counter_only`` scenario).
 
 vLLM keeps process-global state (the KV transfer group), so one process runs one engine; the
 top-level :func:`run_witness` runs each policy's scenarios in a child process.
@@ -13,8 +16,11 @@ top-level :func:`run_witness` runs each policy's scenarios in a child process.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -23,7 +29,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from residentkv.adapters.vllm.backends import Out
 from residentkv.adapters.vllm.config import InjectionRule
+from residentkv.adapters.vllm.engine import SHAPES
+from residentkv.model.vocabulary import GateName
 
 __all__ = [
     "EXPECTED",
@@ -48,22 +57,28 @@ SCENARIOS: tuple[str, ...] = (
     "cross_tenant_reuse",
 )
 
+def _gates(role: str, **passed: bool) -> dict[str, bool]:
+    """``{"<role>.<gate>": expected}``; gate names are checked against the vocabulary."""
+    return {f"{role}.{GateName(gate)}": value for gate, value in passed.items()}
+
+
+_NEITHER = _gates("target", observation=False, failure_outcome=False)
+
 #: SPEC §9's table: scenario -> {"role.gate": expected passed}
 EXPECTED: dict[str, dict[str, bool]] = {
-    "no_claim": {"target.observation": False, "target.failure_outcome": False},
-    "success_path": {"target.observation": True, "target.failure_outcome": False},
-    "ordinary_offload_no_claim": {"target.observation": False, "target.failure_outcome": False},
-    "claimed_load_failure": {"target.observation": False, "target.failure_outcome": True},
-    "wrong_claim_failure": {"target.observation": True, "target.failure_outcome": False},
-    "unclaimed_load_failure": {"target.observation": False, "target.failure_outcome": False},
-    "fallback_recompute": {"target.observation": False, "target.failure_outcome": False},
-    "generic_counter_only": {"target.observation": False, "target.failure_outcome": False},
+    "no_claim": _NEITHER,
+    "success_path": _gates("target", observation=True, failure_outcome=False),
+    "ordinary_offload_no_claim": _NEITHER,
+    "claimed_load_failure": _gates("target", observation=False, failure_outcome=True),
+    "wrong_claim_failure": _gates("target", observation=True, failure_outcome=False),
+    "unclaimed_load_failure": _NEITHER,
+    "fallback_recompute": _NEITHER,
+    "generic_counter_only": _NEITHER,
     "multi_claim_targeted_failure": {
-        "target.observation": False, "target.failure_outcome": True,
-        "target.attribution": True, "control.observation": True,
-        "control.failure_outcome": False,
+        **_gates("target", observation=False, failure_outcome=True, attribution=True),
+        **_gates("control", observation=True, failure_outcome=False),
     },
-    "cross_tenant_reuse": {"target.observation": False, "target.failure_outcome": False},
+    "cross_tenant_reuse": _NEITHER,
 }
 
 #: extra facts each scenario must show, beyond the gates (all must be True)
@@ -81,6 +96,14 @@ CHECKS: dict[str, tuple[str, ...]] = {
     "cross_tenant_reuse": ("no_restore_for_other_tenant", "other_tenant_tokens_equal_cold",
                            "foreign_claim_reference_rejected"),
 }
+
+#: what the HTTP client must see in the server shapes: the refusal as HTTP 409 with
+#: ``x-should-retry: false`` and the claim outcome in the error body
+SERVER_CHECKS: dict[str, tuple[str, ...]] = {
+    "claimed_load_failure": ("client_saw_refusal",),
+    "multi_claim_targeted_failure": ("client_saw_refusal",),
+}
+SERVER_SHAPES = ("server", "tp2")
 
 BLOCK = 128
 PROMPT_TOKENS = 297  # 2 full blocks restorable + a tail vLLM always computes
@@ -105,6 +128,13 @@ class ScenarioRun:
     outcomes: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     latency_ms: float | None = None  # the scenario's key request, end to end
+    shape: str = "inproc"
+
+    @property
+    def required_checks(self) -> tuple[str, ...]:
+        """The checks this run must pass (the server shapes add what the client must see)."""
+        extra = SERVER_CHECKS.get(self.scenario, ()) if self.shape in SERVER_SHAPES else ()
+        return CHECKS.get(self.scenario, ()) + extra
 
     @property
     def matched(self) -> bool:
@@ -113,7 +143,7 @@ class ScenarioRun:
             return False
         exp = EXPECTED[self.scenario]
         return all(self.gates.get(k) == v for k, v in exp.items()) and all(
-            self.checks.get(c, False) for c in CHECKS.get(self.scenario, ())
+            self.checks.get(c, False) for c in self.required_checks
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -141,29 +171,32 @@ def make_claim(claim_id: str, owner: str, model_id: str, object_id: str) -> dict
 
 
 class Witness:
-    """One in-process engine and the scenarios that run on it."""
+    """One engine in one shape (one policy), and the scenarios that run on it."""
 
     def __init__(self, work_dir: str | Path, *, policy: str = "fail", load_mode: str = "async",
-                 host_tier_bytes: int = 64 << 20, extra: dict[str, Any] | None = None) -> None:
-        from residentkv.adapters.vllm.control import operator
-        from residentkv.adapters.vllm.engine import (
-            SERVED_MODEL_NAME,
-            make_engine,
-            write_tiny_model,
-        )
+                 host_tier_bytes: int = 64 << 20, extra: dict[str, Any] | None = None,
+                 shape: str = "inproc") -> None:
+        from residentkv.adapters.vllm.backends import make_backend
+        from residentkv.adapters.vllm.control_socket import ControlClient
+        from residentkv.adapters.vllm.engine import SERVED_MODEL_NAME, write_tiny_model
 
-        self.work_dir = Path(work_dir)
+        self.work_dir = Path(work_dir).resolve()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.policy = policy
         self.load_mode = load_mode
-        extra = {"load_mode": load_mode, **(extra or {})}
+        self.shape = shape
         self.model_dir = write_tiny_model(self.work_dir / "tiny-llama")
         self.model_id = SERVED_MODEL_NAME
-        self.llm = make_engine(self.model_dir, event_sink=self.work_dir / f"engine-{policy}.jsonl",
-                               policy=policy, host_tier_bytes=host_tier_bytes, extra=extra)
-        self.op = operator()
+        self.backend, control = make_backend(
+            shape, self.work_dir, self.model_dir, policy=policy, host_tier_bytes=host_tier_bytes,
+            extra={"load_mode": load_mode, **(extra or {})})
+        self.op = ControlClient(control)
         # The engine's first forward pays one-off warm-up costs; keep them out of the timings.
         self.generate([self.prompt("warmup", 0)], [None])
+
+    def close(self) -> None:
+        """Stop the engine (and, for the server shapes, its whole process group)."""
+        self.backend.close()
 
     # ------------------------------------------------------------------ helpers
 
@@ -173,42 +206,31 @@ class Witness:
         return [rng.randrange(3, 1024) for _ in range(PROMPT_TOKENS)]
 
     def generate(self, prompts: Sequence[list[int]],
-                 claims: Sequence[dict[str, Any] | None]) -> tuple[list[Any], float]:
-        """Run one batch; returns the outputs and the wall time in ms."""
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-
-        params = [
-            SamplingParams(max_tokens=MAX_TOKENS, temperature=0.0, ignore_eos=True,
-                           extra_args={"kv_transfer_params": {"resident_claim": c}} if c else None)
-            for c in claims
-        ]
+                 claims: Sequence[dict[str, Any] | None]) -> tuple[list[Out], float]:
+        """Run one batch; returns what the caller saw and the wall time in ms."""
         start = time.perf_counter_ns()
-        outs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
-                                 use_tqdm=False)
-        return list(outs), (time.perf_counter_ns() - start) / 1e6
+        outs = self.backend.generate(prompts, claims)
+        return outs, (time.perf_counter_ns() - start) / 1e6
 
     def reset(self) -> None:
         """Drop vLLM's device prefix cache so a later hit can only come from the host tier."""
-        if not self.llm.reset_prefix_cache():
-            raise RuntimeError("vLLM refused to reset the prefix cache")
+        self.backend.reset()
 
     @staticmethod
-    def tokens(out: Any) -> list[int]:
-        return list(out.outputs[0].token_ids)
+    def tokens(out: Out) -> list[int]:
+        return out.token_ids
 
     @staticmethod
-    def finish(out: Any) -> str | None:
-        return out.outputs[0].finish_reason
+    def finish(out: Out) -> str | None:
+        return out.finish_reason
 
-    def outcome(self, out: Any) -> dict[str, Any] | None:
-        """The claim outcome the caller got: from the request output when vLLM passed it on,
-        else (FINISHED_ERROR, where vLLM 0.32 drops it) from the connector's record."""
-        params = out.kv_transfer_params or {}
-        return params.get("resident_claim") or self.op.outcome_for(out.request_id)
+    def outcome(self, out: Out) -> dict[str, Any] | None:
+        """The claim outcome the caller got: from the response when vLLM (or, for a refusal,
+        the server middleware) delivered it, else from the connector's record by request id
+        (offline FINISHED_ERROR, where vLLM 0.32 drops it)."""
+        return out.claim_outcome or self.op.outcome_for(out.request_id)
 
     def read_trace(self, path: Path) -> list[dict[str, Any]]:
-        self.op.flush()
         with path.open(encoding="utf-8") as fh:
             return [json.loads(line) for line in fh if line.strip()]
 
@@ -224,7 +246,7 @@ class Witness:
         trace.parent.mkdir(parents=True, exist_ok=True)
         trace.unlink(missing_ok=True)
         self.op.configure(event_sink=trace, failure_injection=[], offload_unclaimed=False)
-        run = ScenarioRun(scenario=scenario, index=index, trace=str(trace))
+        run = ScenarioRun(scenario=scenario, index=index, trace=str(trace), shape=self.shape)
         claims: list[str] = []
         try:
             self.reset()
@@ -317,6 +339,7 @@ class Witness:
         run.outcomes = {"reuse": self.outcome(reuse)}
         run.checks["finish_reason_error"] = self.finish(reuse) == "error"
         run.checks["outcome_refused"] = (run.outcomes["reuse"] or {}).get("outcome") == "refused"
+        run.checks["client_saw_refusal"] = client_saw_refusal(reuse, cid)
         return {"target": cid}
 
     def _s_unclaimed_load_failure(self, run: ScenarioRun, i: int,
@@ -364,8 +387,7 @@ class Witness:
         for _ in range(2):
             (out,), run.timings_ms["request"] = self.generate([p], [None])
             # vLLM's own counter, as vLLM reported it: it names no claim and proves nothing.
-            self.op.emit("generic_counter", source="harness", request_id=out.request_id,
-                         name="vllm.num_cached_tokens", value=int(out.num_cached_tokens or 0))
+            self.op.counter("vllm.num_cached_tokens", out.num_cached_tokens, out.request_id)
         run.latency_ms = run.timings_ms["request"]
         return {"target": self._cid(run.scenario, i, "target")}
 
@@ -388,6 +410,7 @@ class Witness:
         run.outcomes = {"target": self.outcome(out_t), "control": self.outcome(out_c)}
         run.checks["control_tokens_equal_cold"] = self.tokens(out_c) == self.tokens(cold_c)
         run.checks["outcome_refused"] = (run.outcomes["target"] or {}).get("outcome") == "refused"
+        run.checks["client_saw_refusal"] = client_saw_refusal(out_t, tid)
         run.checks["control_outcome_restored"] = (
             (run.outcomes["control"] or {}).get("outcome") == "restored")
         return {"target": tid, "control": kid}
@@ -423,6 +446,13 @@ class Witness:
         return {"target": aid}
 
 
+def client_saw_refusal(out: Out, claim_id: str) -> bool:
+    """Whether an HTTP client got the claim-scoped refusal, in a form it does not retry."""
+    seen = out.claim_outcome or {}
+    return (out.status == 409 and out.headers.get("x-should-retry") == "false"
+            and seen.get("claim_id") == claim_id and seen.get("outcome") == "refused")
+
+
 def same_request(internal: str, external: str) -> bool:
     """Whether vLLM's internal request id (``<external>-<8 hex>``) is the caller's request."""
     return internal == external or internal.startswith(external + "-")
@@ -452,19 +482,26 @@ def judge(trace: Path, scenario: str, targets: dict[str, str]) -> dict[str, bool
 
 
 def run_policy_group(policy: str, scenarios: Sequence[str], repeat: int,
-                     out_dir: str | Path, load_mode: str = "async") -> list[ScenarioRun]:
-    """Run *scenarios* (all of one policy) *repeat* times on one in-process engine."""
-    witness = Witness(Path(out_dir) / "_engine", policy=policy, load_mode=load_mode)
-    runs = []
-    for scenario in scenarios:
-        for i in range(repeat):
-            runs.append(witness.run(scenario, i, out_dir))
-    return runs
+                     out_dir: str | Path, load_mode: str = "async",
+                     shape: str = "inproc") -> list[ScenarioRun]:
+    """Run *scenarios* (all of one policy) *repeat* times on one engine in *shape*."""
+    witness = Witness(Path(out_dir) / f"_engine-{shape}", policy=policy, load_mode=load_mode,
+                      shape=shape)
+    try:
+        runs = []
+        for scenario in scenarios:
+            for i in range(repeat):
+                runs.append(witness.run(scenario, i, out_dir))
+        return runs
+    finally:
+        witness.close()
 
 
 def run_witness(scenarios: Sequence[str], repeat: int, out_dir: str | Path,
-                *, load_mode: str = "async", python: str | None = None) -> list[ScenarioRun]:
-    """Run every scenario, one child process per policy; returns all runs in scenario order."""
+                *, load_mode: str = "async", python: str | None = None,
+                shape: str = "inproc", timeout: float = 1800.0) -> list[ScenarioRun]:
+    """Run every scenario in *shape*, one child process per policy (bounded by *timeout*);
+    returns all runs in scenario order."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     groups: dict[str, list[str]] = {}
@@ -477,14 +514,23 @@ def run_witness(scenarios: Sequence[str], repeat: int, out_dir: str | Path,
         log = out / f"engine-{policy}.log"
         cmd = [python or sys.executable, "-m", "residentkv.adapters.vllm.witness",
                "--policy", policy, "--repeat", str(repeat), "--out", str(out),
-               "--load-mode", load_mode,
+               "--load-mode", load_mode, "--shape", shape,
                "--result", str(result), *group]
         with log.open("w", encoding="utf-8") as fh:
-            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, check=False)
-        if proc.returncode != 0 or not result.exists():
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            try:
+                code = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                code = -9
+            finally:
+                # end the child's whole group: no EngineCore or worker outlives the run
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+        if code != 0 or not result.exists():
             tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
             raise RuntimeError(
-                f"the {policy}-policy engine exited with {proc.returncode}; log {log}:\n"
+                f"the {policy}-policy engine ({shape}) exited with {code}; log {log}:\n"
                 + "\n".join(tail))
         for item in json.loads(result.read_text(encoding="utf-8")):
             item.pop("matched", None)
@@ -526,8 +572,7 @@ def summarize(runs: Sequence[ScenarioRun]) -> list[dict[str, Any]]:
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     """The scenario x gate table as plain text (passes/runs, expected in brackets)."""
-    gate_cols = ["target.observation", "target.failure_outcome", "target.attribution",
-                 "control.observation", "control.failure_outcome"]
+    gate_cols = list(EXPECTED["multi_claim_targeted_failure"])
     heads = ["scenario", "observation", "failure_outcome", "attribution", "ctl.observation",
              "ctl.failure", "matched", "p50 ms", "p95 ms"]
     table = [heads]
@@ -564,10 +609,12 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--policy", choices=("fail", "recompute"), required=True)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--load-mode", choices=("async", "sync"), default="async")
+    parser.add_argument("--shape", choices=SHAPES, default="inproc")
     parser.add_argument("--out", required=True)
     parser.add_argument("--result", required=True)
     args = parser.parse_args(argv)
-    runs = run_policy_group(args.policy, args.scenarios, args.repeat, args.out, args.load_mode)
+    runs = run_policy_group(args.policy, args.scenarios, args.repeat, args.out, args.load_mode,
+                            args.shape)
     Path(args.result).write_text(json.dumps([r.to_json() for r in runs], indent=1),
                                  encoding="utf-8")
     return 0

@@ -1,0 +1,266 @@
+"""Claim outcomes the client of vLLM's OpenAI server can see, through unpatched vLLM.
+
+vLLM 0.32 finishes a request whose claimed restore failed under policy ``fail`` with
+``FINISHED_ERROR``; its OpenAI server turns that into an anonymous HTTP 500 (or, streaming, an
+error chunk after a 200), which the official ``openai`` client retries by default -- and the
+retry, served by recompute, hides the fail-closed outcome. Loaded with
+``--middleware residentkv.adapters.vllm.server.ClaimOutcomeMiddleware``, this ASGI middleware
+watches requests that carry ``kv_transfer_params.resident_claim``:
+
+- it gives each one a fresh ``X-Request-Id`` (vLLM builds its request id from it), so the
+  claim outcome can be looked up on the engine's control socket by that ticket alone;
+- a response that failed (HTTP >= 500, or a stream whose first decisive chunk is an error)
+  whose claim outcome is ``refused`` becomes **HTTP 409** with ``x-should-retry: false`` and an
+  OpenAI-style error body ``{"error": {"message", "type": "resident_claim_refused", "code",
+  "resident_claim": {"claim_id", "outcome", "reason", "seq"}, "request_id"}}`` -- streaming
+  requests get the same response, since a refusal always comes before the first token;
+- every other response of a claimed request carries ``x-residentkv-claim-outcome`` (and
+  ``x-residentkv-claim-id``), so a request served without its claim (``rejected``,
+  ``fallback_recompute``) is never mistaken for one that held it.
+
+The engine's control socket is taken from ``RESIDENTKV_CONTROL_SOCKET`` or from
+``control_socket`` in the server's ``--kv-transfer-config``. Responses of requests without a claim
+pass through untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from residentkv.adapters.vllm.control_socket import ControlClient, ControlError
+
+__all__ = ["REFUSAL_STATUS", "ClaimOutcomeMiddleware", "control_socket_path"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+#: not retried by the official openai client when sent with ``x-should-retry: false``
+REFUSAL_STATUS = 409
+PATHS = ("/v1/completions", "/v1/chat/completions")
+OUTCOME_HEADER = b"x-residentkv-claim-outcome"
+CLAIM_HEADER = b"x-residentkv-claim-id"
+
+
+def control_socket_path(argv: list[str] | None = None) -> str | None:
+    """The engine's control socket: ``RESIDENTKV_CONTROL_SOCKET`` or the server's
+    ``--kv-transfer-config`` ``kv_connector_extra_config.control_socket``."""
+    env = os.environ.get("RESIDENTKV_CONTROL_SOCKET")
+    if env:
+        return env
+    args = sys.argv if argv is None else argv
+    for i, arg in enumerate(args):
+        raw = None
+        if arg in ("--kv-transfer-config", "--kv_transfer_config") and i + 1 < len(args):
+            raw = args[i + 1]
+        elif arg.startswith(("--kv-transfer-config=", "--kv_transfer_config=")):
+            raw = arg.split("=", 1)[1]
+        if raw is None:
+            continue
+        try:
+            extra = json.loads(raw).get("kv_connector_extra_config") or {}
+        except (ValueError, AttributeError):
+            return None
+        path = extra.get("control_socket") if isinstance(extra, dict) else None
+        return path if isinstance(path, str) else None
+    return None
+
+
+def _claim_of(body: bytes) -> tuple[dict[str, Any] | None, bool]:
+    """The request's claim dict (if any) and whether it asks for a stream."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None, False
+    if not isinstance(data, dict):
+        return None, False
+    params = data.get("kv_transfer_params")
+    claim = params.get("resident_claim") if isinstance(params, dict) else None
+    return (claim if isinstance(claim, dict) else None), bool(data.get("stream"))
+
+
+def _sse_verdict(buffered: bytes) -> str | None:
+    """``error`` if the stream's first decisive data line is an error, ``tokens`` once a
+    token arrived, ``None`` while undecided."""
+    for line in buffered.split(b"\n"):
+        if not line.startswith(b"data: ") or line.strip() == b"data: [DONE]":
+            continue
+        try:
+            chunk = json.loads(line[6:])
+        except ValueError:
+            continue
+        if not isinstance(chunk, dict):
+            continue
+        if "error" in chunk:
+            return "error"
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") or {}
+            if choice.get("text") or delta.get("content") or choice.get("token_ids") \
+                    or choice.get("finish_reason"):
+                return "tokens"
+    return None
+
+
+class ClaimOutcomeMiddleware:
+    """ASGI middleware; see the module docstring."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        path = control_socket_path()
+        self.control = ControlClient(path, timeout=5.0) if path else None
+        if self.control is None:
+            print("residentkv: ClaimOutcomeMiddleware has no control socket "
+                  "(set control_socket in kv_connector_extra_config); refusals stay HTTP 500",
+                  file=sys.stderr)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http" or scope.get("method") != "POST" \
+                or scope.get("path") not in PATHS:
+            await self.app(scope, receive, send)
+            return
+        body = await _read_body(receive)
+        claim, stream = _claim_of(body)
+        replay = _replay(body, receive)
+        if claim is None:
+            await self.app(scope, replay, send)
+            return
+        ticket = "rkv-" + uuid.uuid4().hex
+        headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"x-request-id"]
+        scope = dict(scope, headers=[*headers, (b"x-request-id", ticket.encode())])
+        watcher = _Watcher(self, send, ticket, claim, stream)
+        await self.app(scope, replay, watcher.send)
+        await watcher.finish()
+
+    async def outcome(self, ticket: str) -> dict[str, Any] | None:
+        """The claim outcome of the request with this ticket, from the engine."""
+        if self.control is None:
+            return None
+        control = self.control
+        try:
+            result = await asyncio.to_thread(control.call, "outcome", request_id=ticket,
+                                             contains=True)
+        except ControlError:
+            return None
+        return result if isinstance(result, dict) else None
+
+
+class _Watcher:
+    """Holds a claimed request's response until its claim outcome is decided."""
+
+    def __init__(self, mw: ClaimOutcomeMiddleware, send: Send, ticket: str,
+                 claim: dict[str, Any], stream: bool) -> None:
+        self.mw = mw
+        self.downstream = send
+        self.ticket = ticket
+        self.claim = claim
+        self.stream = stream
+        self.start: Message | None = None
+        self.held: list[Message] = []
+        self.passing = False
+        self.done = False
+
+    async def send(self, message: Message) -> None:
+        if self.passing or self.done:
+            if not self.done:
+                await self.downstream(message)
+            return
+        if message["type"] == "http.response.start":
+            self.start = message
+            return
+        self.held.append(message)
+        more = message.get("more_body", False)
+        status = self.start["status"] if self.start else 500
+        buffered = b"".join(m.get("body", b"") for m in self.held)
+        if self.stream and status < 400:
+            verdict = _sse_verdict(buffered)
+            if verdict is None and more:
+                return
+            await self._decide(failed=verdict == "error", body=None)
+        elif not more:
+            await self._decide(failed=status >= 500, body=buffered)
+
+    async def _decide(self, failed: bool, body: bytes | None) -> None:
+        outcome = await self.mw.outcome(self.ticket)
+        if outcome is None and body is not None:
+            outcome = _body_outcome(body)
+        if failed and outcome is not None and outcome.get("outcome") == "refused":
+            await self._refuse(outcome)
+            return
+        assert self.start is not None
+        start = dict(self.start)
+        extra = []
+        if outcome is not None:
+            extra = [(OUTCOME_HEADER, str(outcome.get("outcome")).encode()),
+                     (CLAIM_HEADER, str(outcome.get("claim_id")).encode())]
+        start["headers"] = [*self.start.get("headers", []), *extra]
+        await self.downstream(start)
+        for message in self.held:
+            await self.downstream(message)
+        self.held = []
+        self.passing = True
+
+    async def _refuse(self, outcome: dict[str, Any]) -> None:
+        payload = json.dumps({"error": {
+            "message": f"resident claim {outcome.get('claim_id')!r} refused: "
+                       f"{outcome.get('reason')}",
+            "type": "resident_claim_refused", "code": "resident_claim_refused", "param": None,
+            "resident_claim": outcome, "request_id": self.ticket,
+        }}).encode()
+        await self.downstream({"type": "http.response.start", "status": REFUSAL_STATUS,
+                               "headers": [(b"content-type", b"application/json"),
+                                           (b"content-length", str(len(payload)).encode()),
+                                           (b"x-should-retry", b"false"),
+                                           (OUTCOME_HEADER, b"refused"),
+                                           (CLAIM_HEADER, str(outcome.get("claim_id")).encode())]})
+        await self.downstream({"type": "http.response.body", "body": payload,
+                               "more_body": False})
+        self.done = True  # the rest of vLLM's error response is dropped
+
+    async def finish(self) -> None:
+        """The app returned: decide on whatever is still held (an empty or cut response)."""
+        if not (self.passing or self.done) and self.start is not None:
+            body = b"".join(m.get("body", b"") for m in self.held)
+            await self._decide(failed=self.start["status"] >= 500, body=body)
+
+
+def _body_outcome(body: bytes) -> dict[str, Any] | None:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    params = data.get("kv_transfer_params") if isinstance(data, dict) else None
+    found = params.get("resident_claim") if isinstance(params, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
