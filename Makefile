@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.residentkv-installed
 VLLM_STAMP := $(VENV)/.vllm-installed
 EXAMPLES := src/residentkv/data/traces
 
-.PHONY: demo test lint typecheck unit bench fuzz fuzz-gates install install-vllm browser clean witness-tp
+.PHONY: demo test lint typecheck unit bench fuzz fuzz-gates fuzz-inputs install install-vllm browser clean witness-tp
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,7 +46,8 @@ demo: $(VLLM_STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
 
-typecheck: $(STAMP)
+# The adapters are typed against vLLM itself, so the check needs it installed.
+typecheck: $(VLLM_STAMP)
 	$(VENV)/bin/mypy
 
 # Headless Chromium (Debian's package) for the browser test of report.html. Installed only when
@@ -83,6 +84,12 @@ fuzz-gates: $(STAMP)
 	    tests/trace/test_differential.py || exit 1; \
 	  round=$$((round + 1)); \
 	done
+
+# Fuzz the commands that read user files (traces, imports, descriptors, suite cases, archives)
+# for FUZZ_SECONDS in total: never exit 101, never hang, never grant from a mutant what its
+# parent did not. `make test` runs the same tests briefly and derandomized.
+fuzz-inputs: $(STAMP)
+	RESIDENTKV_FUZZ_SECONDS=$(FUZZ_SECONDS) $(PY) -m pytest -q -p no:cacheprovider tests/fuzz
 
 # Figures only (nothing here asserts on time): see the README's performance section.
 bench: $(VLLM_STAMP)

@@ -7,6 +7,7 @@ message (the traceback only under ``--traceback``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
@@ -52,10 +53,22 @@ def _register_optional() -> None:
 _register_optional()
 
 
+def _escape_unencodable() -> None:
+    """User text may hold lone surrogates (``"\\ud800"`` in a JSON claim id): print them
+    escaped instead of failing with UnicodeEncodeError half-way through a report."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            # a closed or detached stream: nothing to change
+            with contextlib.suppress(ValueError, OSError):
+                reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI and map every outcome to a documented exit code."""
     args = sys.argv[1:] if argv is None else argv
     show_tb = "--traceback" in args
+    _escape_unencodable()
     try:
         code = cli.main(args=args, prog_name="residentkv", standalone_mode=False)
     except click.exceptions.Exit as e:

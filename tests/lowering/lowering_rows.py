@@ -7,11 +7,12 @@ from typing import Any
 from residentkv.lowering.anchors import AnchorResult
 from residentkv.lowering.bundles import OBLIGATIONS
 from residentkv.lowering.descriptor import Row
+from residentkv.trace.gates import REQUIREMENTS
 
 KINDS: dict[str, dict[str, Any]] = {
     "source": {"kind": "source", "package": "p", "path": "p/x.py", "symbol": "X",
                "sha256": "0" * 64},
-    "doc": {"kind": "doc", "url": "https://example.invalid", "quote": "q"},
+    "doc": {"kind": "doc", "url": "https://example.invalid", "quote": "quoted sentence"},
     "sim": {"kind": "sim", "scenario": "s"},
 }
 
@@ -41,8 +42,15 @@ def make_row(
     })
 
 
-def result(aid: str, spec: dict[str, Any], outcome: str) -> AnchorResult:
-    """An AnchorResult for anchor *aid* with verification *outcome*."""
+def result(aid: str, spec: dict[str, Any], outcome: str,
+           shown: tuple[str, ...] | None = None) -> AnchorResult:
+    """An AnchorResult for anchor *aid* with verification *outcome*.
+
+    A trace result shows every requirement its gate can report unless *shown* says otherwise.
+    """
+    gate = spec.get("gate")
+    if shown is None:
+        shown = REQUIREMENTS.get(gate, ()) if spec["kind"] == "trace" and gate else ()
     return AnchorResult(id=aid, kind=spec["kind"], result=outcome,  # type: ignore[arg-type]
-                        gate=spec.get("gate"), detail="test",
+                        gate=gate, detail="test", shown=shown,
                         code=None if outcome == "verified" else "A001")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 import os
 import tarfile
 import zipfile
@@ -88,7 +90,7 @@ def test_missing_file_and_symbol() -> None:
 
 
 def test_range_past_end_of_file_is_drift() -> None:
-    anchor = src(path="toyrt/NOTES.txt", lines="5-99", quote="x")
+    anchor = src(path="toyrt/NOTES.txt", lines="5-99", quote="evicted under")
     assert verify(TREE, anchor)[:2] == ("drifted", "A001")
 
 
@@ -105,7 +107,7 @@ def test_no_source_given_is_unverifiable() -> None:
 
 def test_doc_and_sim_are_unverifiable() -> None:
     v = Verifier({})
-    doc = DocAnchor(kind="doc", url="https://example.invalid", quote="q")
+    doc = DocAnchor(kind="doc", url="https://example.invalid", quote="quoted sentence")
     sim = SimAnchor(kind="sim", scenario="soft_priority_conflict")
     assert v.verify("d", doc, DATA).result == "unverifiable"
     assert v.verify("s", sim, DATA).result == "unverifiable"
@@ -114,14 +116,14 @@ def test_doc_and_sim_are_unverifiable() -> None:
 def test_path_traversal_refused_even_if_the_model_is_bypassed() -> None:
     anchor = SourceAnchor.model_construct(kind="source", package="toyrt",
                                           path="../six_classes.yaml", symbol=None, lines="1-2",
-                                          sha256=None, quote="x")
+                                          sha256=None, quote="evicted under")
     assert verify(TREE, anchor)[:2] == ("failed", "A005")
 
 
 def test_symlink_out_of_the_root_refused(tmp_path: Path) -> None:
     (tmp_path / "toyrt").mkdir()
     os.symlink(DATA / "six_classes.yaml", tmp_path / "toyrt" / "link.txt")
-    assert verify(tmp_path, src(path="toyrt/link.txt", lines="1-2", quote="x"))[:2] == (
+    assert verify(tmp_path, src(path="toyrt/link.txt", lines="1-2", quote="evicted under"))[:2] == (
         "failed", "A005")
 
 
@@ -199,8 +201,14 @@ def test_make_anchor_round_trips() -> None:
         make_anchor(root, "toyrt/cache.py:Nope")
 
 
-def _trace(gate: str, claim: str, path: str = "traces/witness.jsonl") -> TraceAnchor:
-    return TraceAnchor(kind="trace", path=path, gate=gate, claim=claim)
+def _pin(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+def _trace(gate: str, claim: str, path: str = "traces/witness.jsonl", *, pin: bool = True,
+           base: Path = DATA) -> TraceAnchor:
+    return TraceAnchor(kind="trace", path=path, gate=gate, claim=claim,
+                       sha256=_pin(base / path) if pin else None)
 
 
 @pytest.mark.parametrize(("anchor", "expected"), [
@@ -218,6 +226,55 @@ def test_trace_anchors_run_their_gate(anchor: TraceAnchor, expected: tuple[str, 
     assert (r.result, r.code) == expected
 
 
+def _rewrite(tmp_path: Path, first: str | None) -> TraceAnchor:
+    """witness.jsonl with its stream_started line replaced (or dropped when *first* is None)."""
+    lines = (DATA / "traces/witness.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "t.jsonl").write_text((first or "") + "".join(lines[1:]))
+    return _trace("observation", "c-1", "t.jsonl", base=tmp_path)
+
+
+def _started(emitter: str, runtime: str = "toyrt") -> str:
+    return json.dumps({"schema": "residentkv.event/v1", "seq": 0, "ts_ns": 1,
+                       "source": "x", "event": "stream_started", "claim_id": None,
+                       "request_id": None, "emitter": {"name": emitter, "version": "1"},
+                       "runtime": {"name": runtime, "version": "0.1"}}) + "\n"
+
+
+def test_a_trace_without_provenance_is_only_cited(tmp_path: Path) -> None:
+    r = Verifier().verify("t", _rewrite(tmp_path, None), tmp_path)
+    assert (r.result, r.code) == ("unverifiable", "A011")
+
+
+@pytest.mark.parametrize("emitter", ["residentkv.microruntime", "ResidentKV.MicroRuntime",
+                                     " residentkv_microruntime ", "residentkv-microruntime"])
+def test_a_simulator_emitter_is_recognised_exact_after_normalisation(
+        tmp_path: Path, emitter: str) -> None:
+    r = Verifier().verify("t", _rewrite(tmp_path, _started(emitter)), tmp_path)
+    assert (r.result, r.code) == ("unverifiable", "A003")
+
+
+@pytest.mark.parametrize(("emitter", "kind"), [
+    ("residentkv.vllm", "adapter"), ("ResidentKV.vllm.scheduler", "adapter"),
+    (" residentkv_vllm.scheduler", "adapter"), ("micro.runtime.x", "runtime"),
+    ("residentkvx.vllm", "runtime"), ("toyrt.scheduler", "runtime"),
+])
+def test_emitter_kind_comes_from_provenance(tmp_path: Path, emitter: str, kind: str) -> None:
+    r = Verifier().verify("t", _rewrite(tmp_path, _started(emitter)), tmp_path)
+    assert r.result == "verified" and r.provenance is not None
+    assert r.provenance["emitter_kind"] == kind
+
+
+def test_an_unpinned_trace_is_only_cited() -> None:
+    r = Verifier().verify("t", _trace("observation", "c-1", pin=False), DATA)
+    assert (r.result, r.code) == ("unverifiable", "A010")
+
+
+def test_a_pin_that_differs_from_the_file_is_drift() -> None:
+    anchor = _trace("observation", "c-1").model_copy(update={"sha256": "0" * 64})
+    r = Verifier().verify("t", anchor, DATA)
+    assert (r.result, r.code) == ("drifted", "A001")
+
+
 def test_trace_gate_results_are_cached_per_digest_gate_claim() -> None:
     v = Verifier()
     first = v.verify("t1", _trace("observation", "c-1"), DATA)
@@ -233,12 +290,12 @@ def test_empty_trace_fails(tmp_path: Path) -> None:
     assert r.result == "failed"
 
 
-def test_passing_gate_on_a_microruntime_trace_is_only_cited(tmp_path: Path) -> None:
+@pytest.mark.parametrize("source", ["microruntime", "MicroRuntime", "residentkv.vllm.x",
+                                    "ResidentKV.vllm.scheduler", " residentkv.vllm",
+                                    "residentkv_vllm.scheduler"])
+def test_the_events_own_source_never_decides_provenance(tmp_path: Path, source: str) -> None:
     text = (DATA / "traces/witness.jsonl").read_text()
-    (tmp_path / "sim.jsonl").write_text(text.replace('"source":"testdata"',
-                                                     '"source":"microruntime"'))
-    r = Verifier().verify("t", _trace("observation", "c-1", "sim.jsonl"), tmp_path)
-    assert (r.result, r.code) == ("unverifiable", "A003")
-    assert "simulated" in r.detail
-    failed = Verifier().verify("t", _trace("attribution", "c-1", "sim.jsonl"), tmp_path)
-    assert failed.result == "failed"
+    (tmp_path / "t.jsonl").write_text(text.replace('"source":"testdata"', f'"source":"{source}"'))
+    r = Verifier().verify("t", _trace("observation", "c-1", "t.jsonl", base=tmp_path), tmp_path)
+    assert (r.result, r.code) == ("verified", None)
+    assert r.provenance is not None and r.provenance["emitter_kind"] == "runtime"

@@ -197,7 +197,7 @@ def test_expect_mismatch_is_an_error_never_an_override(data_copy: Path) -> None:
     result = run_check([path], [f"toyrt={data_copy / 'tree'}"])
     row = result.rows[0]
     assert row.klass == "native_conformance"
-    assert [(f.code, f.severity, f.line) for f in row.findings] == [("O010", "error", 20)]
+    assert [(f.code, f.severity, f.line) for f in row.findings] == [("O010", "error", 27)]
     assert result.exit_code == 1
 
 
@@ -216,7 +216,7 @@ def test_invalid_row_is_unknown_with_located_errors(data_copy: Path) -> None:
     result = run_check([path], [f"toyrt={data_copy / 'tree'}"])
     row = result.rows[1]
     assert (row.klass, row.rule) == ("unknown_evidence", 0)
-    assert (row.findings[0].code, row.findings[0].line) == ("D004", 26)
+    assert (row.findings[0].code, row.findings[0].line) == ("D004", 33)
 
 
 def test_duplicate_row_id_across_files(data_copy: Path) -> None:

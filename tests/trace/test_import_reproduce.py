@@ -14,7 +14,8 @@ from residentkv.trace.importers import import_artifact_trace
 from residentkv.trace.reproduce import reproduce, succeeded
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "paper-traces"
+FIXTURES = Path(os.environ.get("RESIDENTKV_FIXTURES")
+                or ROOT.parent / "shared" / "fixtures" / "paper-traces")
 
 
 @pytest.fixture(scope="module")
@@ -142,3 +143,131 @@ def test_import_cli_reports_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "a.jsonl:5:2: error[T001 invalid_json]" in err
     (event,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert event["event"] == "generic_counter" and event["seq"] == 1
+
+
+# --- hostile input: the importer is strict, reproduction is never vacuous --------------------
+
+def _artifact(tmp_path: Path, *records: dict[str, object], raw: bytes = b"") -> Path:
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in records) + raw)
+    return path
+
+
+_CLAIM = {"resident_claim": True, "resident_claim_id": "c-1", "request_id": "r-1",
+          "monotonic_ns": 1}
+
+
+@pytest.mark.parametrize(("field", "value", "event"), [
+    ("success", "false", "offload_worker_transfer_finished"),
+    ("resident_claim", "false", "request_initialized"),
+    ("blocking_claim_ids", "c-1", "scheduler_active_request_refused"),
+    ("blocking_claim_ids", 7, "scheduler_active_request_refused"),
+    ("block_count_footprint", "many", "resident_claim_offloaded"),
+    ("outcome_type", {"kind": "refusal"}, "resident_claim_restoration_failed"),
+    ("event_sequence", True, "request_initialized"),
+    ("event_sequence", 10 ** 30, "request_initialized"),
+])
+def test_wrong_types_are_located_problems_never_coerced(
+        tmp_path: Path, field: str, value: object, event: str) -> None:
+    record = {**_CLAIM, "event": event, "event_sequence": 3, "transfer_type": ["CPU", "GPU"],
+              "materialization_predicate": "leading_prefix_at_least(1)", field: value}
+    result = import_artifact_trace(_artifact(tmp_path, record))
+    problems = [p for p in result.report.problems if p.code == "T005" and p.line == 1]
+    assert problems and field in problems[0].message
+    assert result.events == []  # nothing is guessed from a value of the wrong type
+
+
+def test_string_false_never_becomes_true(tmp_path: Path) -> None:
+    record = {**_CLAIM, "event": "offload_worker_transfer_finished", "event_sequence": 1,
+              "transfer_type": ["GPU", "CPU"], "success": "false", "job_id": 1}
+    result = import_artifact_trace(_artifact(tmp_path, record))
+    assert not any(getattr(e, "success", False) for e in result.events)
+
+
+def test_huge_integers_and_nan_are_problems_never_written(tmp_path: Path) -> None:
+    path = _artifact(tmp_path, raw=b'{"event": "generic_request_error_counter", '
+                                   b'"event_sequence": 1, "request_failures": NaN}\n'
+                                   b'{"event": "generic_request_error_counter", '
+                                   b'"event_sequence": 2, "request_failures": '
+                                   + b"9" * 5000 + b"}\n")
+    out = tmp_path / "v1.jsonl"
+    with pytest.raises(SystemExit) as info:
+        main(["trace", "import", "--dialect", "resident-kv-artifact", str(path), "-o", str(out)])
+    assert info.value.code == 1
+    assert "NaN" not in out.read_text() and out.read_text() == ""
+
+
+def test_invalid_utf8_is_a_located_problem(tmp_path: Path) -> None:
+    path = _artifact(tmp_path, raw=b'{"event": "x\xff", "event_sequence": 1}\n')
+    result = import_artifact_trace(path)
+    (problem,) = result.report.problems
+    assert (problem.code, problem.line, problem.col) == ("T008", 1, 13)
+
+
+def test_deep_json_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    path = _artifact(tmp_path, raw=b"[" * 100_000 + b"]" * 100_000 + b"\n")
+    result = import_artifact_trace(path)
+    assert result.report.problems[0].code == "T005"
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n  \n"])
+def test_importing_an_empty_file_exits_2(tmp_path: Path, content: bytes,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(SystemExit) as info:
+        main(["trace", "import", "--dialect", "resident-kv-artifact", str(path)])
+    assert info.value.code == 2 and "T009" in capsys.readouterr().err
+
+
+def _one_scenario(tmp_path: Path, fixtures: Path, *, summary: dict[str, object] | None,
+                  rate: tuple[int, int] | None) -> Path:
+    run = tmp_path / "success_path" / "rep-001"
+    run.mkdir(parents=True)
+    trace = fixtures / "success_path/rep-001/vllm_runtime_events.jsonl"
+    (run / "vllm_runtime_events.jsonl").write_bytes(trace.read_bytes())
+    if summary is not None:
+        (run / "summary.json").write_text(json.dumps(summary))
+    if rate is not None:
+        passed, total = rate
+        agg = {"scenarios": {"success_path": {
+            "observation_gate_pass_rate": {"passed": passed, "total": total},
+            "failure_outcome_gate_pass_rate": {"passed": 0, "total": total}}}}
+        (tmp_path / "repetitions-aggregate.json").write_text(json.dumps(agg))
+    return tmp_path
+
+
+def test_nothing_compared_is_not_a_reproduction(tmp_path: Path, fixtures: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    root = _one_scenario(tmp_path, fixtures, summary=None, rate=None)
+    with pytest.raises(SystemExit) as info:
+        main(["trace", "reproduce", str(root)])
+    out = capsys.readouterr().out
+    assert info.value.code == 1
+    assert "nothing was compared" in out and "NOT reproduced" in out
+
+
+def test_the_runs_own_summary_wins_over_the_aggregate(tmp_path: Path, fixtures: Path) -> None:
+    summary = {"evaluation": {"gate_summary": {"observation_missing_requirements": ["x"],
+                                               "failure_missing_requirements": ["y"]}}}
+    root = _one_scenario(tmp_path, fixtures, summary=summary, rate=(30, 30))
+    by = {r.gate: r for r in reproduce(root)}
+    assert by["observation"].published == "fail"
+    assert "the run's own summary.json" in by["observation"].reason
+
+
+def test_a_mixed_rate_is_reported_as_mixed(tmp_path: Path, fixtures: Path) -> None:
+    root = _one_scenario(tmp_path, fixtures, summary=None, rate=(29, 30))
+    by = {r.gate: r for r in reproduce(root)}
+    assert by["observation"].published == "mixed 29/30"
+    assert "mixed" in by["observation"].reason
+    assert by["failure_outcome"].published == "fail"
+
+
+def test_a_disagreement_cites_only_the_affected_request(fixtures: Path) -> None:
+    rows = reproduce(fixtures)
+    row = next(r for r in rows if r.trace and "claimed_load_failure/rep-001" in r.trace
+               and r.gate == "failure_outcome")
+    cited = row.reason.split("outcome_before_finish:")[1].split(";  ")[0]
+    # the resident request also finished; only the refused request's finish is cited
+    assert "request_finished at seq 15)" in cited

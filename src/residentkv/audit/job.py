@@ -24,6 +24,7 @@ from residentkv.errors import UsageError
 from residentkv.lowering.anchors import Verifier
 from residentkv.lowering.check import CheckResult, run_check
 from residentkv.lowering.classify import GRANTING
+from residentkv.lowering.trace_pins import pin_trace_digests
 from residentkv.report.json_report import dumps, to_json
 from residentkv.report.markdown import render_markdown
 from residentkv.report.sarif import render_sarif
@@ -216,6 +217,7 @@ def _live_witness(opts: AuditOptions, descriptors: list[Path]) -> tuple[dict[str
     shipped = runtimes_dir() / ADAPTER_FILE
     live_desc = live_dir / ADAPTER_FILE
     shutil.copyfile(shipped, live_desc)
+    pin_trace_digests(live_desc)  # the fresh traces, as the witness just wrote them
     swapped = [live_desc if p.name == ADAPTER_FILE else p for p in descriptors]
     if live_desc not in swapped:
         swapped.append(live_desc)

@@ -2,7 +2,8 @@
 
 Runs the vLLM witness (real vLLM, the adapter's own ``run_witness``) for the scenarios the
 adapter rows cite and copies their traces, unedited, into the package's
-``data/descriptors/runtimes/traces/witness/`` with a ``PROVENANCE.json``. Refuses to write
+``data/descriptors/runtimes/traces/witness/`` with a ``PROVENANCE.json``, and pins each
+trace's sha256 in the adapter descriptor. Refuses to write
 anything unless every run matched SPEC §9. A maintainer command; needs the ``[vllm]`` extra.
 """
 
@@ -14,7 +15,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from residentkv.audit.job import WITNESS_SCENARIOS, save_witness_traces
+from residentkv.audit.job import ADAPTER_FILE, WITNESS_SCENARIOS, save_witness_traces
+from residentkv.lowering.trace_pins import pin_trace_digests
 from residentkv.sources.roots import runtimes_dir
 
 COMMAND = "python -m residentkv.audit.refresh"
@@ -35,6 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   file=sys.stderr)
             return 1
         save_witness_traces(runs, args.dest, command=COMMAND)
+        pin_trace_digests(args.dest / ADAPTER_FILE)
     print(f"wrote {args.dest / 'traces' / 'witness'}")
     return 0
 

@@ -42,7 +42,7 @@ register_schema("bundle", _bundle_schema)
 
 
 @click.command("check")
-@click.argument("descriptors", nargs=-1, type=click.Path(dir_okay=False))
+@click.argument("descriptors", nargs=-1, type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--examples", is_flag=True,
               help="Also check the example descriptors shipped in the package.")
 @click.option("--source", "sources", multiple=True, metavar="NAME=PATH",

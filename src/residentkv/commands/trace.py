@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
 
 from residentkv.errors import UsageError
+from residentkv.limits import read_stdin
 from residentkv.model.events import event_to_dict
 from residentkv.report import import_report, reproduce_report, trace_report  # noqa: F401
 from residentkv.report.registry import (
@@ -30,7 +32,8 @@ def trace() -> None:
 
 
 @trace.command("check")
-@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("traces", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--gate", "gates", multiple=True, type=click.Choice(GATE_NAMES),
               help="Gate to run (repeatable; default: all four).")
 @click.option("--claim", "claim_id", default=None, help="Judge only this claim id.")
@@ -45,8 +48,12 @@ def check(traces: tuple[str, ...], gates: tuple[str, ...], claim_id: str | None,
     Exit 0 when every requested gate passes for every claim, 1 when some gate fails or a trace
     has problems, 2 when a trace cannot be used at all.
     """
+    if traces.count("-") > 1:
+        raise UsageError("standard input (-) can be read once; expected at most one -")
     checks: list[TraceCheck] = [
-        check_trace(p, gates or GATE_NAMES, claim_id, max_line_bytes=max_line_bytes)
+        check_trace(p, gates or GATE_NAMES, claim_id, max_line_bytes=max_line_bytes,
+                    # read here, not reopened by fd: an in-process runner has no file descriptor
+                    stream=sys.stdin.buffer if p == "-" else None)
         for p in traces
     ]
     _refuse_unknown_claim(checks, claim_id)
@@ -97,7 +104,7 @@ def _claims_in(path: str) -> str:
 
 
 @trace.command("import")
-@click.argument("source", type=click.Path(dir_okay=False))
+@click.argument("source", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--dialect", required=True, type=click.Choice(sorted(DIALECTS)),
               help="The foreign trace dialect.")
 @click.option("-o", "--out", type=click.Path(dir_okay=False), default=None,
@@ -110,9 +117,12 @@ def import_(source: str, dialect: str, out: str | None, report_format: str) -> N
     Every dropped event, unmapped field, assumption and synthesized event is reported on
     standard error. Exit 0 when every foreign line was read, 1 when some were invalid.
     """
-    result = DIALECTS[dialect](source)
+    data = read_stdin("trace") if source == "-" else None
+    result = DIALECTS[dialect](source, data)
+    # allow_nan=False: a NaN or Infinity would be a line no strict v1 reader accepts
     lines = "".join(
-        json.dumps(event_to_dict(e), separators=(",", ":")) + "\n" for e in result.events
+        json.dumps(event_to_dict(e), separators=(",", ":"), allow_nan=False) + "\n"
+        for e in result.events
     )
     if out is None:
         click.echo(lines, nl=False)

@@ -16,16 +16,18 @@ any other change does.
 from __future__ import annotations
 
 import ast
+import bisect
 import hashlib
-import json
 import re
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, BinaryIO, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from residentkv.errors import TraceReadError
+from residentkv.errors import UserInputError
+from residentkv.limits import MAX_LINE_BYTES, regular_file
 from residentkv.lowering.descriptor import (
     Anchor,
     DocAnchor,
@@ -33,9 +35,14 @@ from residentkv.lowering.descriptor import (
     SourceAnchor,
     TraceAnchor,
     parse_lines,
-    unsafe_path,
 )
-from residentkv.lowering.sources import PathRefused, SourceRoot
+from residentkv.lowering.provenance import (
+    Provenance,
+    TraceFacts,
+    normalise_release,
+    scan_trace,
+)
+from residentkv.lowering.sources import PathRefused, SourceRoot, confined
 
 ResultName = Literal["verified", "drifted", "missing", "unverifiable", "failed"]
 Span = tuple[int, int]
@@ -55,7 +62,12 @@ class AnchorResult(BaseModel):
     gate: str | None = None
     controls: tuple[str, ...] = ()
     boundary: str | None = None
-    emitters: tuple[str, ...] = ()
+    #: trace anchors: the file's sha256, its claim's protection modes, the requirement ids the
+    #: gate's evidence shows, and the provenance event that opens the trace
+    sha256: str | None = None
+    claim_modes: tuple[str, ...] = ()
+    shown: tuple[str, ...] = ()
+    provenance: dict[str, str] | None = None
 
 
 def normalise(lines: list[str]) -> str:
@@ -78,13 +90,61 @@ def squash(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+#: an anchored text or quote with fewer non-space characters than this identifies nothing
+MIN_ANCHORED_CHARS = 6
+#: lines hashed while searching for a moved sha256-only anchor (bounds the search)
+MAX_RELOCATE_LINES = 2_000_000
+
+
+def trivial(text: str) -> bool:
+    """True for text too short to identify anything (``}``, ``pass``, whitespace)."""
+    return len(re.sub(r"\s+", "", text)) < MIN_ANCHORED_CHARS
+
+
+def _quote_starts(quote: str, lines: list[str], n: int) -> list[int]:
+    """Window starts (0-based) of *n* lines that may hold *quote*, found in linear time.
+
+    The file is squashed once with a map from squashed offsets to lines; each occurrence of the
+    squashed quote gives the line it starts on, and the window that ends at its last line.
+    """
+    needle = squash(quote)
+    if not needle:
+        return []
+    parts: list[str] = []
+    line_at: list[int] = []  # squashed offset where each line starts
+    pos = 0
+    for line in lines:
+        piece = squash(line)
+        if piece and parts:
+            pos += 1  # the one space that joins it to the text before
+        line_at.append(pos)
+        if piece:
+            parts.append(piece)
+            pos += len(piece)
+    text = " ".join(parts)
+    out: list[int] = []
+    found = text.find(needle)
+    while found != -1 and len(out) < 1000:
+        first = bisect.bisect_right(line_at, found) - 1
+        last = bisect.bisect_right(line_at, found + len(needle) - 1) - 1
+        if last - first < n:
+            out.append(max(0, min(first, len(lines) - n)))
+        found = text.find(needle, found + 1)
+    return sorted(set(out))
+
+
 def python_symbols(source: str) -> dict[str, Span]:
     """Qualified name -> (first, last) line of every class, function and module-level name.
 
     Decorators belong to the symbol they decorate. ``SyntaxError`` propagates.
     """
     spans: dict[str, Span] = {}
-    _walk(ast.parse(source), "", spans)
+    try:
+        tree = ast.parse(source)
+    except (RecursionError, MemoryError) as e:
+        # a 200,000-term expression exhausts the parser's stack: not a crash, a refused file
+        raise ValueError(f"too deeply nested for the Python parser ({type(e).__name__})") from None
+    _walk(tree, "", spans)
     return spans
 
 
@@ -102,6 +162,11 @@ def _walk(node: ast.AST, prefix: str, spans: dict[str, Span]) -> None:
                     spans.setdefault(prefix + t.id, (child.lineno, end))
 
 
+def _text_key(root: SourceRoot, path: str) -> tuple[str, str]:
+    # per root location: two releases of one package are two roots with the same name
+    return (f"{root.name}@{root.location}", path)
+
+
 class Verifier:
     """Verifies anchors against ``--source`` roots and trace files, caching per input.
 
@@ -114,6 +179,8 @@ class Verifier:
         self._symbols: dict[tuple[str, str], dict[str, Span]] = {}
         self._text: dict[tuple[str, str], tuple[str, list[str]]] = {}
         self._trace_digest: dict[Path, str] = {}
+        self._trace_facts: dict[str, TraceFacts] = {}
+        self._facts_by_path: dict[Path, TraceFacts] = {}
         self._gates: dict[tuple[str, str, str], AnchorResult] = {}
         self._trace_where: dict[tuple[str, str], str | AnchorResult] = {}
         self.trace_inputs: dict[str, str] = {}
@@ -129,6 +196,15 @@ class Verifier:
         assert isinstance(anchor, DocAnchor | SimAnchor)
         return AnchorResult(id=aid, kind=anchor.kind, result="unverifiable", detail=why,
                             code="A003")
+
+    def verified_text(self, a: SourceAnchor, r: AnchorResult) -> str | None:
+        """The anchored text of a verified source anchor (``None`` when not verified)."""
+        root = self.root_for(a)
+        cached = self._text.get(_text_key(root, a.path)) if root is not None else None
+        if r.result != "verified" or r.lines is None or cached is None:
+            return None
+        start, end = parse_lines(r.lines)
+        return "\n".join(cached[1][start - 1: end])
 
     # --- source anchors -------------------------------------------------------------------
 
@@ -157,7 +233,7 @@ class Verifier:
             return self._res(aid, a, "failed", "A005", f"path refused: {e}")
         if data is None:
             return self._res(aid, a, "missing", "A002", f"{a.path} not found in {root.name}")
-        key = (f"{root.name}@{root.location}", a.path)
+        key = _text_key(root, a.path)
         if key not in self._text:
             try:
                 text = data.decode("utf-8")
@@ -193,7 +269,13 @@ class Verifier:
         if span[1] > len(lines):
             return self._res(aid, a, "drifted", "A001",
                              f"lines {where} run past the end of {a.path} ({len(lines)} lines)")
-        if self._matches(a, lines[span[0] - 1: span[1]]):
+        chunk = lines[span[0] - 1: span[1]]
+        if a.sha256 is not None and trivial(normalise(chunk)):
+            return self._res(aid, a, "failed", "A015",
+                             f"the anchored text at {where} is empty or trivially short "
+                             f"(fewer than {MIN_ANCHORED_CHARS} non-space characters): it "
+                             "identifies nothing")
+        if self._matches(a, chunk):
             moved = f" (moved from {a.lines})" if a.lines and a.lines != where else ""
             return self._res(aid, a, "verified", None, f"content matches at {where}{moved}",
                              where)
@@ -208,14 +290,28 @@ class Verifier:
     def _matches(a: SourceAnchor, chunk: list[str]) -> bool:
         if a.sha256 is not None and digest(chunk) != a.sha256:
             return False
-        return a.quote is None or squash(a.quote) in squash("\n".join(chunk))
+        if a.quote is None:
+            return True
+        # an empty or trivial quote would occur in any text: it never matches (F3)
+        return not trivial(a.quote) and squash(a.quote) in squash("\n".join(chunk))
 
     def _relocate(
         self, aid: str, a: SourceAnchor, lines: list[str], span: Span
     ) -> AnchorResult | None:
-        """A line-range anchor whose exact text moved: find the same-length window."""
+        """A line-range anchor whose exact text moved: find the same-length window.
+
+        A quote is found in one pass over the squashed file. A sha256 alone cannot be searched
+        for faster than hashing each window, so that search stops after
+        :data:`MAX_RELOCATE_LINES` hashed lines (then the anchor stays drifted, fail-closed).
+        """
         n = span[1] - span[0] + 1
-        for start in range(len(lines) - n + 1):
+        starts = (_quote_starts(a.quote, lines, n) if a.quote is not None
+                  else range(len(lines) - n + 1))
+        budget = MAX_RELOCATE_LINES
+        for start in starts:
+            budget -= n
+            if budget < 0:
+                return None
             if self._matches(a, lines[start: start + n]):
                 where = f"{start + 1}-{start + n}"
                 return self._res(aid, a, "verified", None,
@@ -239,43 +335,72 @@ class Verifier:
             return found.model_copy(update={"id": aid, "gate": a.gate})
         key = (found, a.gate, a.claim)
         if key not in self._gates:
-            self._gates[key] = _simulated(self._run_gate(a, base_dir / a.path),
-                                          base_dir / a.path)
-        return self._gates[key].model_copy(update={"id": aid})
+            self._gates[key] = self._run_gate(a, base_dir / a.path, found)
+        result = self._gates[key].model_copy(update={"id": aid})
+        return pinned_view(result, a.sha256, self._trace_facts[found])
 
     def _locate_trace(self, a: TraceAnchor, base_dir: Path) -> str | AnchorResult:
         """The trace's sha256, or the result that refuses it (resolved once per path)."""
         base = base_dir.resolve()
-        target = (base / a.path).resolve()
-        if unsafe_path(a.path) or not target.is_relative_to(base):
+        target = confined(base, a.path)
+        if target is None:
             return AnchorResult(id="", kind="trace", result="failed", code="A005",
                                 detail=f"trace path {a.path!r} leaves the descriptor's folder")
-        if not target.is_file():
+        if not target.exists():
             return AnchorResult(id="", kind="trace", result="missing", code="A002",
                                 detail=f"trace {a.path} not found")
+        try:
+            regular_file(target, "trace")
+        except UserInputError as e:
+            return AnchorResult(id="", kind="trace", result="failed",
+                                code={"L004": "T021"}.get(e.code, e.code),
+                                detail=f"trace {a.path}: {e.message}")
         return self._digest(target, str(base_dir / a.path))
 
     def _digest(self, target: Path, shown: str) -> str:
         if target not in self._trace_digest:
-            self._trace_digest[target] = hashlib.sha256(target.read_bytes()).hexdigest()
+            h = hashlib.sha256()
+            lines: list[bytes] = []
+            with target.open("rb") as fh:
+                for line in _bounded_lines(fh, h):
+                    lines.append(line)
+                    if len(lines) >= _SCAN_BATCH:
+                        self._scan(target, lines)
+                        lines = []
+            self._scan(target, lines)
+            self._trace_digest[target] = h.hexdigest()
+            self._trace_facts[h.hexdigest()] = self._facts_by_path.pop(target)
         self.trace_inputs[shown] = self._trace_digest[target]
         return self._trace_digest[target]
 
-    @staticmethod
-    def _run_gate(a: TraceAnchor, target: Path) -> AnchorResult:
+    def _scan(self, target: Path, lines: list[bytes]) -> None:
+        """Fold a batch of lines into the trace's facts (provenance comes from the first)."""
+        facts = self._facts_by_path.get(target)
+        batch = scan_trace(lines)
+        if facts is None:
+            self._facts_by_path[target] = batch
+            return
+        for cid, modes in batch.modes.items():
+            facts.modes.setdefault(cid, set()).update(modes)
+
+    def _run_gate(self, a: TraceAnchor, target: Path, sha: str) -> AnchorResult:
         from residentkv.trace.gates import check_trace
 
-        base = {"id": "", "kind": "trace", "gate": a.gate}
+        facts = self._trace_facts[sha]
+        base = {"id": "", "kind": "trace", "gate": a.gate, "sha256": sha,
+                "claim_modes": tuple(sorted(facts.modes.get(a.claim, ()))),
+                **_provenance_fields(facts)}
         try:
             check = check_trace(target, gates=[a.gate], claim_id=a.claim)
-        except TraceReadError as e:
+        except UserInputError as e:
             return AnchorResult(**base, result="failed", code="A004", detail=f"unreadable: {e}")
         mine = [r for r in check.results if r.gate == a.gate and r.claim_id == a.claim]
         fired = tuple(sorted(k for r in mine for k, v in r.controls.items() if v))
         boundary = mine[0].boundary if mine else None
         if mine and all(r.passed for r in mine) and not check.problem_count:
+            shown = tuple(sorted({k for r in mine for k in r.evidence}))
             return AnchorResult(**base, result="verified", controls=fired, boundary=boundary,
-                                detail=f"gate {a.gate} passed for claim {a.claim}")
+                                shown=shown, detail=f"gate {a.gate} passed for claim {a.claim}")
         missing = sorted({m for r in mine for m in r.missing})
         detail = (f"gate {a.gate} failed for claim {a.claim}: missing "
                   f"{', '.join(missing) or '(trace problems)'}")
@@ -287,56 +412,101 @@ class Verifier:
                             controls=fired, boundary=boundary, detail=detail)
 
 
-SIMULATED_SOURCES = ("microruntime",)
-#: event sources of residentkv's own runtime adapters (e.g. residentkv.vllm.scheduler)
-ADAPTER_SOURCES = ("residentkv.",)
+_SCAN_BATCH = 4096
 
 
-def _simulated(result: AnchorResult, target: Path) -> AnchorResult:
-    """A passing gate on a MicroRuntime trace is cited, never verified (sim is not a runtime).
+def _bounded_lines(fh: BinaryIO, h: Any) -> Iterator[bytes]:
+    """The lines of *fh* (each cut at the line limit) while feeding every byte to *h*."""
+    partial = b""
+    while chunk := fh.read(1 << 20):
+        h.update(chunk)
+        parts = (partial + chunk).split(b"\n")
+        partial = parts.pop()[: MAX_LINE_BYTES + 1]
+        yield from parts
+    if partial:
+        yield partial
 
-    Trace results also record their emitters, so a native row can refuse adapter evidence.
-    """
-    emitters = trace_sources(target)
-    result = result.model_copy(update={"emitters": tuple(sorted(emitters))})
-    if result.result != "verified":
+
+def _provenance_fields(facts: TraceFacts) -> dict[str, Any]:
+    p = facts.provenance
+    if p is None:
+        return {"provenance": None}
+    return {"provenance": {"emitter": p.emitter, "emitter_version": p.emitter_version,
+                           "runtime": p.runtime, "runtime_version": p.runtime_version,
+                           "emitter_kind": p.kind()}}
+
+
+def _cite(result: AnchorResult, code: str, why: str) -> AnchorResult:
+    """A passing gate demoted to cited evidence (it may refuse conformance, never grant)."""
+    return result.model_copy(update={"result": "unverifiable", "code": code,
+                                     "detail": f"{result.detail}, but {why}"})
+
+
+def pinned_view(result: AnchorResult, pin: str | None, facts: TraceFacts) -> AnchorResult:
+    """Row-independent rules: the trace's hash is pinned, it carries provenance, it is not
+    simulated. A pin that differs from the file is drift (the evidence changed)."""
+    if result.kind != "trace" or result.result != "verified":
         return result
-    sims = sorted(e for e in emitters if e.startswith(SIMULATED_SOURCES))
-    if not sims:
+    if pin is not None and pin != result.sha256:
+        return result.model_copy(update={
+            "result": "drifted", "code": "A001",
+            "detail": f"the trace's sha256 is {result.sha256}, the anchor pins {pin}"})
+    if pin is None:
+        return _cite(result, "A010", "the anchor does not pin the trace's sha256 (anyone "
+                                     "could have typed this file)")
+    if facts.provenance is None:
+        return _cite(result, "A011", facts.provenance_problem or "no provenance")
+    if facts.provenance.kind() == "simulator":
+        return _cite(result, "A003", f"the trace is simulated (emitter "
+                                     f"{facts.provenance.emitter!r}): evidence about semantics, "
+                                     "never about a runtime")
+    return result
+
+
+def bound_view(result: AnchorResult, lowers: str) -> AnchorResult:
+    """A trace supports a row only for a claim whose protection_mode is the row's mode."""
+    if result.kind != "trace" or result.result != "verified":
         return result
+    if set(result.claim_modes) == {lowers}:
+        return result
+    found = ", ".join(result.claim_modes) or "no claim_accepted"
     return result.model_copy(update={
-        "result": "unverifiable", "code": "A003",
-        "detail": f"{result.detail}, but the trace is simulated (source {', '.join(sims)}): "
-                  "evidence about semantics, never about a runtime"})
+        "result": "failed", "code": "A014",
+        "detail": f"{result.detail}, but the claim's protection_mode is {found}; the row "
+                  f"lowers {lowers}: this trace is not evidence for this mode"})
 
 
-def native_view(result: AnchorResult) -> AnchorResult:
-    """How a *native* row may use this result: an adapter's trace never shows the runtime.
-
-    A passing gate on a trace emitted by a residentkv adapter is evidence about the adapter;
-    for a row that claims the unmodified runtime binds the obligation it is cited, not verified.
-    """
-    adapters = sorted(e for e in result.emitters if e.startswith(ADAPTER_SOURCES))
-    if result.kind != "trace" or result.result != "verified" or not adapters:
+def release_view(result: AnchorResult, releases: set[tuple[str, str]]) -> AnchorResult:
+    """The trace's runtime release must be a verified source of the same descriptor."""
+    if result.kind != "trace" or result.result != "verified" or result.provenance is None:
         return result
-    return result.model_copy(update={
-        "result": "unverifiable", "code": "A009",
-        "detail": f"{result.detail}, but the trace was emitted by an adapter "
-                  f"({', '.join(adapters)}): adapter evidence never shows native behaviour"})
+    release = (normalise_release(result.provenance["runtime"]),
+               result.provenance["runtime_version"].strip())
+    if release in releases:
+        return result
+    return _cite(result, "A012", f"its runtime release {release[0]} {release[1]} is not a "
+                                 "verified source of this descriptor (give --source for it and "
+                                 "anchor its code)")
 
 
-def trace_sources(target: Path) -> set[str]:
-    """Envelope ``source`` values of a trace (claim_restored reuses the name for its tier)."""
-    found: set[str] = set()
-    with target.open(encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and event.get("event") != "claim_restored":
-                found.add(str(event.get("source")))
-    return found
+def native_view(result: AnchorResult, own_texts: list[str]) -> AnchorResult:
+    """How a *native* row may use this result: only the runtime's own emitter shows it.
+
+    The emitter must not be one of residentkv's adapters, must be named after the runtime, and
+    must appear in the anchored text of a verified source anchor of that runtime (*own_texts*).
+    """
+    if result.kind != "trace" or result.result != "verified" or result.provenance is None:
+        return result
+    p = result.provenance
+    if p["emitter_kind"] == "adapter":
+        return _cite(result, "A009", f"the trace was emitted by an adapter ({p['emitter']}): "
+                     "adapter evidence never shows native behaviour")
+    prov = Provenance(p["emitter"], p["emitter_version"], p["runtime"], p["runtime_version"])
+    if prov.runtime_owns_emitter() and any(p["emitter"] in t for t in own_texts):
+        return result
+    return _cite(result, "A013", f"its emitter {p['emitter']!r} is not shown to be the "
+                                 f"runtime's own (named after {p['runtime']!r} and anchored in "
+                                 "a verified source anchor of it)")
 
 
 def make_anchor(root: SourceRoot, spec: str, version: str | None = None) -> dict[str, str]:

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from residentkv.findings import Finding
+from residentkv.limits import read_bounded
 from residentkv.lowering.yamlio import (
     DescriptorError,
     load_yaml,
@@ -179,8 +180,8 @@ def _load_dir(folder: Path) -> dict[str, Bundle]:
                               code="O002", path=str(folder))
     for f in files:
         try:
-            text = Path(str(f)).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as e:
+            text = read_bounded(Path(str(f)), "bundle").decode("utf-8")
+        except UnicodeDecodeError as e:
             raise DescriptorError(f"cannot read bundle: {e}", code="L001", path=str(f)) from None
         b = parse_bundle(text, str(f))
         out[b.mode] = b

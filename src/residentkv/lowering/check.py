@@ -17,10 +17,22 @@ from pydantic import BaseModel, ConfigDict
 
 from residentkv.errors import UsageError
 from residentkv.findings import Finding
-from residentkv.lowering.anchors import AnchorResult, Verifier, native_view
+from residentkv.lowering.anchors import (
+    AnchorResult,
+    Verifier,
+    bound_view,
+    native_view,
+    release_view,
+)
 from residentkv.lowering.bundles import SHORT, Bundle, load_bundles
 from residentkv.lowering.classify import Verdict, classify
-from residentkv.lowering.descriptor import LoadedDescriptor, LoadedRow, read_descriptor
+from residentkv.lowering.descriptor import (
+    LoadedDescriptor,
+    LoadedRow,
+    SourceAnchor,
+    read_descriptor,
+)
+from residentkv.lowering.provenance import normalise_release
 from residentkv.lowering.sources import SourceRoot, open_root, parse_source_option
 
 CHECK_SCHEMA = "residentkv.check/v1"
@@ -101,9 +113,46 @@ def run_check(
     bundles = load_bundles(bundles_dir)
     verifier = verifier or Verifier(open_sources(sources))
     loaded = [read_descriptor(p, set(bundles)) for p in descriptors]
-    rows = [_check_row(r, bundles, verifier)
-            for i, d in enumerate(loaded) for r in _dedupe(d, loaded[:i])]
+    rows = []
+    for i, d in enumerate(loaded):
+        context = _Context(d, verifier)
+        rows += [_check_row(r, bundles, verifier, context) for r in _dedupe(d, loaded[:i])]
     return CheckResult(inputs=_inputs(loaded, bundles, verifier), rows=rows)
+
+
+class _Context:
+    """What the whole descriptor verified: the releases its source roots declare (for trace
+    provenance) and the anchored text of its verified source anchors, per package."""
+
+    def __init__(self, d: LoadedDescriptor | None = None,
+                 verifier: Verifier | None = None) -> None:
+        self.releases: set[tuple[str, str]] = set()
+        self.texts: dict[tuple[str, str], list[str]] = {}
+        roots = set()
+        for lr in d.rows if d is not None and verifier is not None else ():
+            assert verifier is not None
+            for aid, a in (lr.row.anchors.items() if lr.row is not None else ()):
+                if not isinstance(a, SourceAnchor):
+                    continue
+                r = verifier.verify(aid, a, Path(lr.path).parent)
+                text = verifier.verified_text(a, r)
+                if text is None:
+                    continue
+                root = verifier.root_for(a)
+                assert root is not None  # a verified anchor was read from its root
+                roots.add(root)
+                for release in root.releases():
+                    self.texts.setdefault(release, []).append(text)
+        for root in roots:
+            self.releases |= root.releases()
+
+    def own_texts(self, r: AnchorResult) -> list[str]:
+        """Verified anchored texts of the source roots that declare *r*'s runtime release."""
+        p = r.provenance
+        if p is None:
+            return []
+        return self.texts.get((normalise_release(p["runtime"]), p["runtime_version"].strip()),
+                              [])
 
 
 def _dedupe(d: LoadedDescriptor, before: list[LoadedDescriptor]) -> list[LoadedRow]:
@@ -121,7 +170,8 @@ def _dedupe(d: LoadedDescriptor, before: list[LoadedDescriptor]) -> list[LoadedR
     return out
 
 
-def _check_row(lr: LoadedRow, bundles: dict[str, Bundle], verifier: Verifier) -> RowResult:
+def _check_row(lr: LoadedRow, bundles: dict[str, Bundle], verifier: Verifier,
+               context: _Context | None = None) -> RowResult:
     raw = lr.raw
     base = {
         "id": lr.row_id, "path": lr.path, "line": lr.line, "runtime": _runtime(raw.get("runtime")),
@@ -137,15 +187,22 @@ def _check_row(lr: LoadedRow, bundles: dict[str, Bundle], verifier: Verifier) ->
                                      findings=list(lr.findings)))
     row, bundle = lr.row, bundles[lr.row.lowers]
     base_dir = Path(lr.path).parent
-    results = {aid: verifier.verify(aid, a, base_dir) for aid, a in row.anchors.items()}
-    if row.mechanism == "native":
-        results = {aid: native_view(r) for aid, r in results.items()}
+    context = context or _Context()
+    results = {aid: _bind(verifier.verify(aid, a, base_dir), row.lowers, row.mechanism,
+                          context) for aid, a in row.anchors.items()}
     verdict = classify(row, results, bundle)
     findings = _anchor_findings(lr, results) + _obligation_findings(lr, verdict)
     return _finish(lr, RowResult(**base, klass=verdict.klass, rule=verdict.rule,
                                  bundle=f"{bundle.mode}@v{bundle.version}", verdict=verdict,
                                  anchors=list(results.values()), reasons=verdict.reasons,
                                  findings=findings))
+
+
+def _bind(r: AnchorResult, lowers: str, mechanism: str, context: _Context) -> AnchorResult:
+    """What this row may conclude from an anchor result: its mode, its descriptor's verified
+    releases, and (native rows) the runtime's own emitter."""
+    r = release_view(bound_view(r, lowers), context.releases)
+    return native_view(r, context.own_texts(r)) if mechanism == "native" else r
 
 
 def _finish(lr: LoadedRow, res: RowResult) -> RowResult:

@@ -29,7 +29,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from residentkv.lowering.anchors import AnchorResult
-from residentkv.lowering.bundles import OBLIGATIONS, SHORT, SOURCE, Bundle, BundleObligation
+from residentkv.lowering.bundles import (
+    OBLIGATIONS,
+    SHORT,
+    SOURCE,
+    Bundle,
+    BundleObligation,
+    gate_requirements,
+)
 from residentkv.lowering.descriptor import CLASSES, ClassName, Obligation, Row, Status
 
 Strength = Literal["verified", "cited", "none"]
@@ -92,12 +99,20 @@ def _missing(aid: str) -> AnchorResult:
 
 
 def _covers(spec: BundleObligation, verified: list[AnchorResult]) -> list[str] | None:
-    """Ids of the verified anchors that cover one evidence alternative of *spec*, if any."""
+    """Ids of the verified anchors that cover one evidence alternative of *spec*, if any.
+
+    A trace anchor covers a gate of the alternative only when that gate's own evidence shows
+    every requirement of the obligation the gate can report: a gate that passed by the rules
+    of another mode (a soft_priority claim's lifecycle) shows nothing about this one.
+    """
+    known = gate_requirements()
     for alt in spec.satisfied_by:
         used: list[str] = []
         for need in alt:
-            hit = next((r for r in verified if (r.kind == "source" if need == SOURCE
-                                                else r.kind == "trace" and r.gate == need)), None)
+            wanted = {q for q in spec.requirements if q in known.get(need, ())}
+            hit = next((r for r in verified if (
+                r.kind == "source" if need == SOURCE
+                else r.kind == "trace" and r.gate == need and wanted <= set(r.shown))), None)
             if hit is None:
                 break
             used.append(hit.id)

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import PydanticCustomError
 
 from residentkv.findings import Finding
+from residentkv.limits import read_input
 from residentkv.lowering.bundles import OBLIGATIONS
 from residentkv.lowering.yamlio import (
     DescriptorError,
@@ -72,6 +73,20 @@ def parse_lines(spec: str) -> tuple[int, int]:
     return int(m[1]), int(m[2])
 
 
+#: a quote with fewer non-space characters than this occurs almost anywhere: it proves nothing
+MIN_QUOTE_CHARS = 6
+
+
+def _real_quote(v: str | None) -> str | None:
+    """Refuse empty, whitespace-only and trivially short quotes (they match any text)."""
+    if v is not None and len(re.sub(r"\s+", "", v)) < MIN_QUOTE_CHARS:
+        raise PydanticCustomError(
+            "trivial_quote", "quote {quote} is empty or trivially short (fewer than {n} "
+            "non-space characters): it would match almost any text",
+            {"quote": repr(v[:40]), "n": MIN_QUOTE_CHARS})
+    return v
+
+
 class _PathAnchor(_Frozen):
     path: str = Field(min_length=1)
     note: str | None = None
@@ -107,6 +122,11 @@ class SourceAnchor(_PathAnchor):
     quote: str | None = Field(default=None, min_length=1)
     reviewed: Reviewed | None = None
 
+    @field_validator("quote")
+    @classmethod
+    def _quote(cls, v: str | None) -> str | None:
+        return _real_quote(v)
+
     @field_validator("lines")
     @classmethod
     def _lines(cls, v: str | None) -> str | None:
@@ -133,6 +153,11 @@ class DocAnchor(_Frozen):
     quote: str = Field(min_length=1)
     note: str | None = None
 
+    @field_validator("quote")
+    @classmethod
+    def _quote(cls, v: str) -> str | None:
+        return _real_quote(v)
+
 
 class TraceAnchor(_PathAnchor):
     """A JSONL trace (relative to the descriptor file), a gate and a claim: the gate is run."""
@@ -140,6 +165,8 @@ class TraceAnchor(_PathAnchor):
     kind: Literal["trace"]
     gate: str
     claim: str = Field(min_length=1)
+    #: the trace file's sha256: without it a passing gate is cited, never verified (SPEC §4.1)
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
     @field_validator("gate")
     @classmethod
@@ -263,12 +290,15 @@ class LoadedDescriptor(BaseModel):
 def read_descriptor(path: str | Path, known_modes: set[str]) -> LoadedDescriptor:
     """Read and validate one descriptor file; unusable files raise :class:`DescriptorError`."""
     p = str(path)
+    data = read_input(path, "descriptor")
     try:
-        data = Path(path).read_bytes()
         text = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise DescriptorError(f"cannot read descriptor: {e}; expected a UTF-8 YAML file",
-                              code="L001", path=p) from None
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise DescriptorError(f"not UTF-8 text (byte {e.start + 1}: {e.reason}); expected a "
+                              "UTF-8 YAML file", code="L001", path=p, line=line,
+                              col=col) from None
     return parse_descriptor(text, p, known_modes, sha256=hashlib.sha256(data).hexdigest())
 
 
@@ -374,7 +404,9 @@ def _reference_findings(raw: dict[str, Any], root: Any, i: int, path: str) -> li
     for name, ob in obligations.items():
         evidence = ob.get("evidence") if isinstance(ob, dict) else None
         for j, aid in enumerate(evidence if isinstance(evidence, list) else []):
-            cited.add(str(aid))
+            if not isinstance(aid, str):
+                continue  # a list or mapping in an evidence list: a type error (D004) already
+            cited.add(aid)
             if aid not in anchors:
                 line, col = locate(root, ("rows", i, "obligations", name, "evidence", j))
                 out.append(Finding(code="D006", path=path, line=line, col=col,

@@ -9,12 +9,25 @@ are never indexed, so no anchor can reach them. Nothing here touches the network
 from __future__ import annotations
 
 import hashlib
+import os
 import tarfile
 import zipfile
+import zlib
+from lzma import LZMAError
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 from residentkv.errors import UserInputError
+from residentkv.limits import (
+    MAX_ARCHIVE_MEMBERS,
+    MAX_COMPRESSION_RATIO,
+    MAX_MEMBER_BYTES,
+    MAX_SOURCE_FILE_BYTES,
+    read_bounded,
+    regular_file,
+)
 from residentkv.lowering.descriptor import unsafe_path
+from residentkv.lowering.provenance import metadata_paths, read_metadata
 
 
 class SourceError(UserInputError):
@@ -24,7 +37,23 @@ class SourceError(UserInputError):
 
 
 class PathRefused(Exception):
-    """An anchor path that would leave the source root."""
+    """An anchor path that would leave the source root, or a member that cannot be read safely
+    (a special file, too large, encrypted, an unsupported compression, a bad CRC)."""
+
+
+def confined(root: Path, rel: str) -> Path | None:
+    """``root/rel`` resolved, or ``None`` when *rel* is unsafe or resolves outside *root*.
+
+    *root* must already be resolved. Symlinks are followed only while they stay inside the
+    root; a symlink loop resolves to nothing usable and is refused.
+    """
+    if unsafe_path(rel):
+        return None
+    try:
+        target = (root / rel).resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return None
+    return target if target.is_relative_to(root) else None
 
 
 class SourceRoot:
@@ -55,6 +84,23 @@ class SourceRoot:
         """sha256 of an archive (``None`` for directories: they are not one file)."""
         return None
 
+    def _names(self) -> list[str]:
+        """Candidate metadata paths (top-level ``*.dist-info/METADATA`` and ``PKG-INFO``)."""
+        raise NotImplementedError
+
+    def releases(self) -> set[tuple[str, str]]:
+        """``(normalised name, version)`` of every release this root's metadata declares."""
+        found = set()
+        for rel in metadata_paths(self._names()):
+            try:
+                data = self.read(rel)
+            except PathRefused:
+                continue
+            meta = read_metadata(data.decode("utf-8", "replace")) if data else None
+            if meta is not None:
+                found.add(meta)
+        return found
+
 
 class DirRoot(SourceRoot):
     """A directory: a git checkout or an installed package's site-packages."""
@@ -64,13 +110,23 @@ class DirRoot(SourceRoot):
         self._resolved = location.resolve()
 
     def _read(self, rel: str) -> bytes | None:
-        target = (self._resolved / rel).resolve()
-        if not target.is_relative_to(self._resolved):
-            raise PathRefused(f"{rel!r} resolves outside the source root")
-        try:
-            return target.read_bytes() if target.is_file() else None
-        except OSError:
+        target = confined(self._resolved, rel)
+        if target is None:
+            raise PathRefused(f"{rel!r} resolves outside the source root (or a symlink loop)")
+        if not target.exists():
             return None
+        try:
+            return read_bounded(target, f"source file {rel}", MAX_SOURCE_FILE_BYTES)
+        except UserInputError as e:
+            raise PathRefused(e.message) from None
+
+    def _names(self) -> list[str]:
+        try:
+            with os.scandir(self._resolved) as it:
+                tops = [e.name for _, e in zip(range(MAX_ARCHIVE_MEMBERS), it, strict=False)]
+        except OSError:
+            return []
+        return [f"{t}/METADATA" for t in tops if t.endswith(".dist-info")] + ["PKG-INFO"]
 
 
 class _ArchiveRoot(SourceRoot):
@@ -104,12 +160,27 @@ class ZipRoot(_ArchiveRoot):
         except (OSError, zipfile.BadZipFile) as e:
             raise SourceError(f"--source {name}: cannot open archive: {e}",
                               path=str(location)) from None
-        self._index = {i.filename: i for i in self._zip.infolist()
+        infos = self._zip.infolist()
+        _count(name, location, len(infos))
+        self._index = {i.filename: i for i in infos
                        if not i.is_dir() and self._safe(i.filename)}
+
+    def _names(self) -> list[str]:
+        return list(self._index)
 
     def _read(self, rel: str) -> bytes | None:
         info = self._index.get(rel)
-        return self._zip.read(info) if info is not None else None
+        if info is None:
+            return None
+        if info.flag_bits & 0x1:
+            raise PathRefused(f"{rel!r} is encrypted")
+        _member_size(rel, info.file_size, info.compress_size)
+        try:
+            with self._zip.open(info) as fh:
+                return _bounded(fh, rel, info.compress_size)
+        except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError, EOFError,
+                zlib.error, LZMAError, ValueError) as e:
+            raise PathRefused(f"{rel!r} cannot be read from the archive: {e}") from None
 
 
 class TarRoot(_ArchiveRoot):
@@ -122,15 +193,66 @@ class TarRoot(_ArchiveRoot):
         except (OSError, tarfile.TarError) as e:
             raise SourceError(f"--source {name}: cannot open archive: {e}",
                               path=str(location)) from None
-        members = [m for m in self._tar.getmembers() if m.isfile() and self._safe(m.name)]
+        members = [m for m in _members(self._tar, name, location)
+                   if m.isfile() and self._safe(m.name)]
         tops = {PurePosixPath(m.name).parts[0] for m in members}
         strip = len(tops) == 1 and all(len(PurePosixPath(m.name).parts) > 1 for m in members)
         self._index = {_strip(m.name) if strip else m.name: m for m in members}
 
+    def _names(self) -> list[str]:
+        return list(self._index)
+
     def _read(self, rel: str) -> bytes | None:
         member = self._index.get(rel)
-        fh = self._tar.extractfile(member) if member is not None else None
-        return fh.read() if fh is not None else None
+        if member is None:
+            return None
+        _member_size(rel, member.size, None)
+        try:
+            fh = self._tar.extractfile(member)
+            return _bounded(fh, rel, None) if fh is not None else None
+        except (tarfile.TarError, OSError, EOFError, zlib.error, LZMAError, ValueError) as e:
+            raise PathRefused(f"{rel!r} cannot be read from the archive: {e}") from None
+
+
+def _members(tar: tarfile.TarFile, name: str, location: Path) -> list[tarfile.TarInfo]:
+    """Every member, bounded in number; a truncated or corrupt archive is a located error."""
+    out: list[tarfile.TarInfo] = []
+    try:
+        for m in tar:
+            out.append(m)
+            _count(name, location, len(out))
+    except (tarfile.TarError, OSError, EOFError, zlib.error, LZMAError) as e:
+        raise SourceError(f"--source {name}: the archive is truncated or corrupt: "
+                          f"{type(e).__name__}: {e or 'unexpected end of data'}",
+                          path=str(location)) from None
+    return out
+
+
+def _count(name: str, location: Path, n: int) -> None:
+    if n > MAX_ARCHIVE_MEMBERS:
+        raise SourceError(f"--source {name}: more than {MAX_ARCHIVE_MEMBERS} archive members; "
+                          "expected a release archive (see docs/limits.md)", code="L003",
+                          path=str(location))
+
+
+def _member_size(rel: str, size: int, compressed: int | None) -> None:
+    if size > MAX_MEMBER_BYTES:
+        raise PathRefused(f"{rel!r} is {size} bytes uncompressed; the limit is "
+                          f"{MAX_MEMBER_BYTES}")
+    if compressed is not None and size > MAX_COMPRESSION_RATIO * max(compressed, 1) + 4096:
+        raise PathRefused(f"{rel!r} expands {size} bytes from {compressed}: over the "
+                          f"compression-ratio limit {MAX_COMPRESSION_RATIO}")
+
+
+def _bounded(fh: IO[bytes], rel: str, compressed: int | None) -> bytes:
+    """Read a member, never more than the limits allow whatever its header claims."""
+    limit = MAX_MEMBER_BYTES
+    if compressed is not None:
+        limit = min(limit, MAX_COMPRESSION_RATIO * max(compressed, 1) + 4096)
+    data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise PathRefused(f"{rel!r} expands beyond {limit} bytes (a decompression bomb?)")
+    return data
 
 
 def _strip(name: str) -> str:
@@ -142,9 +264,13 @@ def open_root(name: str, location: str | Path) -> SourceRoot:
     p = Path(location)
     if p.is_dir():
         return DirRoot(name, p)
-    if not p.is_file():
+    if not p.exists():
         raise SourceError(f"--source {name}={location}: no such file or directory; expected a "
                           "directory, a wheel or an sdist", path=str(location))
+    try:
+        regular_file(p, f"--source {name}")
+    except UserInputError as e:
+        raise SourceError(e.message, code=e.code, path=str(location)) from None
     if p.suffix in (".whl", ".zip"):
         return ZipRoot(name, p)
     if p.name.endswith((".tar.gz", ".tgz", ".tar")):

@@ -17,9 +17,11 @@ from pydantic import ValidationError
 from ruamel.yaml import YAML
 from ruamel.yaml.constructor import DuplicateKeyError
 from ruamel.yaml.error import MarkedYAMLError
+from ruamel.yaml.reader import ReaderError
 
 from residentkv.errors import UserInputError
 from residentkv.findings import Finding
+from residentkv.limits import MAX_YAML_DEPTH, MAX_YAML_NODES
 
 Loc = Sequence[str | int]
 
@@ -42,8 +44,21 @@ def load_yaml(text: str, path: str, *, code: str = "D001") -> Any:
     """Parse *text* with the round-trip loader; unusable YAML raises :class:`DescriptorError`."""
     yaml = YAML(typ="rt")
     yaml.allow_duplicate_keys = False
+    _refuse_deep(text, path)
     try:
         return yaml.load(text)
+    except ReaderError as e:
+        where = _line_col(text, e.position)
+        raise DescriptorError(
+            f"character {_char(e.character)} is not allowed in YAML; expected printable text",
+            help="remove control "
+            "characters and NUL bytes (escape them inside a double-quoted string: \\x07)",
+            code=code, path=path, line=where[0], col=where[1]) from None
+    except RecursionError:
+        raise DescriptorError(
+            f"the YAML nests too deeply; expected at most {MAX_YAML_DEPTH} levels",
+            help="flatten the document (see docs/limits.md)", code="L003", path=path,
+            line=1, col=1) from None
     except DuplicateKeyError as e:
         mark = e.problem_mark
         raise DescriptorError(
@@ -58,6 +73,37 @@ def load_yaml(text: str, path: str, *, code: str = "D001") -> Any:
             f"not valid YAML: {e.problem or e.context}; expected a YAML mapping",
             help="fix the YAML syntax at this position", code=code, path=path, line=line, col=col,
         ) from None
+
+
+def _char(c: Any) -> str:
+    return f"#x{ord(c) if isinstance(c, str) else int(c):04x}"
+
+
+def _line_col(text: str, position: int) -> tuple[int, int]:
+    line = text.count("\n", 0, position) + 1
+    return line, position - (text.rfind("\n", 0, position) + 1) + 1
+
+
+def _refuse_deep(text: str, path: str) -> None:
+    """Refuse flow nesting (``[[[[...``) deeper than the limit before the parser recurses.
+
+    Block nesting is bounded the same way by :func:`plain`; the parser's own recursion on
+    either is caught in :func:`load_yaml`.
+    """
+    if text.count("[") + text.count("{") <= MAX_YAML_DEPTH:
+        return
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in "[{":
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                line, col = _line_col(text, i)
+                raise DescriptorError(
+                    f"the YAML nests more than {MAX_YAML_DEPTH} levels deep; expected a "
+                    "flatter document", help="see docs/limits.md", code="L003", path=path,
+                    line=line, col=col)
+        elif ch in "]}":
+            depth = max(depth - 1, 0)
 
 
 def _first_line(text: str | None) -> str:
@@ -104,6 +150,7 @@ _PYDANTIC_CODES = {
     "extra_forbidden": ("D003", "remove the field or fix its spelling"),
     "missing": ("D005", "add the field"),
     "unsafe_path": ("D009", "use a relative path inside the source root or descriptor folder"),
+    "trivial_quote": ("D014", "quote a distinctive sentence or line of the cited text"),
 }
 
 
@@ -151,14 +198,15 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-MAX_NODES = 2_000_000
+MAX_NODES = MAX_YAML_NODES
 
 
-def plain(node: Any, *, budget: list[int] | None = None) -> Any:
+def plain(node: Any, *, budget: list[int] | None = None, depth: int = 0) -> Any:
     """Round-trip YAML containers as plain dicts/lists (what pydantic should validate).
 
     Aliases are expanded, so a node budget bounds the work: a document whose expansion exceeds
-    :data:`MAX_NODES` (an alias bomb) is refused rather than expanded.
+    :data:`MAX_NODES` (an alias bomb) is refused rather than expanded; so is one nested deeper
+    than :data:`~residentkv.limits.MAX_YAML_DEPTH`.
     """
     budget = [MAX_NODES] if budget is None else budget
     budget[0] -= 1
@@ -166,8 +214,22 @@ def plain(node: Any, *, budget: list[int] | None = None) -> Any:
         raise DescriptorError(f"the YAML expands to more than {MAX_NODES} nodes; expected a "
                               "descriptor of reasonable size", code="D001",
                               help="remove recursive or deeply nested aliases")
+    if depth > MAX_YAML_DEPTH:
+        line, col = _own_pos(node)
+        raise DescriptorError(f"the YAML nests more than {MAX_YAML_DEPTH} levels deep; "
+                              "expected a flatter document", code="L003", line=line, col=col,
+                              help="see docs/limits.md")
     if isinstance(node, dict):
-        return {str(k): plain(v, budget=budget) for k, v in node.items()}
+        return {str(k): plain(v, budget=budget, depth=depth + 1) for k, v in node.items()}
     if isinstance(node, list):
-        return [plain(v, budget=budget) for v in node]
+        return [plain(v, budget=budget, depth=depth + 1) for v in node]
     return node
+
+
+def round_trip_yaml() -> YAML:
+    """The ruamel round-trip settings under which the curated descriptors dump byte-identical."""
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = 4096
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    return yaml

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from residentkv.microruntime.facts import Trace, read_trace
 from residentkv.microruntime.policies import Policy, make_policy
-from residentkv.microruntime.runtime import FEASIBILITY_CONFLICT, MicroRuntime
+from residentkv.microruntime.runtime import FEASIBILITY_CONFLICT, MicroRuntime, provenance
 from residentkv.microruntime.scenario import (
     BLOCK_SIZE,
     RESIDENT_OBJECT,
@@ -308,7 +308,8 @@ def run_l6_scenario(trace_path: Path, policy: Policy | None = None) -> Path:
     an injected fault (a stimulus no policy prevents). The runtime applies the harm rule."""
     trace_path.parent.mkdir(parents=True, exist_ok=True)
     trace_path.write_text("", encoding="utf-8")
-    with EventWriter(trace_path, source="microruntime") as w:
+    with EventWriter(trace_path, source="microruntime",
+                     provenance=provenance()) as w:
         rt = MicroRuntime(80, policy or make_policy("hard_exclude"), writer=w,
                           block_size=BLOCK_SIZE)
         rt.submit_claim(make_claim(footprint=60, predicate_blocks=8,

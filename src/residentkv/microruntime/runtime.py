@@ -28,7 +28,7 @@ from residentkv.microruntime.pool import BlockPool
 from residentkv.model.claim import ProtectionMode, Registration, ResidentClaim
 from residentkv.model.lifecycle import ClaimLifecycle, ClaimState, LossKind, classify_loss
 from residentkv.model.predicate import PredicateResult, evaluate_predicate
-from residentkv.trace.writer import EventWriter
+from residentkv.trace.writer import EventWriter, Provenance
 
 S = ClaimState
 DEVICE_TIER = "device"
@@ -910,3 +910,16 @@ class MicroRuntime:
         if self._w is not None:
             self._w.emit(event, claim_id=c.id, request_id=request_id, **c.ident, **fields)
 
+
+
+#: the simulator's emitter name: the lowering checker recognises it (exact, normalised) and
+#: never lets a simulated trace grant anything
+EMITTER = "residentkv.microruntime"
+
+
+def provenance(stream_id: str | None = None) -> Provenance:
+    """The ``stream_started`` provenance of a simulated stream (emitter and "runtime" are the
+    simulator itself: no runtime release is ever claimed)."""
+    from residentkv import __version__
+
+    return Provenance(EMITTER, __version__, EMITTER, __version__, stream_id=stream_id)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from residentkv.microruntime.policies import CLAIM_MODE, Policy, make_policy
-from residentkv.microruntime.runtime import MicroRuntime
+from residentkv.microruntime.runtime import MicroRuntime, provenance
 from residentkv.model.claim import (
     CacheIdentity,
     PredicateKind,
@@ -91,7 +91,7 @@ def run_reference(
     """
     trace.parent.mkdir(parents=True, exist_ok=True)
     trace.write_text("", encoding="utf-8")
-    with EventWriter(trace, source="microruntime") as writer:
+    with EventWriter(trace, source="microruntime", provenance=provenance()) as writer:
         rt = MicroRuntime(
             ref.usable,
             policy if policy is not None else make_policy(ref.policy),

@@ -33,7 +33,8 @@ code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font
 table{border-collapse:collapse;width:100%;margin:6px 0 10px}
 th,td{border:1px solid var(--line);padding:4px 6px;text-align:left;vertical-align:top}
 th{background:#f3f3f6;font-weight:600}
-table.rows{font-size:12.5px}table.rows td{white-space:nowrap}table.rows td.rowid{white-space:normal}
+table.rows{font-size:12.5px}table.rows td{white-space:nowrap}
+table.rows td:nth-last-child(-n+2){white-space:normal}table.rows td.rowid{white-space:normal}
 .verdict{display:inline-block;padding:3px 10px;border-radius:4px;color:#fff;font-weight:600}
 .pass{background:var(--ok)}.fail{background:var(--bad)}
 .st{font-weight:600;white-space:nowrap}
@@ -77,7 +78,8 @@ def _status(ob: dict[str, Any]) -> str:
 
 
 def _cls(name: str) -> str:
-    return f'<span class="cls cls-{_e(name)}">{_e(name)}</span>'
+    # a class name may break after its underscores, so narrow columns stay on screen
+    return f'<span class="cls cls-{_e(name)}">{_e(name).replace("_", "_<wbr>")}</span>'
 
 
 def _head(title: str) -> list[str]:
@@ -164,7 +166,8 @@ def _rows_table(doc: dict[str, Any]) -> list[str]:
         mark = "" if same else ' class="res-missing"'
         out.append(f'<tr><td class="rowid"><a href="#row-{_e(r["id"])}"><code>{_wrap(r["id"])}'
                    f'</code></a></td><td>{_e(r["lowers"])}</td><td>{_e(r["asserts"])}</td>'
-                   f'{cells}<td>{_cls(r["class"])}</td><td{mark}>{_e(exp)}</td></tr>')
+                   f'{cells}<td>{_cls(r["class"])}</td>'
+                   f'<td{mark}>{_e(exp).replace("_", "_<wbr>")}</td></tr>')
     out.append("</tbody></table>")
     return out
 

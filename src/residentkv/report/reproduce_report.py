@@ -7,25 +7,30 @@ from collections.abc import Sequence
 
 from residentkv.report.registry import RenderOptions, reporter
 from residentkv.report.text import render_table
-from residentkv.trace.reproduce import Row, succeeded
+from residentkv.trace.reproduce import Row, compared, succeeded
 
 COLUMNS = ("scenario", "trace", "gate", "ours", "published", "agree", "reason")
 
 
 def _cells(r: Row) -> list[str]:
     trace = "/".join(r.trace.split("/")[1:-1]) if r.trace else "(no trace)"
-    agree = "-" if r.published is None else ("yes" if r.agree else (
+    agree = "-" if r.published not in ("pass", "fail") else ("yes" if r.agree else (
         "no, explained" if r.explained else "NO, UNEXPLAINED"))
     return [r.scenario, trace, r.gate, r.ours, r.published or "-", agree, r.reason]
 
 
 def _summary(rows: Sequence[Row]) -> str:
-    compared = [r for r in rows if r.published is not None]
-    agree = sum(r.agree for r in compared)
-    explained = sum(not r.agree and r.explained for r in compared)
-    return (f"{len(rows)} rows, {len(compared)} with a published value: {agree} agree, "
-            f"{explained} disagree with an explained reason, "
-            f"{len(compared) - agree - explained} unexplained -> "
+    done = compared(rows)
+    if not done:
+        return (f"{len(rows)} rows, none with a published pass/fail value: nothing was "
+                "compared, so nothing is reproduced -> NOT reproduced")
+    agree = sum(r.agree for r in done)
+    explained = sum(not r.agree and r.explained for r in done)
+    mixed = sum(1 for r in rows if (r.published or "").startswith("mixed"))
+    return (f"{len(rows)} rows, {len(done)} with a published value"
+            + (f" ({mixed} more with a mixed rate)" if mixed else "")
+            + f": {agree} agree, {explained} disagree with an explained reason, "
+            f"{len(done) - agree - explained} unexplained -> "
             f"{'reproduced' if succeeded(rows) else 'NOT reproduced'}")
 
 

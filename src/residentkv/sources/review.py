@@ -30,14 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ruamel.yaml import YAML
-
 from residentkv.lowering.anchors import Verifier, digest, normalise, squash
 from residentkv.lowering.bundles import load_bundles
 from residentkv.lowering.descriptor import SourceAnchor, parse_lines, read_descriptor
 from residentkv.lowering.sources import PathRefused, SourceRoot
+from residentkv.lowering.yamlio import round_trip_yaml
 
-__all__ = ["ReviewItem", "apply_review", "review_items", "round_trip_yaml"]
+__all__ = ["ReviewItem", "apply_review", "review_items"]
 
 ReviewStatus = Literal["unchanged", "moved", "changed", "vanished", "failed", "no-baseline"]
 #: statuses an approval can resolve (the others need a new anchor)
@@ -155,15 +154,6 @@ def review_items(descriptors: Sequence[str | Path], package: str, release: str,
                 seen[key] = it
                 items.append(it)
     return items
-
-
-def round_trip_yaml() -> YAML:
-    """The ruamel round-trip settings under which the curated descriptors dump byte-identical."""
-    yaml = YAML(typ="rt")
-    yaml.preserve_quotes = True
-    yaml.width = 4096
-    yaml.indent(mapping=2, sequence=4, offset=2)
-    return yaml
 
 
 def apply_review(items: Sequence[ReviewItem], release: str, version: str, reason: str,

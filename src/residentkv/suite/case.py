@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from residentkv.errors import UserInputError
 from residentkv.findings import Finding
+from residentkv.limits import read_bounded
+from residentkv.lowering.sources import confined
 from residentkv.lowering.yamlio import load_yaml, plain, validation_findings
 from residentkv.model.vocabulary import GateName, ObligationName, RowClass
 
@@ -86,9 +88,16 @@ class CaseError(UserInputError):
 def load_case(folder: Path) -> SuiteCase:
     """Load and validate ``folder/case.yaml``; every problem is located and collected."""
     path = folder / "case.yaml"
+    if confined(folder.resolve(), "case.yaml") is None:
+        raise CaseError("S002: case.yaml resolves outside the case folder (a symlink out of "
+                        "it is never followed)", [], path=str(path))
     if not path.is_file():
         raise CaseError("no case.yaml in the case folder", [], path=str(folder))
-    root = load_yaml(path.read_text(encoding="utf-8"), str(path), code="S001")
+    try:
+        text = read_bounded(path, "case.yaml").decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CaseError(f"case.yaml is not UTF-8 text: {e}", [], path=str(path)) from None
+    root = load_yaml(text, str(path), code="S001")
     try:
         case = SuiteCase.model_validate(plain(root))
     except ValidationError as e:

@@ -93,7 +93,9 @@ class DescriptorParent:
         assert case.descriptor is not None
         self.name = f"{case.id}/{case.descriptor}"
         self.work = scratch / case.id
-        shutil.copytree(case_dir, self.work)
+        # symlinks are copied as links, never followed: a link out of the suite must not
+        # pull outside files (or the whole file system) into scratch
+        shutil.copytree(case_dir, self.work, symlinks=True)
         text = (self.work / case.descriptor).read_text(encoding="utf-8")
         self.doc = plain(load_yaml(text, self.name))
         self.sources = [f"{n}={_source(case_dir, self.work, p)}"

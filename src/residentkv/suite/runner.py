@@ -11,6 +11,7 @@ from pathlib import Path
 from residentkv.errors import UserInputError
 from residentkv.lowering.check import run_check
 from residentkv.lowering.descriptor import unsafe_path
+from residentkv.lowering.sources import confined
 from residentkv.suite.case import CaseError, SuiteCase, TraceExpectation, load_case
 from residentkv.trace.gates import GateResult, check_trace
 
@@ -51,6 +52,17 @@ def case_folders(root: Path) -> Iterator[Path]:
                       and not p.name.startswith((".", SHARED)))
 
 
+def _escapes(folder: Path) -> str | None:
+    """Why a case folder is not really inside its suite (a symlink out of it), or ``None``."""
+    try:
+        real = folder.resolve()
+    except (OSError, RuntimeError):
+        return "the case folder is a symlink loop"
+    return None if real.is_relative_to(folder.parent.resolve()) else (
+        f"S002: the case folder resolves to {real}, outside the suite (symlinks are not "
+        "followed out of it)")
+
+
 def source_location(folder: Path, rel: str) -> tuple[Path, str]:
     """Where a case's source root lives: in the case folder, or ``shared:NAME`` in the
     suite's ``_shared`` folder (one toy tree serves every case that does not alter it)."""
@@ -61,6 +73,9 @@ def source_location(folder: Path, rel: str) -> tuple[Path, str]:
 
 def run_case(folder: Path, bundles_dir: Path | None = None) -> CaseResult:
     """Evaluate one case folder against its case.yaml."""
+    escape = _escapes(folder)
+    if escape is not None:
+        return CaseResult(folder.name, str(folder), None, (escape,))
     try:
         case = load_case(folder)
     except CaseError as e:
@@ -87,11 +102,16 @@ def run_case(folder: Path, bundles_dir: Path | None = None) -> CaseResult:
 
 
 def _inside(folder: Path, rel: str, what: str, mismatches: list[str]) -> Path | None:
+    """``folder/rel`` when it resolves inside *folder* (symlinks included), else a mismatch."""
     problem = unsafe_path(rel)
     if problem:
-        mismatches.append(f"{what} {rel!r}: {problem}")
+        mismatches.append(f"S002: {what} {rel!r}: {problem}")
         return None
-    path = folder / rel
+    path = confined(folder.resolve(), rel)
+    if path is None:
+        mismatches.append(f"S002: {what} {rel!r} resolves outside {folder} (a symlink out of "
+                          "the case is never followed)")
+        return None
     if not path.exists():
         mismatches.append(f"{what} {rel!r} does not exist in the case folder")
         return None

@@ -5,19 +5,22 @@ so ``{"outcome_claim_id": "c-OTHER", …, "outcome_claim_id": "c-1"}`` would sil
 ``c-1``. v1 lines are strict JSON without duplicate keys (SPEC §4.1).
 
 The exact check (the standard library's parser with a pairs hook) costs several times a fast
-decode, so a line the fast decoder accepted is first counted: ``raw.count(b'":')`` is at least
-the number of key tokens when no whitespace separates a key from its colon (a ``":`` inside a
-string value is always ``\\":``, which can only over-count). The number of *distinct* keys is
-known exactly from the decoded type: every required key is present (decoding succeeded), and an
-optional key is present iff the bytes ``"name":`` occur (inside a string value a quote is always
-escaped, so that pattern only matches a real key). When the two counts agree there is no
-duplicate; otherwise, and for any line this reasoning does not cover (whitespace before a
-colon, a key name used twice in one event type), the exact check decides.
+decode, so a line the fast decoder accepted is first counted. Every key token is followed by
+exactly one colon, whatever the whitespace, so ``raw.count(b":")`` is at least the number of key
+tokens (a colon inside a string value can only over-count). The number of *distinct* keys is
+known from the decoded type: every required key is present (decoding succeeded), and an optional
+key is counted when the bytes ``"name":`` occur, each name once (a string value cannot hold
+that pattern unescaped, and a token ``"name" :`` with whitespace is simply not counted: both
+errors only lower the count). Each counted name stands for a different key token, so when the
+colon count equals the counted keys every key token is a distinct key and there is no duplicate;
+otherwise, and for an event type this reasoning does not cover (an optional nested model, a key
+name used twice in one event type), the exact check decides.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +36,7 @@ class _KeyFacts:
     """What the decoded type says about the keys of a line."""
 
     required: int
-    optional_tokens: tuple[bytes, ...]
+    optional: re.Pattern[bytes] | None  # matches the token ``"name":`` of any optional key
 
 
 def _keys(model: type[BaseModel]) -> tuple[list[str], list[str]] | None:
@@ -76,14 +79,16 @@ def _facts(model: type[BaseModel]) -> _KeyFacts | None:
     if len(set(names)) != len(names) and set(optional) & {
             n for n in names if names.count(n) > 1}:
         return None  # an optional name that also occurs elsewhere cannot be counted by pattern
-    return _KeyFacts(len(required), tuple(f'"{n}":'.encode() for n in optional))
+    if not optional:
+        return _KeyFacts(len(required), None)
+    names_re = b"|".join(re.escape(n.encode()) for n in sorted(set(optional)))
+    return _KeyFacts(len(required), re.compile(b'"(' + names_re + b')":'))
 
 
 _FACTS: dict[str, _KeyFacts | None] = {
     str(m.model_fields["event"].annotation.__args__[0]): _facts(m)  # type: ignore[union-attr]
     for m in ALL_EVENT_TYPES
 }
-_SPACED = (b'" ', b'"\t', b'"\r')
 
 
 class _Duplicate(Exception):
@@ -115,11 +120,9 @@ def first_duplicate_key(raw: bytes) -> str | None:
 def duplicate_key(raw: bytes, event: str) -> str | None:
     """The repeated key of a line that decoded as *event*, or ``None`` (see the module doc)."""
     facts = _FACTS.get(event)
-    if facts is not None and not any(s in raw for s in _SPACED):
-        tokens = raw.count(b'":')
-        present = facts.required
-        if tokens != present:
-            present += sum(1 for t in facts.optional_tokens if t in raw)
-        if tokens == present:
+    if facts is not None:
+        colons = raw.count(b":")
+        if colons == facts.required or (facts.optional is not None and colons == (
+                facts.required + len(set(facts.optional.findall(raw))))):
             return None
     return first_duplicate_key(raw)

@@ -1,10 +1,13 @@
 """Reproduce the research artifact's published per-scenario gate table from its raw traces.
 
 Every trace under the fixtures folder is imported (dialect ``resident-kv-artifact``) and judged
-by our gates; the published value of each (trace, gate) is read from the artifact's aggregate
-files. Disagreements are never bent away: each carries a reason built from the requirement ids
-our gate found missing and the seqs of the events involved. A disagreement whose missing
-requirements have no documented explanation is *unexplained* and makes the command fail.
+by our gates. The published value of each (trace, gate) is read from the run's own
+``summary.json`` where it has one, else from the artifact's aggregate files; an aggregate rate
+that is neither all-pass nor all-fail is reported as *mixed* (it says nothing about one run).
+Disagreements are never bent away: each carries a reason built from the requirement ids our
+gate found missing and the seqs of the affected request's events. A disagreement whose missing
+requirements have no documented explanation is *unexplained* and makes the command fail; so
+does a run in which nothing could be compared (no vacuous reproduction).
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from residentkv.errors import UserInputError
+from residentkv.limits import MAX_JSON_DEPTH, json_depth_ok, read_bounded
 from residentkv.model.events import Envelope
 from residentkv.trace.gates import GateResult, check_events
 from residentkv.trace.importers import DIALECTS
+
+MIXED = "mixed"
 
 
 @dataclass(frozen=True)
@@ -52,28 +58,90 @@ def load_manifest() -> dict[str, Any]:
 
 
 def _published(root: Path, manifest: dict[str, Any], scenario: str, run_dir: str,
-               gate: str) -> str | None:
+               gate: str) -> tuple[str | None, str]:
+    """The published value of (run, gate) and where it comes from.
+
+    The run's own summary.json first; the scenario aggregate only when the run has none. A
+    rate that is neither all-pass nor all-fail is ``mixed N/M``.
+    """
+    own = _run_value(root / scenario / run_dir / manifest["run_summary"],
+                     manifest["run_keys"][gate])
+    if own is not None:
+        return own, "the run's own summary.json"
     source = next((v for pattern, v in manifest["published_by"].items()
                    if fnmatch.fnmatch(run_dir, pattern)), None)
     if source is None:
-        return None
-    path = root / manifest["aggregates"][source]
-    if not path.is_file():
-        return None
-    rates = json.loads(path.read_text()).get("scenarios", {}).get(scenario, {})
-    rate = rates.get(manifest["gate_keys"][gate])
-    if not rate or not rate.get("total"):
-        return None
-    if rate["passed"] == rate["total"]:
-        return "pass"
-    return "fail" if rate["passed"] == 0 else None
+        return None, "no published table covers this run"
+    aggregate = _json_file(root / manifest["aggregates"][source])
+    rate = _dig(aggregate, "scenarios", scenario, manifest["gate_keys"][gate])
+    if not isinstance(rate, dict):
+        return None, "the aggregate has no rate for it"
+    passed, total = rate.get("passed"), rate.get("total")
+    if not (_count(passed) and _count(total)) or not total or passed > total:
+        return None, "the aggregate's rate is malformed"
+    where = f"the aggregate {manifest['aggregates'][source]}"
+    if passed == total:
+        return "pass", where
+    if passed == 0:
+        return "fail", where
+    return f"{MIXED} {passed}/{total}", where
 
 
-def _seqs(events: list[Envelope], event_types: list[str]) -> str:
-    found = [f"{t} at seq {', '.join(str(e.seq) for e in events if e.event == t)}"  # type: ignore[attr-defined]
-             if any(e.event == t for e in events) else f"no {t}"  # type: ignore[attr-defined]
-             for t in event_types]
-    return "; ".join(found)
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _dig(value: Any, *keys: str) -> Any:
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _run_value(path: Path, key: str) -> str | None:
+    """pass/fail from a run's summary.json (its list of missing requirements), if it has one."""
+    missing = _dig(_json_file(path), "evaluation", "gate_summary", key)
+    if not isinstance(missing, list):
+        return None
+    return "pass" if not missing else "fail"
+
+
+def _json_file(path: Path) -> Any:
+    """A small JSON file, or ``None`` when absent, special, too large, too deep or invalid."""
+    if not path.exists():
+        return None
+    try:
+        data = read_bounded(path, "summary")
+    except UserInputError:
+        return None
+    if not json_depth_ok(data, MAX_JSON_DEPTH):
+        return None
+    try:
+        return json.loads(data, parse_constant=lambda name: None)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _affected(events: list[Envelope], claim: str) -> set[str]:
+    """The request(s) a disagreement is about: the one whose restore of *claim* failed, else
+    the one that had to restore it, else every request that carried the claim."""
+    for kinds in (("claim_restore_failed", "kv_load_failed"), ("claim_restore_required",)):
+        found = {e.request_id for e in events if e.claim_id == claim and e.request_id
+                 and e.event in kinds}  # type: ignore[attr-defined]
+        if found:
+            return found
+    return {e.request_id for e in events if e.claim_id == claim and e.request_id}
+
+
+def _seqs(events: list[Envelope], event_types: list[str], claim: str) -> str:
+    """Seqs of each cited event type among the affected request's events only (another
+    request's refusal or finish says nothing about this one)."""
+    requests = _affected(events, claim)
+    mine = [e for e in events if e.request_id in requests]
+    found = []
+    for t in event_types:
+        seqs = [str(e.seq) for e in mine if e.event == t]  # type: ignore[attr-defined]
+        found.append(f"{t} at seq {', '.join(seqs)}" if seqs else f"no {t}")
+    return f"request {', '.join(sorted(requests)) or '(none)'}: " + "; ".join(found)
 
 
 def _reason(result: GateResult | None, events: list[Envelope], manifest: dict[str, Any],
@@ -91,7 +159,8 @@ def _reason(result: GateResult | None, events: list[Envelope], manifest: dict[st
         if entry is None:
             parts.append(f"{req}: no documented explanation")
             continue
-        parts.append(f"{req}: {entry['because']} ({_seqs(events, entry['cite'])})")
+        parts.append(f"{req}: {entry['because']} "
+                     f"({_seqs(events, entry['cite'], result.claim_id)})")
     explained = all(r in explanations for r in result.missing)
     return "; ".join(parts), explained
 
@@ -106,14 +175,17 @@ def _trace_rows(root: Path, trace: Path, manifest: dict[str, Any]) -> list[Row]:
         mine = [r for r in results if r.gate == gate]
         result = next((r for r in mine if r.passed), mine[0] if mine else None)
         ours = "pass" if result is not None and result.passed else "fail"
-        published = _published(root, manifest, scenario, run_dir, gate)
-        if published is None:
+        published, where = _published(root, manifest, scenario, run_dir, gate)
+        if published is None or published.startswith(MIXED):
             why = (f"missing {', '.join(result.missing)}" if result is not None
                    else "the trace names no claim")
-            reason, explained = f"no published value for this trace; ours {ours}" + (
+            value = (f"the published rate {published.split()[1]} is mixed" if published
+                     else f"no published value ({where})")
+            reason, explained = f"{value}: nothing to compare for this trace; ours {ours}" + (
                 f" ({why})" if ours == "fail" else ""), True
         else:
             reason, explained = _reason(result, imported.events, manifest, published == ours)
+            reason += f" [published: {where}]"
         rows.append(Row(scenario, str(trace.relative_to(root)), gate, ours, published,
                         published == ours, explained, reason))
     return rows
@@ -142,13 +214,22 @@ def reproduce(root: str | Path) -> list[Row]:
 def _no_trace_rows(root: Path, scenario: Path, manifest: dict[str, Any]) -> list[Row]:
     rows = []
     for gate in manifest["gates"]:
-        published = _published(root, manifest, scenario.name, "rep-001", gate)
+        published, _ = _published(root, manifest, scenario.name, "rep-001", gate)
         rows.append(Row(scenario.name, None, gate, "fail", published,
                         published == "fail", True,
                         f"no evidence: {manifest['no_trace_reason']}"))
     return rows
 
 
+def compared(rows: Sequence[Row]) -> list[Row]:
+    """Rows with a published pass/fail to compare with (neither absent nor mixed)."""
+    return [r for r in rows if r.published in ("pass", "fail")]
+
+
 def succeeded(rows: Sequence[Row]) -> bool:
-    """True when every row with a published value agrees or carries an explained reason."""
-    return all(r.agree or r.published is None or r.explained for r in rows)
+    """True when something was compared and every compared row agrees or is explained.
+
+    Nothing compared is never a reproduction (no vacuous truth).
+    """
+    done = compared(rows)
+    return bool(done) and all(r.agree or r.explained for r in done)

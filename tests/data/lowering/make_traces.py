@@ -1,6 +1,7 @@
 """Regenerate the small v1 traces used by tests/lowering (run: python make_traces.py).
 
-Each trace is written through EventWriter, the one emitter of residentkv, so it is valid v1.
+Each trace is written through EventWriter, the one emitter of residentkv, so it is valid v1,
+and opens with stream_started naming the toy runtime's emitter and release (tree/toyrt).
 - witness.jsonl: claim c-1 (offloadable) — a success generation (offload, restore, reuse),
   then a failure generation whose injected load failure becomes an attributed refusal.
 - observe_only.jsonl: claim c-obs — the success generation only (observation passes).
@@ -13,7 +14,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from residentkv.trace.writer import EventWriter, reset_seq
+from residentkv.trace.writer import EventWriter, Provenance, reset_seq
 
 HERE = Path(__file__).parent / "traces"
 IDENT = {"object_id": "prefix-1", "cache_identity": "tiny-llama|salt-a|128|fp32",
@@ -82,7 +83,9 @@ def failure(w: EventWriter, c: str, gen: int, req: str, *, recompute: bool = Fal
 def write(name: str, build: object) -> None:
     reset_seq()
     buf = io.StringIO()
-    w = EventWriter(buf, source="testdata")
+    # the toy runtime's own emitter (tree/toyrt/events.py names it), about release toyrt 0.1
+    w = EventWriter(buf, source="testdata", provenance=Provenance(
+        "toyrt.scheduler", "0.1", "toyrt", "0.1", stream_id=name))
     build(w)  # type: ignore[operator]
     w.flush()
     (HERE / name).write_text(buf.getvalue(), encoding="utf-8")

@@ -21,8 +21,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from residentkv.errors import TraceReadError
+from residentkv.errors import TraceReadError, UserInputError
 from residentkv.findings import Finding
+from residentkv.limits import MAX_JSON_DEPTH, MAX_LINE_BYTES, json_depth_ok, read_input
 from residentkv.model.events import EVENT_MODELS, SCHEMA_ID, Envelope
 from residentkv.trace.importers.base import ImportReport, ImportResult
 
@@ -44,18 +45,64 @@ _ALWAYS = {"event", "event_sequence", "monotonic_ns", "timestamp_ns", "request_i
 
 Fields = dict[str, Any]
 Mapper = Callable[["_Importer", Fields], tuple[str, Fields, set[str]] | None]
+#: integers beyond a signed 64-bit range are refused (no runtime counts that high)
+_INT_LIMIT = 1 << 63
+
+
+class WrongType(ValueError):
+    """A foreign field whose JSON type is not the one the mapping needs (a located problem)."""
+
+    def __init__(self, key: str, want: str, value: Any) -> None:
+        super().__init__(f"field {key!r} must be {want}, found {_json_type(value)}")
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "an array", dict: "an object"}.get(type(value), type(value).__name__)
+
+
+def _get(d: Fields, key: str, want: str, default: Any = None) -> Any:
+    """``d[key]`` checked against *want* (no truthiness, no coercion); absent or null gives
+    *default*. *want*: ``bool``, ``int``, ``str``, ``str-list``, ``int-list``."""
+    value = d.get(key)
+    if value is None:
+        return default
+    ok = {
+        "bool": isinstance(value, bool),
+        "int": isinstance(value, int) and not isinstance(value, bool)
+        and -_INT_LIMIT <= value < _INT_LIMIT,
+        "str": isinstance(value, str),
+        "str-list": isinstance(value, list) and all(isinstance(v, str) for v in value),
+        "int-list": isinstance(value, list) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value),
+    }[want]
+    if not ok:
+        label = {"bool": "a boolean", "int": "an integer in the signed 64-bit range",
+                 "str": "a string", "str-list": "an array of strings",
+                 "int-list": "an array of integers"}[want]
+        raise WrongType(key, label, value)
+    return value
 
 
 def _claim_of(d: Fields) -> str | None:
-    if not d.get("resident_claim"):
+    if _get(d, "resident_claim", "bool", False) is not True:
         return None
-    cid = d.get("resident_claim_id") or d.get("claim_id")
-    return str(cid) if cid else None
+    cid = _get(d, "resident_claim_id", "str") or _get(d, "claim_id", "str")
+    return cid or None
 
 
 def _tiers(d: Fields) -> tuple[str, str]:
-    t = d.get("transfer_type") or ["?", "?"]
-    return str(t[0]), str(t[1])
+    t = _get(d, "transfer_type", "str-list", ["?", "?"])
+    if len(t) != 2:
+        raise WrongType("transfer_type", "an array of two tier names", t)
+    return t[0], t[1]
+
+
+def _job(d: Fields) -> int | None:
+    job: int | None = _get(d, "job_id", "int")
+    return job
 
 
 class _Importer:
@@ -69,26 +116,26 @@ class _Importer:
     def request_initialized(self, d: Fields) -> tuple[str, Fields, set[str]] | None:
         cid = _claim_of(d)
         if cid is None or cid in self.accepted:
-            return "request_started", {"prompt_tokens": d.get("num_prompt_tokens")}, {
+            return "request_started", {"prompt_tokens": _get(d, "num_prompt_tokens", "int")}, {
                 "num_prompt_tokens"}
         return self._accept(cid, d)
 
     def _accept(self, cid: str, d: Fields) -> tuple[str, Fields, set[str]] | None:
-        match = _PREDICATE.match(str(d.get("materialization_predicate", "")))
+        match = _PREDICATE.match(_get(d, "materialization_predicate", "str", ""))
         if match is None:
             self.report.drop("request_initialized",
                              "claim registration without a parseable materialization_predicate")
             return None
         start, blocks = (0, int(match.group(2))) if match.group(1) else (
             int(match.group(4)), int(match.group(5)))
-        predicate: Fields = {"id": d.get("predicate_id"), "kind": match.group(1) or
+        predicate: Fields = {"id": _get(d, "predicate_id", "str"), "kind": match.group(1) or
                              match.group(3), "blocks": blocks}
         if not match.group(1):
             predicate["start"] = start
         footprint = max(self.footprint.get(cid, 0), start + blocks)
         self.accepted.add(cid)
         self.report.synthesized.append({
-            "seq": d.get("event_sequence"), "event": "claim_accepted",
+            "seq": d["event_sequence"], "event": "claim_accepted",
             "from": "request_initialized", "claim_id": cid,
             "why": "the artifact registers a claim by its first request_initialized carrying "
                    "resident_claim metadata; its own gates read it as the registration",
@@ -102,77 +149,85 @@ class _Importer:
         return "claim_accepted", fields, {"materialization_predicate"}
 
     def lookup(self, d: Fields) -> tuple[str, Fields, set[str]] | None:
-        return "kv_lookup", {"hit_tokens": d.get("num_hit_tokens", 0),
-                             "async_load": bool(d.get("will_load_async"))}, {
+        return "kv_lookup", {"hit_tokens": _get(d, "num_hit_tokens", "int", 0),
+                             "async_load": _get(d, "will_load_async", "bool", False)}, {
             "num_hit_tokens", "will_load_async"}
 
     def store_created(self, d: Fields) -> tuple[str, Fields, set[str]] | None:
         src, dst = _tiers(d)
-        return "kv_store_started", {"job_id": d.get("job_id"), "from_tier": src,
+        return "kv_store_started", {"job_id": _job(d), "from_tier": src,
                                     "to_tier": dst}, {"job_id", "transfer_type"}
 
     def load_created(self, d: Fields) -> tuple[str, Fields, set[str]] | None:
         src, dst = _tiers(d)
-        return "kv_load_started", {"job_id": d.get("job_id"), "from_tier": src,
-                                   "to_tier": dst, "generation": d.get(
-                                       "restoration_generation")}, {
+        return "kv_load_started", {"job_id": _job(d), "from_tier": src,
+                                   "to_tier": dst, "generation": _get(
+                                       d, "restoration_generation", "int")}, {
             "job_id", "transfer_type", "restoration_generation"}
 
     def transfer_finished(self, d: Fields) -> tuple[str, Fields, set[str]] | None:
         src, dst = _tiers(d)
         used = {"job_id", "transfer_type", "success", "transfer_size"}
-        common = {"job_id": d.get("job_id"), "bytes": d.get("transfer_size"),
-                  "success": bool(d.get("success"))}
+        success = _get(d, "success", "bool")
+        if success is None:
+            raise WrongType("success", "a boolean", None)
+        common = {"job_id": _job(d), "bytes": _get(d, "transfer_size", "int"),
+                  "success": success}
         if src == "GPU":
             return "kv_store_finished", {**common, "from_tier": src, "to_tier": dst}, used
-        injected = bool(d.get("injected_restoration_failure") or d.get("failure_injection_flag"))
-        return "kv_load_finished", {**common, "injected": injected, "generation": d.get(
-            "restoration_generation")}, used | {"injected_restoration_failure",
+        injected = (_get(d, "injected_restoration_failure", "bool", False)
+                    or _get(d, "failure_injection_flag", "bool", False))
+        return "kv_load_finished", {**common, "injected": injected, "generation": _get(
+            d, "restoration_generation", "int")}, used | {"injected_restoration_failure",
                                                 "failure_injection_flag",
                                                 "restoration_generation"}
 
     def offloaded(self, d: Fields) -> tuple[str, Fields, set[str]] | None:
         return "claim_offloaded", {
-            "generation": d.get("offload_generation") or 0,
-            "from_tier": d.get("cache_tier_from"), "to_tier": d.get("cache_tier_to"),
-            "block_count": d.get("block_count_footprint", 0),
+            "generation": _get(d, "offload_generation", "int", 0),
+            "from_tier": _get(d, "cache_tier_from", "str"),
+            "to_tier": _get(d, "cache_tier_to", "str"),
+            "block_count": _get(d, "block_count_footprint", "int", 0),
         }, {"offload_generation", "cache_tier_from", "cache_tier_to", "block_count_footprint"}
 
     def restore_required(self, d: Fields) -> tuple[str, Fields, set[str]] | None:
         return "claim_restore_required", {
-            "generation": d.get("restoration_generation") or 0,
-            "from_tier": d.get("cache_tier_from"), "to_tier": d.get("cache_tier_to"),
-            "tokens": d.get("num_external_tokens", 0),
+            "generation": _get(d, "restoration_generation", "int", 0),
+            "from_tier": _get(d, "cache_tier_from", "str"),
+            "to_tier": _get(d, "cache_tier_to", "str"),
+            "tokens": _get(d, "num_external_tokens", "int", 0),
         }, {"restoration_generation", "cache_tier_from", "cache_tier_to", "num_external_tokens"}
 
     def worker_load_failed(self, d: Fields) -> tuple[str, Fields, set[str]] | None:
         return "kv_load_failed", {
-            "invalid_block_ids": d.get("invalid_block_ids") or [], "job_id": d.get("job_id"),
-            "injected": bool(d.get("failure_injection_flag")),
-            "generation": d.get("restoration_generation"),
+            "invalid_block_ids": _get(d, "invalid_block_ids", "int-list", []),
+            "job_id": _job(d),
+            "injected": _get(d, "failure_injection_flag", "bool", False),
+            "generation": _get(d, "restoration_generation", "int"),
         }, {"invalid_block_ids", "job_id", "failure_injection_flag", "restoration_generation"}
 
     def restoration_failed(self, d: Fields) -> tuple[str, Fields, set[str]] | None:
-        outcome = d.get("outcome_type")
+        outcome = _get(d, "outcome_type", "str")
         if outcome not in _OUTCOME_TYPES:
             self.report.drop("resident_claim_restoration_failed",
                              f"outcome_type {outcome!r} is not a v1 outcome type "
                              "(refusal | demotion | expiry | harm)")
             return None
         return "claim_restore_failed", {
-            "generation": d.get("restoration_generation") or 0,
-            "reason": d.get("restoration_failure_reason") or d.get("failure_reason") or "",
-            "injected": bool(d.get("injected_restoration_failure")),
-            "outcome_type": outcome, "outcome_claim_id": d.get("outcome_claim_id"),
+            "generation": _get(d, "restoration_generation", "int", 0),
+            "reason": (_get(d, "restoration_failure_reason", "str")
+                       or _get(d, "failure_reason", "str", "")),
+            "injected": _get(d, "injected_restoration_failure", "bool", False),
+            "outcome_type": outcome, "outcome_claim_id": _get(d, "outcome_claim_id", "str"),
         }, {"restoration_generation", "restoration_failure_reason", "failure_reason",
             "injected_restoration_failure", "outcome_type", "outcome_claim_id"}
 
     def restored(self, d: Fields) -> tuple[str, Fields, set[str]] | None:
-        source = d.get("restoration_source")
+        source = _get(d, "restoration_source", "str")
         if source not in ("offload_tier", "fallback_recompute"):
             self.report.drop("resident_claim_restored", f"restoration_source {source!r}")
             return None
-        return "claim_restored", {"generation": d.get("restoration_generation") or 0,
+        return "claim_restored", {"generation": _get(d, "restoration_generation", "int", 0),
                                   "source": source}, {"restoration_generation",
                                                       "restoration_source"}
 
@@ -189,16 +244,16 @@ class _Importer:
 
     @staticmethod
     def _refusal(d: Fields, arbiter: str) -> Fields:
-        return {"outcome_claim_id": d.get("outcome_claim_id"),
-                "blocking_claim_ids": list(d.get("blocking_claim_ids") or []),
-                "feasibility": d.get("feasibility") or "unknown", "arbiter": arbiter}
+        return {"outcome_claim_id": _get(d, "outcome_claim_id", "str"),
+                "blocking_claim_ids": _get(d, "blocking_claim_ids", "str-list", []),
+                "feasibility": _get(d, "feasibility", "str") or "unknown", "arbiter": arbiter}
 
     def scheduler_failure(self, d: Fields) -> tuple[str, Fields, set[str]] | None:
         return "scheduler_load_failure", {
-            "policy": d.get("scheduler_failure_policy"),
-            "invalid_block_count": d.get("invalid_block_count", 0),
-            "failed_tokens": d.get("total_scheduler_failed_tokens", 0),
-            "finish_status": d.get("finish_status"),
+            "policy": _get(d, "scheduler_failure_policy", "str"),
+            "invalid_block_count": _get(d, "invalid_block_count", "int", 0),
+            "failed_tokens": _get(d, "total_scheduler_failed_tokens", "int", 0),
+            "finish_status": _get(d, "finish_status", "str"),
         }, {"scheduler_failure_policy", "invalid_block_count", "total_scheduler_failed_tokens",
             "finish_status"}
 
@@ -208,7 +263,8 @@ class _Importer:
         return "request_finished", {"status": None, "finish_reason": None}, set()
 
     def counter(self, d: Fields) -> tuple[str, Fields, set[str]] | None:
-        value = d.get("failure_count", d.get("request_failures", 0))
+        value = _get(d, "failure_count", "int")
+        value = _get(d, "request_failures", "int", 0) if value is None else value
         return "generic_counter", {"name": d["event"], "value": value}, {
             "failure_count", "request_failures"}
 
@@ -247,42 +303,94 @@ _SOURCE = {"scheduler_active_request_refused": "artifact.scheduler",
            "scheduler_resident_claim_restoration_failed": "artifact.scheduler"}
 
 
-def _read_lines(path: Path, report: ImportReport) -> list[tuple[int, Fields]]:
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise TraceReadError(f"cannot open trace: {e.strerror or e}", code="T010",
-                             path=str(path)) from None
-    if b"\x00" in raw:
-        raise TraceReadError("binary data, not a JSONL trace", code="T008", path=str(path))
+def _read_lines(data: bytes, shown: str, report: ImportReport) -> list[tuple[int, Fields]]:
+    if b"\x00" in data:
+        raise TraceReadError("binary data (a NUL byte), not a JSONL trace", code="T008",
+                             path=shown)
     out = []
-    for n, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), 1):
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        problem = _line_problem(raw, shown, n)
+        if problem is not None:
+            report.problems.append(problem)
+            continue
+        line = raw.decode("utf-8")
         if not line.strip():
             continue
         try:
-            d = json.loads(line)
+            d = json.loads(line, parse_constant=_no_constant)
         except json.JSONDecodeError as e:
             report.problems.append(Finding(code="T001", message=f"invalid JSON: {e.msg}",
-                                           path=str(path), line=n, col=e.colno))
+                                           path=shown, line=n, col=e.colno))
+            continue
+        except (ValueError, RecursionError) as e:  # NaN/Infinity, > 4300-digit integers
+            report.problems.append(Finding(code="T005", path=shown, line=n,
+                                           message=f"value not allowed: {e}"))
             continue
         if not isinstance(d, dict) or "event" not in d or "event_sequence" not in d:
-            report.problems.append(Finding(code="T004", path=str(path), line=n,
+            report.problems.append(Finding(code="T004", path=shown, line=n,
                                            message="needs 'event' and 'event_sequence'"))
+            continue
+        try:
+            _get(d, "event", "str")
+            if _get(d, "event_sequence", "int", -1) < 0:
+                raise WrongType("event_sequence", "a non-negative integer", d["event_sequence"])
+            _get(d, "monotonic_ns", "int")
+            _get(d, "timestamp_ns", "int")
+            _get(d, "request_id", "str")
+            _claim_of(d)
+        except WrongType as e:
+            report.problems.append(Finding(code="T005", path=shown, line=n, message=str(e)))
             continue
         out.append((n, d))
     return out
 
 
-def import_artifact_trace(path: str | Path) -> ImportResult:
-    """Import one artifact JSONL trace into v1 events, with a full report."""
+def _line_problem(raw: bytes, shown: str, n: int) -> Finding | None:
+    """Invalid UTF-8, an over-long line or too deep nesting, located; else ``None``."""
+    if len(raw) > MAX_LINE_BYTES:
+        return Finding(code="T007", path=shown, line=n,
+                       message=f"line longer than {MAX_LINE_BYTES} bytes")
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return Finding(code="T008", path=shown, line=n, col=e.start + 1,
+                       message=f"not UTF-8 text (byte {e.start + 1}: {e.reason})")
+    if not json_depth_ok(raw, MAX_JSON_DEPTH):
+        return Finding(code="T005", path=shown, line=n,
+                       message=f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
+    return None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON (NaN and Infinity are never imported)")
+
+
+def import_artifact_trace(path: str | Path, data: bytes | None = None) -> ImportResult:
+    """Import one artifact JSONL trace into v1 events, with a full report.
+
+    *data*, when given, is the trace's content (standard input); *path* then only names it.
+    A file that is not a regular file, too large, binary or holds no line is an error.
+    """
+    shown = str(path)
+    if data is None:
+        try:
+            data = read_input(path, "trace")
+        except UserInputError as e:
+            code = {"L001": "T010", "L004": "T021"}.get(e.code, e.code)
+            raise TraceReadError(e.message, code=code, path=shown) from None
+    if not data.strip():
+        raise TraceReadError("the trace is empty; expected artifact JSONL events",
+                             code="T009", path=shown)
     path = Path(path)
-    report = ImportReport(dialect=DIALECT, path=str(path))
-    lines = _read_lines(path, report)
+    report = ImportReport(dialect=DIALECT, path=shown)
+    lines = _read_lines(data, shown, report)
     importer = _Importer(path, report)
     for _, d in lines:  # footprints appear after registration: learn them first
         cid = _claim_of(d)
-        if cid and "block_count_footprint" in d:
-            importer.footprint.setdefault(cid, int(d["block_count_footprint"]))
+        footprint = d.get("block_count_footprint")
+        if cid and isinstance(footprint, int) and not isinstance(footprint, bool) and (
+                0 < footprint < _INT_LIMIT):
+            importer.footprint.setdefault(cid, footprint)
     events: list[Envelope] = []
     last_seq = -1
     for n, d in lines:
@@ -307,11 +415,16 @@ def _convert(importer: _Importer, d: Fields, path: Path, line: int) -> Envelope 
     if mapper is None:
         report.drop(name, _DROPPED.get(name, "no v1 event type corresponds to it"))
         return None
-    mapped = mapper(importer, d)
-    if mapped is None:
+    try:
+        mapped = mapper(importer, d)
+        if mapped is None:
+            return None
+        v1_name, fields, used = mapped
+        record = _envelope(d, v1_name)
+    except WrongType as e:
+        report.problems.append(Finding(code="T005", path=str(path), line=line,
+                                       message=f"{name}: {e}"))
         return None
-    v1_name, fields, used = mapped
-    record = _envelope(d, v1_name)
     record.update({k: v for k, v in fields.items() if v is not None or k in (
         "status", "finish_reason", "outcome_claim_id", "finish_status")})
     consumed = _ALWAYS | used
@@ -332,12 +445,12 @@ def _envelope(d: Fields, v1_name: str) -> Fields:
     record: Fields = {
         "schema": SCHEMA_ID,
         "seq": d["event_sequence"],
-        "ts_ns": d.get("monotonic_ns", d.get("timestamp_ns", 0)),
+        "ts_ns": _get(d, "monotonic_ns", "int", _get(d, "timestamp_ns", "int", 0)),
         "source": _SOURCE.get(str(d["event"]), "artifact.connector"),
         "event": v1_name,
         "claim_id": cid,
-        "request_id": d.get("request_id"),
+        "request_id": _get(d, "request_id", "str"),
     }
     if v1_name.startswith("claim_") and cid is not None:
-        record.update({k: d.get(v) for k, v in _IDENTITY.items()})
+        record.update({k: _get(d, v, "str") for k, v in _IDENTITY.items()})
     return record

@@ -1,0 +1,270 @@
+"""Hostile input to ``check`` and its source roots: never a crash (exit 101), never a hang,
+every limit of docs/limits.md enforced with a located error."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from residentkv import limits
+from residentkv.cli import cli, main
+from residentkv.lowering import anchors, sources
+from residentkv.lowering.anchors import Verifier
+from residentkv.lowering.descriptor import SourceAnchor
+from residentkv.lowering.sources import PathRefused, SourceError, open_root
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "lowering"
+
+ROW = """schema: residentkv.descriptor/v1
+rows:
+  - id: {rid}
+    runtime: {{name: rt}}
+    mode: m
+    mechanism: native
+    lowers: offloadable
+    asserts: substrate
+    boundary: b
+    obligations:
+      claim_identity: {{status: absent, evidence: {ev}}}
+      materialization_predicate: {{status: absent, evidence: [a1]}}
+      ordered_lifecycle: {{status: absent, evidence: [a1]}}
+      claim_scoped_outcomes: {{status: absent, evidence: [a1]}}
+    anchors:
+      a1: {{kind: doc, url: "https://example.invalid", quote: "some quoted text"}}
+"""
+
+
+def run(args: list[str], stdin: bytes | None = None) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, args, input=stdin)
+    code = result.exit_code
+    if isinstance(result.exception, Exception) and not isinstance(result.exception,
+                                                                   SystemExit):
+        code = 101
+    return code, result.output
+
+
+def exit_of(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    out = capsys.readouterr()
+    return int(info.value.code or 0), out.out + out.err
+
+
+# --- crashes -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", [
+    "schema: residentkv.descriptor/v1\nrows:\n  - id: \"a\x00b\"\n",
+    "schema: residentkv.descriptor/v1\nrows:\n  - id: \"a\x07b\"\n",
+    "schema: residentkv.descriptor/v1\nrows: " + "[" * 100_000 + "]" * 100_000 + "\n",
+    "schema: residentkv.descriptor/v1\nrows:\n" + "".join("  " * i + "- \n"
+                                                          for i in range(1, 3000)),
+    "schema: residentkv.descriptor/v1\nrows:\n" + "".join("  " * i + "- a:\n"
+                                                          for i in range(1, 80)),
+])
+def test_unusable_yaml_is_a_located_error(tmp_path: Path, text: str,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "d.yaml"
+    path.write_text(text)
+    code, out = exit_of(["check", str(path)], capsys)
+    assert code == 2 and "internal error" not in out
+    assert f"{path}:" in out
+
+
+def test_a_list_inside_an_evidence_list_is_a_finding(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "d.yaml"
+    path.write_text(ROW.format(rid="r", ev="[[a1]]"))
+    code, out = exit_of(["check", str(path)], capsys)
+    assert code == 1 and "D004" in out and "internal error" not in out
+
+
+@pytest.mark.parametrize("rid", ["\"[/x]\"", "\"[bold]c-9[/bold]\"", "\":warning:\""])
+def test_markup_in_user_text_is_shown_verbatim(tmp_path: Path, rid: str,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "[red]d[x].yaml"
+    path.write_text(ROW.format(rid=rid, ev="[a1]"))
+    code, out = exit_of(["check", str(path)], capsys)
+    assert code == 0, out
+    assert rid.strip('"') in out  # displayed as written: never interpreted, never hidden
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "md", "sarif"])
+def test_lone_surrogates_are_printed_escaped(tmp_path: Path, fmt: str) -> None:
+    path = tmp_path / "d.yaml"
+    path.write_text(ROW.format(rid='"\\ud800"', ev="[a1]"))
+    done = subprocess.run([sys.executable, "-m", "residentkv", "check", str(path),
+                           "--format", fmt], capture_output=True, timeout=120, check=False,
+                          env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+    # the id is not valid Unicode text, so the row is invalid (exit 1): reported, not a crash
+    assert done.returncode == 1, done.stderr
+    assert b"internal error" not in done.stderr
+
+
+def test_a_huge_python_expression_is_refused_not_a_crash(tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    (root / "toyrt").mkdir(parents=True)
+    (root / "toyrt/big.py").write_text("X = " + "+".join(["1"] * 200_000) + "\n")
+    anchor = SourceAnchor(kind="source", package="toyrt", path="toyrt/big.py", symbol="X",
+                          sha256="0" * 64)
+    r = Verifier({"toyrt": open_root("toyrt", root)}).verify("a", anchor, tmp_path)
+    assert (r.result, r.code) == ("failed", "A007")
+
+
+def test_a_symlink_loop_in_a_source_directory_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "src"
+    root.mkdir()
+    os.symlink(root / "b", root / "a")
+    os.symlink(root / "a", root / "b")
+    anchor = SourceAnchor(kind="source", package="p", path="a/x.py", lines="1-1",
+                          quote="quoted text")
+    r = Verifier({"p": open_root("p", root)}).verify("a", anchor, tmp_path)
+    assert (r.result, r.code) == ("failed", "A005")
+    assert open_root("p", root).releases() == set()
+
+
+def _zip(path: Path, members: dict[str, bytes], **kw: object) -> Path:
+    with zipfile.ZipFile(path, "w", **kw) as zf:  # type: ignore[arg-type]
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
+def test_encrypted_member_is_refused(tmp_path: Path) -> None:
+    whl = _zip(tmp_path / "p.whl", {"p/x.py": b"X = 1\n"})
+    raw = bytearray(whl.read_bytes())
+    # set the "encrypted" flag bit in the local and central headers
+    for sig in (b"PK\x03\x04", b"PK\x01\x02"):
+        at = raw.find(sig)
+        off = at + (6 if sig == b"PK\x03\x04" else 8)
+        raw[off] |= 0x1
+    whl.write_bytes(bytes(raw))
+    with pytest.raises(PathRefused, match="encrypted"):
+        open_root("p", whl).read("p/x.py")
+
+
+def test_unsupported_compression_and_bad_crc_are_refused(tmp_path: Path) -> None:
+    whl = _zip(tmp_path / "p.whl", {"p/x.py": b"X = 1\n" * 100, "p/y.py": b"Y = 2\n"})
+    raw = bytearray(whl.read_bytes())
+    central = raw.find(b"PK\x01\x02")
+    raw[central + 10] = 99  # compression method 99: not supported
+    raw[raw.find(b"PK\x03\x04") + 8] = 99
+    second = raw.find(b"Y = 2")
+    raw[second] ^= 0xFF  # corrupt the stored bytes of y.py: CRC mismatch
+    whl.write_bytes(bytes(raw))
+    root = open_root("p", whl)
+    for member in ("p/x.py", "p/y.py"):
+        with pytest.raises(PathRefused):
+            root.read(member)
+
+
+def test_member_size_and_ratio_limits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    whl = _zip(tmp_path / "p.whl", {"p/zeros.py": b"0" * 2_000_000},
+               compression=zipfile.ZIP_DEFLATED)
+    with pytest.raises(PathRefused, match="compression-ratio"):
+        open_root("p", whl).read("p/zeros.py")
+    monkeypatch.setattr(sources, "MAX_MEMBER_BYTES", 1000)
+    small = _zip(tmp_path / "q.whl", {"p/x.py": os.urandom(2000)})
+    with pytest.raises(PathRefused, match="limit"):
+        open_root("p", small).read("p/x.py")
+
+
+def test_member_count_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sources, "MAX_ARCHIVE_MEMBERS", 3)
+    whl = _zip(tmp_path / "p.whl", {f"p/{i}.py": b"" for i in range(5)})
+    with pytest.raises(SourceError, match="more than 3"):
+        open_root("p", whl)
+
+
+def test_truncated_sdist_is_a_located_error(tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for i in range(50):
+            data = os.urandom(4000)
+            info = tarfile.TarInfo(f"p-1/p/{i}.py")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    path = tmp_path / "p-1.tar.gz"
+    path.write_bytes(buf.getvalue()[: len(buf.getvalue()) // 2])
+    with pytest.raises(SourceError, match="truncated or corrupt"):
+        open_root("p", path)
+
+
+def test_source_file_size_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sources, "MAX_SOURCE_FILE_BYTES", 100)
+    (tmp_path / "big.txt").write_text("x" * 200)
+    with pytest.raises(PathRefused, match="larger than 100"):
+        open_root("p", tmp_path).read("big.txt")
+
+
+def test_descriptor_size_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "d.yaml"
+    path.write_text(ROW.format(rid="r", ev="[a1]"))
+    monkeypatch.setattr(limits, "MAX_FILE_BYTES", 100)
+    monkeypatch.setattr(limits.read_input, "__defaults__", ("descriptor", 100))
+    code, out = exit_of(["check", str(path)], capsys)
+    assert code == 2 and "L003" in out
+
+
+# --- hangs: special files are refused before they are opened ----------------------------------
+
+@pytest.mark.parametrize("args", [
+    ["check", "{fifo}"],
+    ["check", "--source", "p={fifo}", "{desc}"],
+    ["check", "/dev/zero"],
+    ["check", "--source", "x=/dev/zero", "{desc}"],
+])
+def test_special_files_are_refused_up_front(tmp_path: Path, args: list[str],
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    desc = tmp_path / "d.yaml"
+    desc.write_text(ROW.format(rid="r", ev="[a1]"))
+    code, out = exit_of([a.format(fifo=fifo, desc=desc) for a in args], capsys)
+    assert code == 2 and "L004" in out
+
+
+def test_a_trace_anchor_naming_a_fifo_fails_without_blocking(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "t.jsonl")
+    from residentkv.lowering.descriptor import TraceAnchor
+
+    anchor = TraceAnchor(kind="trace", path="t.jsonl", gate="observation", claim="c")
+    r = Verifier().verify("t", anchor, tmp_path)
+    assert (r.result, r.code) == ("failed", "T021")
+
+
+def test_check_reads_standard_input() -> None:
+    text = (DATA / "six_classes.yaml").read_bytes()
+    code, out = run(["check", "-", "--source", f"toyrt={DATA / 'tree'}"], stdin=text)
+    # traces are relative to the working directory for "-": they are missing here, but the
+    # descriptor itself was read from standard input
+    assert code in (0, 1) and "toy/retention/soft_priority" in out
+
+
+# --- linear-time relocation -----------------------------------------------------------------
+
+def test_quote_relocation_finds_the_moved_window(tmp_path: Path) -> None:
+    body = [f"line {i} of filler text" for i in range(5000)]
+    body[4000:4003] = ["the promise is", "kept only while", "the claim is accepted"]
+    (tmp_path / "f.txt").write_text("\n".join(body) + "\n")
+    anchor = SourceAnchor(kind="source", package="p", path="f.txt", lines="10-12",
+                          quote="promise is kept only while the claim")
+    r = Verifier({"p": open_root("p", tmp_path)}).verify("a", anchor, tmp_path)
+    assert (r.result, r.lines) == ("verified", "4001-4003")
+
+
+def test_hash_relocation_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(anchors, "MAX_RELOCATE_LINES", 1000)
+    (tmp_path / "f.txt").write_text("\n".join(f"line {i}" for i in range(20_000)) + "\n")
+    anchor = SourceAnchor(kind="source", package="p", path="f.txt", lines="1-100",
+                          sha256="0" * 64)
+    r = Verifier({"p": open_root("p", tmp_path)}).verify("a", anchor, tmp_path)
+    assert (r.result, r.code) == ("drifted", "A001")
