@@ -18,11 +18,11 @@ from pathlib import Path
 from fuzz_harness import assert_no_crash, fuzz, write
 from hypothesis import given
 from hypothesis import strategies as st
+from input_strategies import archive, artifact_trace, descriptor_text, v1_trace
 
 from residentkv.lowering.check import run_check
 from residentkv.lowering.classify import GRANTING, RANK
 from residentkv.suite.runner import shipped_suite
-from input_strategies import archive, artifact_trace, descriptor_text, v1_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "lowering"
 BASE_TRACE = (DATA / "traces/witness.jsonl").read_text().splitlines()
