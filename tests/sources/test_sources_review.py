@@ -166,3 +166,43 @@ def test_without_the_old_release_there_is_no_diff_and_no_approval(
     assert code == 1
     assert "no-baseline" in out
     assert desc.read_text() == before
+
+
+def test_real_round_trip_vllm_0_32_to_0_33(pinned_cache: Path, tmp_path: Path,
+                                           cli_run: RunCli) -> None:
+    """The shipped 0.32.0 rows, renamed to 0.33.0 and reviewed against the real 0.33.0 wheel:
+    the drifted anchors are pending and fail closed until approved; approval writes records that
+    verify; a second review finds nothing left."""
+    from residentkv.sources.roots import runtimes_dir
+
+    desc = tmp_path / "vllm_next.yaml"
+    desc.write_text((runtimes_dir() / "vllm.yaml").read_text().replace(
+        'runtime: {name: vllm, version: "0.32.0"}', 'runtime: {name: vllm, version: "0.33.0"}'))
+    args = ("anchors", "review", str(desc), "--to", "vllm==0.33.0", "--cache",
+            str(pinned_cache), "--no-fetch")
+    code, out, err = cli_run(*args)
+    assert code == 1, out + err
+    assert "changed" in out and "moved" in out and "\n-" in out and "\n+" in out
+    results = _anchor_results(desc, pinned_cache)
+    assert "drifted" in results and "verified" in results  # pending text fails closed
+    code, out, err = cli_run(*args, "--approve", "--reason", "round trip test", "--date",
+                             "2026-12-01")
+    assert code == 0, out + err
+    text = desc.read_text()
+    assert 'reviewed: {release: "vllm==0.33.0", date: "2026-12-01"' in text
+    assert 'version: "0.32.0"' not in text.split("rows:", 1)[1].replace(
+        'runtime: {name: vllm, version: "0.33.0"}', "")
+    code, out, err = cli_run(*args)
+    assert code == 0 and "pending 0" in out, out + err
+    assert _anchor_results(desc, pinned_cache) == {"verified"}
+
+
+def _anchor_results(desc: Path, cache: Path) -> set[str]:
+    """The anchor results of *desc* checked against the 0.33.0 wheel alone (the release its
+    rows name; with the whole cache an anchor still naming 0.32.0 verifies against 0.32.0)."""
+    from residentkv.sources import PINS
+    from residentkv.sources.cache import find_archive
+
+    wheel = find_archive(cache, next(p for p in PINS if p.key == "vllm==0.33.0"))
+    rows = run_check([desc], [f"vllm={wheel}"]).rows
+    return {a.result for r in rows for a in r.anchors}
