@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 
 pytest.importorskip("vllm")
-psutil = pytest.importorskip("psutil")
+pytest.importorskip("psutil")
+
+import psutil
 
 from residentkv.adapters.vllm.witness import Witness, make_claim
 from residentkv.trace.reader import TraceReader
