@@ -213,6 +213,11 @@ _CODES: list[Code] = [
     Code("A015", "anchored_text_trivial", "the anchored lines are empty or trivially short",
          "a hash of a blank line or a lone brace identifies nothing in the source",
          "lines: \"42-42\" where line 42 is `}`"),
+    Code("A016", "anchor_release_mismatch",
+         "evidence was verified in another release of the row's own runtime than the row "
+         "describes (source read there, or trace recorded there)",
+         "one release's code or trace shows nothing about another; it is cited, never verified",
+         "runtime: {name: vllm, version: \"0.33.0\"} citing package: vllm, version: \"0.32.0\""),
     Code("L003", "input_limit", "an input exceeds a documented limit (size, depth, count)",
          "bounded reads keep hostile inputs from exhausting memory or time (docs/limits.md)",
          "a 1 GiB wheel member, a JSON line nested 100,000 deep"),

