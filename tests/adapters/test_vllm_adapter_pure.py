@@ -1,6 +1,8 @@
-"""Pure logic of the vLLM adapter: configuration, injection rules, host-tier placement.
+"""Pure logic of the vLLM adapter: configuration, injection rules, host-tier placement, claim
+intake, the server middleware.
 
-No vLLM here; these run everywhere.
+No engine here. The claim-intake tests drive the scheduler role through vLLM's hooks and need
+vLLM importable (they skip without it); everything else runs everywhere.
 """
 
 from __future__ import annotations
@@ -8,7 +10,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -187,3 +193,285 @@ def test_middleware_finds_the_control_socket_and_reads_sse_verdicts() -> None:
     assert _sse_verdict(b'data: {"error": {"message": "x"}}\n\ndata: [DONE]\n\n') == "error"
     assert _sse_verdict(b'data: {"choices": [{"text": "hi"}]}\n\n') == "tokens"
     assert _sse_verdict(b'data: {"choices": [{"delta": {"role": "assistant"}}]}\n\n') is None
+
+
+# ---------------------------------------------------------------------- claim intake by reference
+#
+# The scheduler role, driven through the hooks vLLM calls (no engine): a claim is registered with
+# the full claim object, offloaded, and reused by ``resident_claim_ref``. It imports vLLM (its
+# request status and logger), so these tests skip where vLLM is not installed.
+
+OWNER = "tenant:a/session:1"
+PROMPT = 297  # two full 128-token blocks restorable, like the witness
+
+
+class _Request:
+    """What the scheduler role reads of vLLM's ``Request``."""
+
+    def __init__(self, rid: str, params: dict[str, Any] | None) -> None:
+        self.request_id = rid
+        self.kv_transfer_params = params
+        self.num_prompt_tokens = PROMPT
+        self.block_hashes = ["h0", "h1"]
+        self.cache_salt = None
+        self.status: Any = None
+
+    def get_finished_reason(self) -> Any:
+        from vllm.v1.request import RequestStatus
+
+        return RequestStatus.get_finished_reason(self.status)
+
+
+@dataclass
+class _Engine:
+    side: Any
+    sink: Path
+    n: int = 0
+
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        lines = self.sink.read_text(encoding="utf-8").splitlines()
+        found = [json.loads(x) for x in lines]
+        return [e for e in found if name is None or e["event"] == name]
+
+    def start(self, params: dict[str, Any] | None) -> _Request:
+        self.n += 1
+        req = _Request(f"r{self.n}", params)
+        self.side.on_new_request(req)
+        return req
+
+    def finish(self, req: _Request, status: str = "FINISHED_LENGTH_CAPPED") -> Any:
+        from vllm.v1.request import RequestStatus
+
+        req.status = RequestStatus[status]
+        return self.side.request_finished(req, [])[1]
+
+    def step(self, req: _Request, computed: int = 0) -> Any:
+        sched_out = SimpleNamespace(
+            num_scheduled_tokens={req.request_id: PROMPT - computed},
+            scheduled_new_reqs=[SimpleNamespace(req_id=req.request_id,
+                                                num_computed_tokens=computed)],
+            scheduled_cached_reqs=SimpleNamespace(req_ids=[], num_computed_tokens=[]))
+        return self.side.build_connector_meta(sched_out)
+
+    def facts(self, *facts: Any, invalid: tuple[int, ...] = ()) -> None:
+        from residentkv.adapters.vllm.messages import ResidentWorkerMetadata
+
+        self.side.update_connector_output(SimpleNamespace(
+            kv_connector_worker_meta=ResidentWorkerMetadata(list(facts)),
+            invalid_block_ids=set(invalid)))
+
+    def register(self, cid: str) -> None:
+        """A resident request with the full claim: accepted, stored, offloaded, served."""
+        from residentkv.adapters.vllm.messages import WorkerFact
+
+        req = self.start({"resident_claim": claim(cid)})
+        self.side.update_state_after_alloc(req, None, 0)
+        (store,) = self.step(req).stores
+        self.facts(WorkerFact("store", store.job_id, 0, True, 1, 2, nbytes=1))
+        assert self.finish(req)["resident_claim"]["outcome"] == "offloaded"
+
+    def lookup(self, req: _Request) -> tuple[int | None, bool]:
+        return self.side.get_num_new_matched_tokens(req, 0)
+
+    def alloc(self, req: _Request, tokens: int) -> Any:
+        blocks = SimpleNamespace(get_block_ids=lambda: ([20, 21, 22],))
+        self.side.update_state_after_alloc(req, blocks, tokens)
+        return self.step(req, computed=tokens).loads
+
+
+def claim(cid: str, owner: str = OWNER) -> dict[str, Any]:
+    from residentkv.adapters.vllm.witness import make_claim
+
+    return make_claim(cid, owner, "tiny", "prefix-a")
+
+
+def ref(cid: Any, owner: Any = OWNER) -> dict[str, Any]:
+    return {"resident_claim_ref": {"claim_id": cid, "owner_scope": owner}}
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[_Engine]:
+    pytest.importorskip("vllm")
+    from residentkv.adapters.vllm.control import Operator
+    from residentkv.adapters.vllm.scheduler import SchedulerSide
+
+    sink = tmp_path / "t.jsonl"
+    cfg = parse_connector_config({"host_tier_bytes": 1 << 20, "event_sink": str(sink)})
+    op = Operator(cfg)
+    side = SchedulerSide(cfg, op, block_size=128, policy="fail", bytes_per_block=1024,
+                         num_slots=16, world_size=1, model_names={"tiny"})
+    op.scheduler = side
+    side.kv_cache_manager = SimpleNamespace(get_block_ids=lambda rid: ([10, 11, 12],))
+    try:
+        yield _Engine(side, sink)
+    finally:
+        op.writer.close()
+
+
+def _rejected_kinds(engine: _Engine) -> dict[str, int]:
+    counters = engine.side.stats.data["counters"]
+    return {k.split("|", 1)[1]: v for k, v in counters.items()
+            if k.startswith("claims_rejected|")}
+
+
+def test_a_reference_to_a_claim_this_engine_never_held_is_not_held(engine: _Engine) -> None:
+    req = engine.start(ref("c1"))
+    assert engine.lookup(req) == (0, False)  # plain recompute: nothing is offered to restore
+    outcome = engine.finish(req)["resident_claim"]
+    assert outcome["outcome"] == "rejected" and outcome["claim_id"] == "c1"
+    assert outcome["reason"] == "not held: claim 'c1' is not held by this engine"
+    (rejected,) = engine.events("claim_rejected")
+    assert rejected["claim_id"] == "c1" and rejected["reason"] == outcome["reason"]
+    assert rejected["seq"] == outcome["seq"]
+    assert not engine.events("claim_accepted") and engine.side.claims == {}  # never registered
+    assert _rejected_kinds(engine) == {"not_held": 1}
+    (started,) = engine.events("request_started")
+    assert started["claim_ref"] == "c1" and started["owner_scope"] == OWNER
+    assert engine.side.op.outcome_for("r1") == outcome
+
+
+def test_a_reference_to_a_held_claim_restores_it_like_the_full_claim(engine: _Engine) -> None:
+    engine.register("c1")
+    req = engine.start(ref("c1"))
+    assert engine.lookup(req) == (256, True)
+    (load,) = engine.alloc(req, 256)
+    assert load.claim_id == "c1" and load.slots and not load.inject
+    (required,) = engine.events("claim_restore_required")
+    assert required["claim_id"] == "c1" and required["request_id"] == req.request_id
+    assert not engine.events("claim_rejected")
+    assert [e["claim_ref"] for e in engine.events("request_started")] == ["c1", "c1"]
+
+
+def test_a_failed_restore_of_a_referenced_claim_is_refused_then_failed_closed(
+        engine: _Engine) -> None:
+    from residentkv.adapters.vllm.messages import WorkerFact
+
+    engine.register("c1")
+    req = engine.start(ref("c1"))
+    engine.lookup(req)
+    (load,) = engine.alloc(req, 256)
+    engine.finish(req, "FINISHED_ERROR")  # vLLM's policy fail finishes it before the facts
+    engine.facts(WorkerFact("load", load.job_id, 0, False, 1, 2, injected=True,
+                            invalid_block_ids=list(load.block_ids)),
+                 invalid=tuple(load.block_ids))
+    (refused,) = engine.events("active_request_refused")
+    assert refused["outcome_claim_id"] == "c1" and refused["blocking_claim_ids"] == ["c1"]
+    assert engine.side.op.outcome_for(req.request_id)["outcome"] == "refused"
+    later = engine.start(ref("c1"))
+    assert engine.lookup(later) == (0, False)
+    outcome = engine.finish(later)["resident_claim"]
+    assert outcome["outcome"] == "rejected" and outcome["reason"] == "claim 'c1' has failed closed"
+    (rejected,) = engine.events("claim_rejected")
+    assert rejected["claim_id"] is None  # the claim's lifecycle ended with its own failure
+    assert _rejected_kinds(engine) == {"failed_closed": 1}
+
+
+def test_a_reference_from_another_owner_is_rejected_without_naming_the_claim(
+        engine: _Engine) -> None:
+    engine.register("c1")
+    req = engine.start(ref("c1", "tenant:b/session:9"))
+    assert engine.lookup(req) == (0, False)  # another tenant never receives the KV
+    outcome = engine.finish(req)["resident_claim"]
+    assert outcome["outcome"] == "rejected" and outcome["claim_id"] == "c1"
+    (rejected,) = engine.events("claim_rejected")
+    assert rejected["claim_id"] is None and "'c1'" in rejected["reason"]
+    assert OWNER not in rejected["reason"]  # the holder's scope is not disclosed
+    assert not engine.events("claim_restore_required")
+    assert _rejected_kinds(engine) == {"conflict": 1}
+    assert engine.events("request_started")[-1]["claim_ref"] == "c1"
+
+
+def test_a_reference_to_a_released_claim_is_not_held_and_leaves_its_lifecycle_alone(
+        engine: _Engine) -> None:
+    engine.register("c1")
+    engine.side.op.release_claims(["c1"])
+    req = engine.start(ref("c1"))
+    outcome = engine.finish(req)["resident_claim"]
+    assert outcome["outcome"] == "rejected" and outcome["reason"].startswith("not held:")
+    (rejected,) = engine.events("claim_rejected")
+    assert rejected["claim_id"] is None
+    assert _rejected_kinds(engine) == {"not_held": 1}
+
+
+@pytest.mark.parametrize(("value", "named", "problem"), [
+    ("c1", None, "must be an object"),
+    ({"owner_scope": OWNER}, None, "claim_id"),
+    ({"claim_id": "", "owner_scope": OWNER}, None, "claim_id"),
+    ({"claim_id": 5, "owner_scope": OWNER}, None, "claim_id"),
+    ({"claim_id": "c1"}, "c1", "owner_scope"),
+    ({"claim_id": "c1", "owner_scope": 7}, "c1", "owner_scope"),
+    ({"claim_id": "c1", "owner_scope": OWNER, "inject": True}, "c1", "unknown field(s) inject"),
+])
+def test_a_malformed_reference_is_rejected_as_invalid(engine: _Engine, value: Any,
+                                                      named: str | None, problem: str) -> None:
+    engine.register("c1")
+    req = engine.start({"resident_claim_ref": value})
+    assert engine.lookup(req) == (0, False)
+    outcome = engine.finish(req)["resident_claim"]
+    assert outcome["outcome"] == "rejected"
+    assert outcome["reason"].startswith("invalid claim reference: ") and problem in outcome[
+        "reason"]
+    (rejected,) = engine.events("claim_rejected")
+    assert rejected["claim_id"] is None  # a malformed request never marks the held claim
+    assert _rejected_kinds(engine) == {"invalid": 1}
+    assert engine.events("request_started")[-1]["claim_ref"] == named
+
+
+def test_a_request_with_both_a_claim_and_a_reference_is_rejected(engine: _Engine) -> None:
+    engine.register("c1")
+    req = engine.start({"resident_claim": claim("c1"), **ref("c1")})
+    assert engine.lookup(req) == (0, False)
+    outcome = engine.finish(req)["resident_claim"]
+    assert outcome["outcome"] == "rejected" and "not both" in outcome["reason"]
+    assert _rejected_kinds(engine) == {"invalid": 1}
+    assert engine.events("claim_rejected")[0]["claim_id"] is None
+
+
+def test_request_started_names_the_claim_a_request_carries(engine: _Engine) -> None:
+    engine.start({"resident_claim": claim("c9")})
+    engine.start({"resident_claim": {"claim_id": 3}})
+    engine.start(None)
+    started = engine.events("request_started")
+    assert [e.get("claim_ref") for e in started] == ["c9", None, None]
+    assert "claim_ref" not in started[2]  # a request without a claim asks for none
+
+
+def test_the_middleware_watches_reference_requests(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from residentkv.adapters.vllm.server import ClaimOutcomeMiddleware
+
+    monkeypatch.delenv("RESIDENTKV_CONTROL_SOCKET", raising=False)
+    outcome = {"claim_id": "c1", "outcome": "rejected", "reason": "not held: ...", "seq": 3}
+    seen: dict[str, Any] = {}
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        seen["headers"] = dict(scope["headers"])
+        await receive()
+        body = json.dumps({"kv_transfer_params": {"resident_claim": outcome}}).encode()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def call(params: dict[str, Any]) -> list[dict[str, Any]]:
+        body = json.dumps({"prompt": [1, 2], "kv_transfer_params": params}).encode()
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "method": "POST", "path": "/v1/completions",
+                 "headers": [(b"x-request-id", b"mine")]}
+        await ClaimOutcomeMiddleware(app)(scope, receive, send)
+        return sent
+
+    start = asyncio.run(call(ref("c1")))[0]
+    headers = dict(start["headers"])
+    assert headers[b"x-residentkv-claim-outcome"] == b"rejected"
+    assert headers[b"x-residentkv-claim-id"] == b"c1"
+    assert seen["headers"][b"x-request-id"].startswith(b"rkv-")  # a fresh ticket
+    plain = asyncio.run(call({}))[0]
+    assert b"x-residentkv-claim-outcome" not in dict(plain["headers"])
+    assert seen["headers"][b"x-request-id"] == b"mine"

@@ -146,6 +146,21 @@ def test_served_without_its_claim_is_unmistakable(served: Witness, tmp_path: Pat
     assert body.kv_transfer_params["resident_claim"]["outcome"] == "rejected"
 
 
+def test_a_reference_to_a_claim_this_replica_does_not_hold_says_so(served: Witness,
+                                                                   tmp_path: Path) -> None:
+    # Behind a router the reuse may land on a replica that never saw the claim.
+    served.op.configure(event_sink=tmp_path / "not-held.jsonl")
+    ref = {"claim_id": "server-never-held", "owner_scope": "tenant:a/session:1"}
+    raw = _client(served).completions.with_raw_response.create(
+        model=w_model(), prompt=served.prompt("server-not-held", 0), max_tokens=2,
+        extra_body={"kv_transfer_params": {"resident_claim_ref": ref}})
+    assert raw.http_response.status_code == 200
+    assert raw.headers["x-residentkv-claim-outcome"] == "rejected"
+    assert raw.headers["x-residentkv-claim-id"] == "server-never-held"
+    outcome = raw.parse().kv_transfer_params["resident_claim"]
+    assert outcome["outcome"] == "rejected" and outcome["reason"].startswith("not held: ")
+
+
 def test_metrics_scrape_names_claim_counters(served: Witness, tmp_path: Path) -> None:
     served.run("success_path", 7, tmp_path)
     text = ""

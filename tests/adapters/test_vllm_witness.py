@@ -23,6 +23,7 @@ from residentkv.adapters.vllm.witness import (
     EXPECTED,
     Witness,
     make_claim,
+    same_request,
 )
 from residentkv.trace.gates import check_trace
 
@@ -294,3 +295,45 @@ def test_a_client_cannot_switch_on_failure_injection(witness: Witness, out_dir: 
     assert out.kv_transfer_params["resident_claim"]["outcome"] == "restored"
     assert witness.op.injections_fired == fired
     assert rej.kv_transfer_params["resident_claim"]["outcome"] == "rejected"
+
+
+def test_reuse_by_reference_restores_a_held_claim_and_says_not_held_otherwise(
+        witness: Witness, out_dir: Path) -> None:
+    # What a router sends: the replica that holds the claim restores it; one that does not
+    # says so by name and serves the request by recompute, never as if it held the claim.
+    from residentkv.adapters.vllm.backends import ClaimRef
+
+    trace = out_dir / "by-reference.jsonl"
+    witness.op.configure(event_sink=trace)
+    owner, held, unknown = "tenant:a/session:1", "by-ref-1", "by-ref-never-held"
+    prompt = witness.prompt("by-reference", 0)
+    try:
+        witness.reset()
+        (cold,), _ = witness.generate([prompt], [None])
+        witness.reset()
+        (stray,), _ = witness.generate([prompt], [ClaimRef(unknown, owner)])
+        witness.reset()
+        witness.generate([prompt], [make_claim(held, owner, witness.model_id, "obj-ref")])
+        witness.reset()
+        (reuse,), _ = witness.generate([prompt], [ClaimRef(held, owner)])
+    finally:
+        witness.op.release_claims([held])
+        witness.op.flush()
+    miss = stray.kv_transfer_params["resident_claim"]
+    assert miss["outcome"] == "rejected" and miss["claim_id"] == unknown
+    assert miss["reason"] == f"not held: claim {unknown!r} is not held by this engine"
+    assert Witness.tokens(stray) == Witness.tokens(cold)  # served, by recompute
+    assert reuse.kv_transfer_params["resident_claim"]["outcome"] == "restored"
+    assert Witness.tokens(reuse) == Witness.tokens(cold)
+    events = _events(trace)
+    (rejected,) = [e for e in events if e["event"] == "claim_rejected"]
+    assert rejected["claim_id"] == unknown and rejected["seq"] == miss["seq"]
+    mine = [e for e in events if e["request_id"] is not None
+            and same_request(e["request_id"], stray.request_id)]
+    assert not any(e["event"].startswith(("kv_load", "claim_restore")) for e in mine)
+    started = {e["request_id"]: e.get("claim_ref") for e in events
+               if e["event"] == "request_started"}
+    assert [v for k, v in started.items()
+            if any(same_request(k, o.request_id) for o in (stray, reuse))] == [unknown, held]
+    (result,) = check_trace(trace, gates=("observation",), claim_id=held).results
+    assert result.passed, result.missing

@@ -75,6 +75,9 @@ FIELDS: dict[str, str] = {
     "protected": "Whether the runtime considered the block protected when it evicted it.",
     # requests and scheduler
     "prompt_tokens": "Prompt length in tokens.",
+    "claim_ref": "The claim_id the request's parameters name (a registration or a reuse "
+                 "reference), recorded at intake before any decision; not the envelope "
+                 "claim_id, which stays null on request_started.",
     "status": "Client-visible result: served, refused or error; null only in imported traces "
               "whose emitter did not record it.",
     "finish_reason": "The runtime's own finish reason (e.g. length, stop, error); a "

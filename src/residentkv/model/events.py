@@ -180,6 +180,13 @@ class RequestStarted(Envelope):
     event: Literal["request_started"]
     prompt_tokens: int | None = None
     owner_scope: str | None = None
+    # not the envelope claim_id: request_started keeps that null, so the single-stream gates
+    # never see the intake as a claim event; the fleet view (residentkv.fleet) reads this
+    claim_ref: str | None = Field(
+        default=None,
+        description="the claim_id the request's parameters name (a registration or a reuse "
+                    "reference), recorded at intake before any decision",
+    )
 
 
 class RequestFinished(Envelope):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from residentkv.adapters.vllm.config import CLAIM_PARAM, CLAIM_REF_PARAM
 from residentkv.adapters.vllm.engine import (
     SERVED_MODEL_NAME,
     ServerProcess,
@@ -24,9 +25,31 @@ from residentkv.adapters.vllm.engine import (
     transfer_config,
 )
 
-__all__ = ["MAX_TOKENS", "LLMBackend", "Out", "ServerBackend", "make_backend"]
+__all__ = ["MAX_TOKENS", "ClaimRef", "LLMBackend", "Out", "ServerBackend", "make_backend",
+           "transfer_params"]
 
 MAX_TOKENS = 8
+
+
+@dataclass(frozen=True)
+class ClaimRef:
+    """A reuse of an accepted claim by reference (``resident_claim_ref``)."""
+
+    claim_id: str
+    owner_scope: str
+
+
+#: what a request carries: a full claim (dict), a reference to one, or nothing
+Claimed = dict[str, Any] | ClaimRef | None
+
+
+def transfer_params(claim: Claimed) -> dict[str, Any] | None:
+    """The request's ``kv_transfer_params`` for *claim*."""
+    if claim is None:
+        return None
+    if isinstance(claim, ClaimRef):
+        return {CLAIM_REF_PARAM: {"claim_id": claim.claim_id, "owner_scope": claim.owner_scope}}
+    return {CLAIM_PARAM: claim}
 
 
 @dataclass
@@ -46,9 +69,9 @@ class Out:
     def claim_outcome(self) -> dict[str, Any] | None:
         """The claim outcome delivered with the response (body or refusal), if any."""
         params = self.kv_transfer_params or {}
-        found = params.get("resident_claim")
+        found = params.get(CLAIM_PARAM)
         if found is None and self.error is not None:
-            found = self.error.get("resident_claim")
+            found = self.error.get(CLAIM_PARAM)
         return found if isinstance(found, dict) else None
 
 
@@ -64,7 +87,7 @@ class LLMBackend:
                                       if k not in ("event_sink", "host_tier_bytes")},
                                shape=shape)
 
-    def generate(self, prompts: Sequence[list[int]], claims: Sequence[dict[str, Any] | None],
+    def generate(self, prompts: Sequence[list[int]], claims: Sequence[Claimed],
                  max_tokens: int = MAX_TOKENS) -> list[Out]:
         """Run one batch through ``LLM.generate``."""
         from vllm import SamplingParams
@@ -72,7 +95,7 @@ class LLMBackend:
 
         params = [
             SamplingParams(max_tokens=max_tokens, temperature=0.0, ignore_eos=True,
-                           extra_args={"kv_transfer_params": {"resident_claim": c}} if c else None)
+                           extra_args={"kv_transfer_params": transfer_params(c)} if c else None)
             for c in claims
         ]
         outs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params,
@@ -113,13 +136,13 @@ class ServerBackend:
                                     max_retries=0, timeout=120)
         self._pool = ThreadPoolExecutor(max_workers=4)
 
-    def _one(self, prompt: list[int], claim: dict[str, Any] | None, max_tokens: int) -> Out:
+    def _one(self, prompt: list[int], claim: Claimed, max_tokens: int) -> Out:
         import openai
 
         own_id = "wit-" + uuid.uuid4().hex  # the middleware replaces it on claimed requests
         body: dict[str, Any] = {"ignore_eos": True, "return_token_ids": True}
         if claim is not None:
-            body["kv_transfer_params"] = {"resident_claim": claim}
+            body["kv_transfer_params"] = transfer_params(claim)
         try:
             raw = self.client.completions.with_raw_response.create(
                 model=SERVED_MODEL_NAME, prompt=prompt, max_tokens=max_tokens, temperature=0.0,
@@ -140,7 +163,7 @@ class ServerBackend:
         return Out(resp.id, tokens, choice.finish_reason, extra.get("kv_transfer_params"),
                    cached, raw.http_response.status_code, dict(raw.headers))
 
-    def generate(self, prompts: Sequence[list[int]], claims: Sequence[dict[str, Any] | None],
+    def generate(self, prompts: Sequence[list[int]], claims: Sequence[Claimed],
                  max_tokens: int = MAX_TOKENS) -> list[Out]:
         """Send the prompts as concurrent requests; results in prompt order."""
         if len(prompts) == 1:

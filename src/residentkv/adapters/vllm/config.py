@@ -17,7 +17,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from residentkv.errors import UserInputError
 
-__all__ = ["ConnectorConfig", "ConnectorConfigError", "InjectionRule", "parse_connector_config"]
+__all__ = [
+    "CLAIM_PARAM",
+    "CLAIM_REF_PARAM",
+    "ConnectorConfig",
+    "ConnectorConfigError",
+    "InjectionRule",
+    "parse_connector_config",
+]
+
+#: ``kv_transfer_params`` key of a request's full claim (a registration, or a reuse of it)
+CLAIM_PARAM = "resident_claim"
+#: ``kv_transfer_params`` key of a reuse by reference, ``{"claim_id", "owner_scope"}``: unlike
+#: a repeated full claim it can never register anything, so a replica that does not hold the
+#: claim answers ``not held`` instead of quietly accepting it as new (replicas behind a router)
+CLAIM_REF_PARAM = "resident_claim_ref"
 
 
 class ConnectorConfigError(UserInputError):

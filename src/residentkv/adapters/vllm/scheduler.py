@@ -1,8 +1,9 @@
 """The scheduler role of the connector: claims in, placement, plans, and the one event stream.
 
-It takes claims in from ``kv_transfer_params["resident_claim"]``, accepts or rejects them, owns
-the host-tier placement (:class:`~residentkv.adapters.vllm.host_tier.SlotAllocator`), answers
-lookups, plans store and load jobs, and turns what the worker ranks report (their
+It takes claims in from ``kv_transfer_params["resident_claim"]`` (a registration, or a reuse of
+it) and reuse references from ``kv_transfer_params["resident_claim_ref"]``, accepts or rejects
+them, owns the host-tier placement (:class:`~residentkv.adapters.vllm.host_tier.SlotAllocator`),
+answers lookups, plans store and load jobs, and turns what the worker ranks report (their
 :class:`~residentkv.adapters.vllm.messages.WorkerFact` records, aggregated by vLLM across
 tensor-parallel ranks) and what vLLM's scheduler does into ordered events and claim outcomes.
 It is the **only writer** of the engine's stream: worker facts are written here, in the order the
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -32,7 +34,7 @@ from pydantic import ValidationError
 from vllm.logger import init_logger
 from vllm.v1.request import RequestStatus
 
-from residentkv.adapters.vllm.config import ConnectorConfig
+from residentkv.adapters.vllm.config import CLAIM_PARAM, CLAIM_REF_PARAM, ConnectorConfig
 from residentkv.adapters.vllm.control import Operator
 from residentkv.adapters.vllm.host_tier import SlotAllocator
 from residentkv.adapters.vllm.messages import (
@@ -53,14 +55,16 @@ if TYPE_CHECKING:
     from vllm.v1.outputs import KVConnectorOutput
     from vllm.v1.request import Request
 
-__all__ = ["CLAIM_PARAM", "SchedulerSide", "worker_source"]
+__all__ = ["CLAIM_PARAM", "CLAIM_REF_PARAM", "SchedulerSide", "worker_source"]
 
 logger = init_logger(__name__)
 
 DEVICE_TIER = "device"
 HOST_TIER = "host"
 WORKER = "residentkv.vllm.worker"  # an adapter emitter, never vLLM itself
-CLAIM_PARAM = "resident_claim"
+#: released claim ids remembered, so a late reference to one is not named (see _intake_ref)
+ENDED_KEPT = 10_000
+_REF_KEYS = frozenset({"claim_id", "owner_scope"})
 
 _SERVED = {RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH_CAPPED}
 
@@ -71,6 +75,34 @@ R = TypeVar("R")
 def worker_source(ranks: list[int]) -> str:
     """The ``source`` of a worker fact: the emitter and the rank(s) it came from."""
     return f"{WORKER}/rank={','.join(str(r) for r in sorted(set(ranks)))}"
+
+
+def _started_fields(named: Any) -> dict[str, Any]:
+    """``request_started``'s owner and, for a request carrying a claim or a reference,
+    ``claim_ref``: recorded before any decision, so the stream says which claim a request asked
+    for even when its rejection does not name the claim."""
+    if named is None:
+        return {"owner_scope": None}
+    owner = named.get("owner_scope") if isinstance(named, dict) else None
+    cid = named.get("claim_id") if isinstance(named, dict) else None
+    return {"owner_scope": owner if isinstance(owner, str) else None,
+            "claim_ref": cid if isinstance(cid, str) and cid else None}
+
+
+def _ref_problem(ref: Any) -> str | None:
+    """What is wrong with a ``resident_claim_ref`` value, if anything."""
+    if not isinstance(ref, dict):
+        return f"must be an object {{claim_id, owner_scope}}, got {type(ref).__name__}"
+    cid, owner = ref.get("claim_id"), ref.get("owner_scope")
+    if not isinstance(cid, str) or not cid:
+        return "claim_id must be a non-empty string"
+    if not isinstance(owner, str) or not owner:
+        # The owner is what keeps one tenant's reference off another tenant's claim.
+        return "owner_scope must be a non-empty string"
+    extra = sorted(str(k) for k in ref.keys() - _REF_KEYS)
+    if extra:
+        return f"unknown field(s) {', '.join(extra)} (a reference is claim_id and owner_scope)"
+    return None
 
 
 def _hook(fn: Callable[Concatenate[SchedulerSide, P], R]) -> Callable[
@@ -169,6 +201,7 @@ class SchedulerSide:
         self.model_names = model_names
         self.slots = SlotAllocator(num_slots)
         self.claims: dict[str, _Claim] = {}
+        self._ended: OrderedDict[str, None] = OrderedDict()
         self.reqs: dict[str, _Req] = {}
         self.jobs: dict[int, StoreJob | LoadJob] = {}
         self._facts: dict[int, dict[int, WorkerFact]] = {}
@@ -184,18 +217,25 @@ class SchedulerSide:
 
     @_hook
     def on_new_request(self, request: Request) -> None:
-        """Record the request and take in its claim, if it carries one."""
+        """Record the request and take in its claim or claim reference, if it carries one."""
         rid = request.request_id
         state = _Req(request_id=rid)
         self.reqs[rid] = state
         self._request_objects[rid] = request
-        params = request.kv_transfer_params or {}
-        raw = params.get(CLAIM_PARAM) if isinstance(params, dict) else None
-        owner = raw.get("owner_scope") if isinstance(raw, dict) else None
+        params = request.kv_transfer_params
+        params = params if isinstance(params, dict) else {}
+        raw, ref = params.get(CLAIM_PARAM), params.get(CLAIM_REF_PARAM)
         self.op.emit("request_started", request_id=rid, prompt_tokens=request.num_prompt_tokens,
-                     owner_scope=owner if isinstance(owner, str) else None)
-        if raw is not None:
+                     **_started_fields(ref if ref is not None else raw))
+        if raw is not None and ref is not None:
+            # Which of the two would the client mean? Guessing could register a claim the
+            # client only meant to reuse, so neither is taken.
+            self._reject(state, raw, "invalid", f"a request carries either {CLAIM_PARAM} or "
+                         f"{CLAIM_REF_PARAM}, not both", name_claim=False)
+        elif raw is not None:
             self._intake(request, state, raw)
+        elif ref is not None:
+            self._intake_ref(state, ref)
 
     def _reject(self, state: _Req, raw: Any, kind: str, reason: str, *,
                 name_claim: bool = True) -> None:
@@ -250,6 +290,37 @@ class SchedulerSide:
             self._reject(state, raw, kind, reason)
             return
         self._accept(request, state, claim, slots)
+
+    def _intake_ref(self, state: _Req, ref: Any) -> None:
+        """A reuse by reference: it can only reuse a claim this engine holds for that owner;
+        it never registers one."""
+        problem = _ref_problem(ref)
+        if problem is not None:
+            # Unnamed: a malformed request must not leave a rejection on a claim it may name.
+            self._reject(state, ref, "invalid", f"invalid claim reference: {problem}",
+                         name_claim=False)
+            return
+        cid, owner = ref["claim_id"], ref["owner_scope"]
+        known = self.claims.get(cid)
+        if known is None:
+            # Named on an engine that never held the claim: its only event here says it was
+            # asked for and is not held. A claim this engine held and released keeps its
+            # finished lifecycle clean, like the conflict and failed_closed paths.
+            released = cid in self._ended
+            self._reject(state, ref, "not_held", f"not held: claim {cid!r} is not held by "
+                         "this engine" + (" (released)" if released else ""),
+                         name_claim=not released)
+        elif known.claim.owner_scope != owner:
+            # Another owner's request: naming the claim would put that request's rejection on
+            # the holder's claim (the conflict path's rule); the reason names the id. The
+            # holder's owner_scope is not disclosed.
+            self._reject(state, ref, "conflict", f"claim_id {cid!r} is bound to another "
+                         "owner_scope", name_claim=False)
+        elif known.closed:
+            self._reject(state, ref, "failed_closed", f"claim {cid!r} has failed closed",
+                         name_claim=False)
+        else:
+            state.claim_id = cid
 
     def _accept(self, request: Request, state: _Req, claim: ResidentClaim,
                 slots: list[int]) -> None:
@@ -663,6 +734,9 @@ class SchedulerSide:
         rec = self.claims.pop(claim_id, None)
         if rec is None:
             return False
+        self._ended[claim_id] = None
+        while len(self._ended) > ENDED_KEPT:
+            self._ended.popitem(last=False)
         if not rec.closed:
             self.op.emit("claim_released", claim_id=claim_id, reason=reason, **rec.identity)
             self.stats.count("claims_released")

@@ -5,7 +5,8 @@ vLLM 0.32 finishes a request whose claimed restore failed under policy ``fail`` 
 error chunk after a 200), which the official ``openai`` client retries by default -- and the
 retry, served by recompute, hides the fail-closed outcome. Loaded with
 ``--middleware residentkv.adapters.vllm.server.ClaimOutcomeMiddleware``, this ASGI middleware
-watches requests that carry ``kv_transfer_params.resident_claim``:
+watches requests that carry ``kv_transfer_params.resident_claim`` or a reuse reference
+``kv_transfer_params.resident_claim_ref``:
 
 - it gives each one a fresh ``X-Request-Id`` (vLLM builds its request id from it), so the
   claim outcome can be looked up on the engine's control socket by that ticket alone;
@@ -16,7 +17,8 @@ watches requests that carry ``kv_transfer_params.resident_claim``:
   requests get the same response, since a refusal always comes before the first token;
 - every other response of a claimed request carries ``x-residentkv-claim-outcome`` (and
   ``x-residentkv-claim-id``), so a request served without its claim (``rejected``,
-  ``fallback_recompute``) is never mistaken for one that held it.
+  ``fallback_recompute``; a reference to a claim this replica does not hold) is never mistaken
+  for one that held it.
 
 The engine's control socket is taken from ``RESIDENTKV_CONTROL_SOCKET`` or from
 ``control_socket`` in the server's ``--kv-transfer-config``. Responses of requests without a claim
@@ -33,6 +35,7 @@ import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from residentkv.adapters.vllm.config import CLAIM_PARAM, CLAIM_REF_PARAM
 from residentkv.adapters.vllm.control_socket import ControlClient, ControlError
 
 __all__ = ["REFUSAL_STATUS", "ClaimOutcomeMiddleware", "control_socket_path"]
@@ -74,17 +77,20 @@ def control_socket_path(argv: list[str] | None = None) -> str | None:
     return None
 
 
-def _claim_of(body: bytes) -> tuple[dict[str, Any] | None, bool]:
-    """The request's claim dict (if any) and whether it asks for a stream."""
+def _claimed(body: bytes) -> tuple[bool, bool]:
+    """Whether the request carries a claim or a claim reference (whatever its shape: the
+    engine rejects a malformed one, and that outcome must reach the client too) and whether it
+    asks for a stream."""
     try:
         data = json.loads(body)
     except ValueError:
-        return None, False
+        return False, False
     if not isinstance(data, dict):
-        return None, False
+        return False, False
     params = data.get("kv_transfer_params")
-    claim = params.get("resident_claim") if isinstance(params, dict) else None
-    return (claim if isinstance(claim, dict) else None), bool(data.get("stream"))
+    carried = isinstance(params, dict) and any(
+        params.get(key) is not None for key in (CLAIM_PARAM, CLAIM_REF_PARAM))
+    return carried, bool(data.get("stream"))
 
 
 def _sse_verdict(buffered: bytes) -> str | None:
@@ -127,15 +133,15 @@ class ClaimOutcomeMiddleware:
             await self.app(scope, receive, send)
             return
         body = await _read_body(receive)
-        claim, stream = _claim_of(body)
+        claimed, stream = _claimed(body)
         replay = _replay(body, receive)
-        if claim is None:
+        if not claimed:
             await self.app(scope, replay, send)
             return
         ticket = "rkv-" + uuid.uuid4().hex
         headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"x-request-id"]
         scope = dict(scope, headers=[*headers, (b"x-request-id", ticket.encode())])
-        watcher = _Watcher(self, send, ticket, claim, stream)
+        watcher = _Watcher(self, send, ticket, stream)
         await self.app(scope, replay, watcher.send)
         await watcher.finish()
 
@@ -156,11 +162,10 @@ class _Watcher:
     """Holds a claimed request's response until its claim outcome is decided."""
 
     def __init__(self, mw: ClaimOutcomeMiddleware, send: Send, ticket: str,
-                 claim: dict[str, Any], stream: bool) -> None:
+                 stream: bool) -> None:
         self.mw = mw
         self.downstream = send
         self.ticket = ticket
-        self.claim = claim
         self.stream = stream
         self.start: Message | None = None
         self.held: list[Message] = []
@@ -212,7 +217,7 @@ class _Watcher:
             "message": f"resident claim {outcome.get('claim_id')!r} refused: "
                        f"{outcome.get('reason')}",
             "type": "resident_claim_refused", "code": "resident_claim_refused", "param": None,
-            "resident_claim": outcome, "request_id": self.ticket,
+            CLAIM_PARAM: outcome, "request_id": self.ticket,
         }}).encode()
         await self.downstream({"type": "http.response.start", "status": REFUSAL_STATUS,
                                "headers": [(b"content-type", b"application/json"),
@@ -237,7 +242,7 @@ def _body_outcome(body: bytes) -> dict[str, Any] | None:
     except ValueError:
         return None
     params = data.get("kv_transfer_params") if isinstance(data, dict) else None
-    found = params.get("resident_claim") if isinstance(params, dict) else None
+    found = params.get(CLAIM_PARAM) if isinstance(params, dict) else None
     return found if isinstance(found, dict) else None
 
 

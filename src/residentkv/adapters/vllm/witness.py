@@ -6,9 +6,11 @@ A :class:`Witness` owns one engine (one ``kv_load_failure_policy``) in one shape
 operator state only through the engine's control socket. Each scenario run swaps the event sink
 to a fresh trace file (a new stream), resets vLLM's prefix cache so the only source of a
 restored prefix is the host tier, sends real requests, and then runs the trace gates on what the
-connector wrote. The harness never writes claim or substrate events itself; the only events it
-adds, through the engine's writer, are ``generic_counter`` values it read from vLLM's request
-outputs (the ``generic_counter_only`` scenario).
+connector wrote. A scenario registers a claim with the full claim object and reuses it by
+reference (``resident_claim_ref``), the form a client behind a router sends. The harness never
+writes claim or substrate events itself; the only events it adds, through the engine's writer,
+are ``generic_counter`` values it read from vLLM's request outputs (the ``generic_counter_only``
+scenario).
 
 vLLM keeps process-global state (the KV transfer group), so one process runs one engine; the
 top-level :func:`run_witness` runs each policy's scenarios in a child process.
@@ -29,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from residentkv.adapters.vllm.backends import Out
+from residentkv.adapters.vllm.backends import Claimed, ClaimRef, Out
 from residentkv.adapters.vllm.config import InjectionRule
 from residentkv.adapters.vllm.engine import SHAPES
 from residentkv.model.vocabulary import GateName
@@ -206,7 +208,7 @@ class Witness:
         return [rng.randrange(3, 1024) for _ in range(PROMPT_TOKENS)]
 
     def generate(self, prompts: Sequence[list[int]],
-                 claims: Sequence[dict[str, Any] | None]) -> tuple[list[Out], float]:
+                 claims: Sequence[Claimed]) -> tuple[list[Out], float]:
         """Run one batch; returns what the caller saw and the wall time in ms."""
         start = time.perf_counter_ns()
         outs = self.backend.generate(prompts, claims)
@@ -272,6 +274,10 @@ class Witness:
                obj: str = "prefix-a") -> dict[str, Any]:
         return make_claim(cid, owner, self.model_id, obj)
 
+    @staticmethod
+    def _ref(cid: str, owner: str = "tenant:a/session:1") -> ClaimRef:
+        return ClaimRef(cid, owner)
+
     # --- scenarios: each returns {"target": claim_id, ["control": claim_id]} ------------------
 
     def _s_no_claim(self, run: ScenarioRun, i: int, claims: list[str]) -> dict[str, str]:
@@ -290,7 +296,7 @@ class Witness:
         self.reset()
         (resident,), run.timings_ms["resident_request"] = self.generate([p], [self._claim(cid)])
         self.reset()
-        (reuse,), run.timings_ms["reuse_request"] = self.generate([p], [self._claim(cid)])
+        (reuse,), run.timings_ms["reuse_request"] = self.generate([p], [self._ref(cid)])
         run.latency_ms = run.timings_ms["reuse_request"]
         run.outcomes = {"resident": self.outcome(resident), "reuse": self.outcome(reuse)}
         run.checks["restored_tokens_equal_cold"] = self.tokens(reuse) == self.tokens(cold)
@@ -334,7 +340,7 @@ class Witness:
         self.op.configure(failure_injection=[InjectionRule(claim_id=cid, mode="once")])
         self.generate([p], [self._claim(cid)])
         self.reset()
-        (reuse,), run.timings_ms["refused_request"] = self.generate([p], [self._claim(cid)])
+        (reuse,), run.timings_ms["refused_request"] = self.generate([p], [self._ref(cid)])
         run.latency_ms = run.timings_ms["refused_request"]
         run.outcomes = {"reuse": self.outcome(reuse)}
         run.checks["finish_reason_error"] = self.finish(reuse) == "error"
@@ -369,7 +375,7 @@ class Witness:
         self.reset()
         self.generate([p], [self._claim(cid)])
         self.reset()
-        (reuse,), run.timings_ms["request"] = self.generate([p], [self._claim(cid)])
+        (reuse,), run.timings_ms["request"] = self.generate([p], [self._ref(cid)])
         run.latency_ms = run.timings_ms["request"]
         run.outcomes = {"reuse": self.outcome(reuse)}
         run.checks["restored_tokens_equal_cold"] = self.tokens(reuse) == self.tokens(cold)
@@ -405,7 +411,8 @@ class Witness:
         self.generate([pt, pc], [ct, ck])
         self.reset()
         # Both reuse requests in one batch: the failure and the restore share a step.
-        (out_t, out_c), run.timings_ms["batch"] = self.generate([pt, pc], [ct, ck])
+        (out_t, out_c), run.timings_ms["batch"] = self.generate(
+            [pt, pc], [self._ref(tid), self._ref(kid)])
         run.latency_ms = run.timings_ms["batch"]
         run.outcomes = {"target": self.outcome(out_t), "control": self.outcome(out_c)}
         run.checks["control_tokens_equal_cold"] = self.tokens(out_c) == self.tokens(cold_c)
@@ -431,18 +438,23 @@ class Witness:
         self.reset()
         run.latency_ms = run.timings_ms["request"]
         (forged,), _ = self.generate([p], [self._claim(aid, owner="tenant:b/session:9")])
+        self.reset()
+        (forged_ref,), _ = self.generate([p], [self._ref(aid, owner="tenant:b/session:9")])
         events = self.read_trace(Path(run.trace))
         run.checks["no_restore_for_other_tenant"] = not any(
             e["request_id"] is not None
-            and any(same_request(e["request_id"], o.request_id) for o in (own, forged))
+            and any(same_request(e["request_id"], o.request_id)
+                    for o in (own, forged, forged_ref))
             and e["event"] in {"kv_load_started", "kv_load_finished", "claim_restored",
                                "claim_restore_required"}
             for e in events)
         run.checks["other_tenant_tokens_equal_cold"] = (
-            self.tokens(own) == self.tokens(cold) == self.tokens(forged))
-        run.outcomes = {"tenant_b_own": self.outcome(own), "tenant_b_forged": self.outcome(forged)}
-        run.checks["foreign_claim_reference_rejected"] = (
-            (run.outcomes["tenant_b_forged"] or {}).get("outcome") == "rejected")
+            self.tokens(own) == self.tokens(cold) == self.tokens(forged) == self.tokens(forged_ref))
+        run.outcomes = {"tenant_b_own": self.outcome(own), "tenant_b_forged": self.outcome(forged),
+                        "tenant_b_forged_ref": self.outcome(forged_ref)}
+        run.checks["foreign_claim_reference_rejected"] = all(
+            (run.outcomes[k] or {}).get("outcome") == "rejected"
+            for k in ("tenant_b_forged", "tenant_b_forged_ref"))
         return {"target": aid}
 
 
