@@ -1,7 +1,8 @@
 """The registry of finding codes.
 
 Codes are stable forever. The letter says the phase: ``L`` load/parse, ``D`` descriptor schema,
-``A`` anchor, ``O`` obligation, ``T`` trace, ``S`` suite. ``residentkv explain CODE`` prints an
+``A`` anchor, ``O`` obligation, ``T`` trace, ``S`` suite, ``F`` fleet (several replicas'
+streams judged together, :mod:`residentkv.fleet`). ``residentkv explain CODE`` prints an
 entry. Add entries; never renumber or reuse one.
 """
 
@@ -24,7 +25,7 @@ class Code:
     def phase(self) -> str:
         return {
             "L": "load", "D": "descriptor", "A": "anchor", "O": "obligation",
-            "T": "trace", "S": "suite", "E": "internal",
+            "T": "trace", "S": "suite", "F": "fleet", "E": "internal",
         }[self.id[0]]
 
 
@@ -227,6 +228,85 @@ _CODES: list[Code] = [
     Code("S002", "case_path_outside", "a suite case names a path outside its own folder",
          "a case may only cite evidence inside the suite; a symlink out of it is refused",
          "sources: {toyrt: \"shared:toy\"} with _shared/toy -> /"),
+
+    # --- fleet view: several replicas' streams judged together (docs/fleet-view.md) ---
+    Code("F001", "empty_fleet", "the fleet check was given no stream",
+         "no vacuous truth: a fleet of zero replicas shows nothing",
+         "judge_fleet([])"),
+    Code("F002", "stream_without_provenance",
+         "a replica's stream does not open with stream_started",
+         "the fleet view attributes every decision to a replica; a stream that does not say "
+         "which replica wrote it cannot be attributed",
+         "a replica stream whose first event is request_started"),
+    Code("F003", "unnamed_replica", "a stream_started names no replica (null or blank)",
+         "claims and requests are placed on replicas by this name; without it the fleet "
+         "cannot tell where a claim lives",
+         '{"event": "stream_started", "replica": null, ...}'),
+    Code("F004", "duplicate_replica", "two streams name the same replica",
+         "two streams under one name would merge two replicas' obligations (or count one "
+         "replica's stream twice)",
+         "r0.jsonl and copy-of-r0.jsonl both say replica: r0"),
+    Code("F005", "claim_two_homes", "a claim is accepted on more than one replica",
+         "an accepted claim is one obligation held by one replica; two acceptances make two "
+         "promises under one id, and a reuse may find either",
+         "claim_accepted c-1 in r0.jsonl and again in r1.jsonl"),
+    Code("F006", "no_decision",
+         "a claim-carrying request got no decision naming its claim in its replica's stream",
+         "a request that named a claim must learn what became of it (accepted, rejected, "
+         "reused or refused); silence is how a claim turns into an ordinary cache miss",
+         "request_started(claim_ref=c-1) ... request_finished with no claim event"),
+    Code("F007", "conflicting_decisions",
+         "a claim-carrying request got two different decisions, or one decision event twice",
+         "exactly one outcome per request: two answers to one request leave its caller "
+         "unable to tell which one holds",
+         "claim_reused then claim_rejected for the same request"),
+    Code("F008", "decision_names_other_claim",
+         "a decision of a claim-carrying request names another claim (or none)",
+         "a decision must name the claim the request asked about; naming another claim "
+         "smears the outcome onto an innocent claim",
+         "request_started(claim_ref=c-1) then claim_rejected with claim_id c-2"),
+    Code("F009", "decision_after_finish",
+         "a decision of a claim-carrying request comes after its first request_finished",
+         "the caller has its answer when the request finishes; a later decision never "
+         "reaches it",
+         "request_finished at seq 9, claim_rejected at seq 10"),
+    Code("F010", "request_unfinished",
+         "a claim-carrying request never finishes in its replica's stream",
+         "a request is judged by the replica that served it; one that never finishes there "
+         "was not served by it, or the stream was cut short",
+         "request_started(claim_ref=c-1) and no request_finished"),
+    Code("F011", "fallback_as_claim",
+         "a claim-carrying request was restored by fallback recompute",
+         "recompute is a silent miss presented as the claim, never a kept promise",
+         "claim_restored(source=fallback_recompute) for the reuse request"),
+    Code("F012", "request_in_two_streams",
+         "a claim-carrying request id appears in two replicas' streams",
+         "a request is served by one replica; the same id in two streams makes its "
+         "decision ambiguous",
+         "request_started(request_id=r-7, claim_ref=c-1) in r0.jsonl and r1.jsonl"),
+    Code("F013", "request_restarted",
+         "a request id is started twice in one stream, one of them carrying a claim_ref",
+         "events name requests by id; two starts under one id make every later decision "
+         "ambiguous",
+         "two request_started with request_id r-7 in one stream"),
+    Code("F014", "decision_without_claim_ref",
+         "an accepted, rejected or reused decision for a request that carried no claim_ref",
+         "every decision belongs to a request that named the claim at intake, before any "
+         "decision; otherwise the request count and the decisions cannot be matched",
+         "claim_accepted for request r-3 whose request_started has no claim_ref"),
+    Code("F015", "claimed_request_without_id",
+         "a request_started carries a claim_ref but no request_id",
+         "a decision names its request by id; a request without one can never receive it",
+         '{"event": "request_started", "request_id": null, "claim_ref": "c-1", ...}'),
+    Code("F016", "no_claimed_request", "no stream of the fleet holds a claim-carrying request",
+         "no vacuous truth: a fleet that never saw a claim-carrying request shows nothing "
+         "about claim outcomes",
+         "replica streams with request_started events that all lack claim_ref"),
+    Code("F017", "cross_tenant_restore",
+         "a claim was restored or reused for a request of another owner_scope",
+         "a claim's KV belongs to the tenant that registered it; another tenant's request "
+         "must never receive it, on any replica",
+         "claim_reused of c-1 (owner tenant:a) for a request started by tenant:b"),
 ]
 
 CODES: dict[str, Code] = {c.id: c for c in _CODES}

