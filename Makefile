@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.residentkv-installed
 VLLM_STAMP := $(VENV)/.vllm-installed
 EXAMPLES := src/residentkv/data/traces
 
-.PHONY: demo test lint typecheck unit bench fuzz fuzz-gates fuzz-inputs install install-vllm browser clean witness-tp
+.PHONY: demo test lint typecheck unit bench fuzz fuzz-gates fuzz-inputs install install-vllm browser clean witness-tp fleet
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -66,9 +66,9 @@ unit: $(VLLM_STAMP) browser
 test: lint typecheck unit
 
 # Long randomized runs (a fresh seed each round) of properties that `make test` runs
-# derandomized. fuzz-gates: the trace gates against their reference semantics and the SPEC
-# oracle, for FUZZ_SECONDS, with FUZZ_EXAMPLES examples (six traces each) per round for the
-# largest property and the same share for the others; a failure stops
+# derandomized. fuzz-gates: the trace gates and the fleet gate against their reference
+# semantics (and the SPEC oracle), for FUZZ_SECONDS, with FUZZ_EXAMPLES examples (six traces
+# each) per round for the largest property and the same share for the others; a failure stops
 # it, printed with a reproduction blob and kept in .hypothesis/ for the next run.
 FUZZ_SECONDS  ?= 600
 FUZZ_EXAMPLES ?= 5000
@@ -81,7 +81,7 @@ fuzz-gates: $(STAMP)
 	  echo "fuzz-gates: round $$round"; \
 	  RESIDENTKV_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q \
 	    --hypothesis-profile=fuzz --hypothesis-show-statistics \
-	    tests/trace/test_differential.py || exit 1; \
+	    tests/trace/test_differential.py tests/fleet/test_fleet_differential.py || exit 1; \
 	  round=$$((round + 1)); \
 	done
 
@@ -106,3 +106,26 @@ witness-tp: $(VLLM_STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# Two vLLM replicas with ResidentClaimConnector behind NVIDIA Dynamo's KV router, the fleet
+# scenarios judged from the replicas' traces (docs/fleet.md). Its own venv: ai-dynamo pins
+# another vLLM, so it never goes into .venv. The run happens in a private network namespace
+# (Dynamo's event-plane publishers bind 0.0.0.0): root, or a user namespace, is needed.
+FLEET_VENV  := .venv-fleet
+FLEET_PY    := $(FLEET_VENV)/bin/python
+FLEET_REQS  := src/residentkv/adapters/dynamo/requirements-fleet.txt
+FLEET_NODEP := src/residentkv/adapters/dynamo/requirements-fleet-nodeps.txt
+FLEET_STAMP := $(FLEET_VENV)/.fleet-installed
+
+$(FLEET_STAMP): $(FLEET_REQS) $(FLEET_NODEP) pyproject.toml
+	test -x $(FLEET_PY) || $(PYTHON) -m venv $(FLEET_VENV)
+	$(FLEET_PY) -m pip install --quiet --upgrade pip
+	$(FLEET_PY) -m pip install --quiet -r $(FLEET_REQS)
+	$(FLEET_PY) -m pip install --quiet --no-deps -r $(FLEET_NODEP)
+	$(FLEET_PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec || true
+	$(FLEET_PY) -m pip install --quiet -e .
+	$(FLEET_PY) -c "import vllm, dynamo.llm, residentkv.adapters.vllm; print('fleet venv: vllm', vllm.__version__)"
+	touch $@
+
+fleet: $(FLEET_STAMP)
+	unshare --net $(FLEET_PY) -m residentkv.adapters.dynamo run --out fleet-out

@@ -51,6 +51,25 @@ def test_config_must_be_a_mapping() -> None:
         parse_connector_config(["host_tier_bytes"])  # type: ignore[arg-type]
 
 
+def test_the_replica_name_opens_every_stream_of_the_engine(tmp_path: Path) -> None:
+    pytest.importorskip("vllm")
+    from residentkv.adapters.vllm.control import Operator
+
+    op = Operator(parse_connector_config({"host_tier_bytes": 1, "replica": "A",
+                                          "event_sink": str(tmp_path / "a.jsonl")}))
+    op.configure(event_sink=tmp_path / "b.jsonl")  # a new stream keeps the replica's name
+    op.writer.close()
+    for name in ("a.jsonl", "b.jsonl"):
+        head = json.loads((tmp_path / name).read_text().splitlines()[0])
+        assert (head["event"], head["replica"]) == ("stream_started", "A")
+
+
+@pytest.mark.parametrize("replica", ["", "  ", 3])
+def test_a_blank_replica_name_is_a_config_error(replica: object) -> None:
+    with pytest.raises(ConnectorConfigError, match="replica"):
+        parse_connector_config({"host_tier_bytes": 1, "event_sink": "x", "replica": replica})
+
+
 @pytest.mark.parametrize(
     "rule",
     [{}, {"claim_id": "a", "owner_scope": "t"}, {"claim_id": "a", "unclaimed": True}],

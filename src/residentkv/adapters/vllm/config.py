@@ -100,6 +100,11 @@ class ConnectorConfig(BaseModel):
         default=None, min_length=1,
         description="unix socket path for operator control while serving (mode 0600)",
     )
+    replica: str | None = Field(
+        default=None, min_length=1, pattern=r"\S",
+        description="name of this serving replica, written in the stream's stream_started "
+        "(the fleet view tells replicas' streams apart by it)",
+    )
 
 
 def _format_errors(exc: ValidationError) -> str:

@@ -51,14 +51,14 @@ def runtime_identity() -> tuple[str, str]:
     return "vllm", str(getattr(vllm, "__version__", "unknown"))
 
 
-def open_stream(sink: str | Path) -> EventWriter:
+def open_stream(sink: str | Path, replica: str | None = None) -> EventWriter:
     """A writer for a new stream of this engine: ``seq`` restarts at 0 with its provenance
-    (``stream_started``: emitter, runtime release, a fresh stream id)."""
+    (``stream_started``: emitter, runtime release, a fresh stream id, the replica's name)."""
     from residentkv import __version__
 
     name, ver = runtime_identity()
     prov = Provenance(emitter_name=EMITTER, emitter_version=__version__, runtime_name=name,
-                      runtime_version=ver, stream_id=uuid.uuid4().hex)
+                      runtime_version=ver, stream_id=uuid.uuid4().hex, replica=replica)
     # This process writes one stream at a time (the scheduler side is its only writer).
     reset_seq(0)
     return EventWriter(sink, source=SCHEDULER, buffer_lines=_NEVER_BY_SIZE, provenance=prov)
@@ -76,7 +76,7 @@ class Operator:
         self._rules: list[InjectionRule] = list(config.failure_injection)
         self._spent: set[int] = set()
         self.injections_fired = 0
-        self.writer = open_stream(config.event_sink)
+        self.writer = open_stream(config.event_sink, config.replica)
         self.sink = str(config.event_sink)
         #: request_id -> the claim outcome returned to the caller (kept because vLLM 0.32
         #: drops kv_transfer_params on FINISHED_ERROR outputs); the newest OUTCOMES_KEPT only,
@@ -105,7 +105,7 @@ class Operator:
         with self.lock:
             if event_sink is not None:
                 self.writer.close()
-                self.writer = open_stream(event_sink)
+                self.writer = open_stream(event_sink, self.base_config.replica)
                 self.sink = str(event_sink)
                 self.outcomes.clear()
             if failure_injection is not None:
