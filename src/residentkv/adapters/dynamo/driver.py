@@ -1,0 +1,220 @@
+"""The client side of a fleet run: requests through the router, straight to one worker, and
+the operator actions (flush a replica's device prefix cache, kill a replica).
+
+Runs in the fleet venv inside the namespace. What it records about each request is only what it
+sent and when (:class:`Sent`); what happened is read from the replicas' traces afterwards.
+
+- *Through the router*: ``POST /inference/v1/generate`` on the Dynamo frontend (the route that
+  forwards ``kv_transfer_params``; ``/v1/completions`` does not).
+- *Straight to a worker*: Dynamo's own request plane, ``Client.direct(request, instance_id)`` on
+  ``dynamo.backend.generate`` with the same native-generate envelope the frontend builds. This
+  bypasses the router's choice only; the worker's handler, vLLM and the connector are the same.
+- *Flush*: ``POST /engine/flush_cache`` on the worker's system port (vLLM
+  ``reset_prefix_cache``: device prefix cache only; the connector's host tier is untouched), so a
+  reuse can only be served from the host tier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from residentkv.adapters.dynamo.layout import HOST, SERVED_MODEL_NAME, FleetLayout, Replica
+from residentkv.adapters.dynamo.procs import Proc
+
+__all__ = ["Driver", "Sent", "claim_ref", "instance_ids"]
+
+MAX_TOKENS = 4
+
+
+@dataclass
+class Sent:
+    """One request the harness sent: how, carrying what, and where each trace stood before."""
+
+    label: str
+    scenario: str
+    via: str  # "router" or "direct:<replica>"
+    claim_id: str | None
+    owner_scope: str | None
+    form: str | None  # "claim" (registration body) or "ref"
+    session: str | None
+    marks: dict[str, int]  # replica -> trace lines before sending
+    t_sent_ns: int = 0
+    status: int = 0
+    ms: float = 0.0
+    outcome: dict[str, Any] | None = None  # what the response body said (informative only)
+    error: str | None = None
+    frontend_request_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Driver:
+    """Sends the fleet's requests; one per call, sequentially."""
+
+    layout: FleetLayout
+    workers: dict[str, Proc]
+    instances: dict[str, int]
+    sent: list[Sent] = field(default_factory=list)
+    _client: Any = None
+    _runtime: Any = None
+
+    async def connect(self) -> None:
+        """Join the fleet's Dynamo runtime (file discovery, tcp request plane) as a client."""
+        import os
+
+        from dynamo.runtime import DistributedRuntime  # type: ignore[import-not-found]
+
+        # the runtime reads its discovery root and namespace from the environment only
+        os.environ.update(self.layout.base_env())
+        # the processes' logs go to fleet-out/logs; this client's per-request INFO lines would
+        # bury the scenario table on the terminal
+        os.environ["DYN_LOG"] = "warn"
+        self._runtime = DistributedRuntime(asyncio.get_running_loop(), "file", "tcp",
+                                           event_plane="zmq")
+        self._client = await self._runtime.endpoint("dynamo.backend.generate").client()
+        await asyncio.wait_for(self._client.wait_for_instances(), 60)
+
+    def replica(self, name: str) -> Replica:
+        return next(r for r in self.layout.replicas() if r.name == name)
+
+    def marks(self) -> dict[str, int]:
+        return {r.name: _lines(r.trace) for r in self.layout.replicas()}
+
+    def _record(self, label: str, scenario: str, via: str, kv: dict[str, Any] | None,
+                session: str | None) -> Sent:
+        form, body = next(iter((kv or {}).items()), (None, None))
+        s = Sent(label=label, scenario=scenario, via=via,
+                 claim_id=(body or {}).get("claim_id"), owner_scope=(body or {}).get("owner_scope"),
+                 form={"resident_claim": "claim", "resident_claim_ref": "ref"}.get(form or ""),
+                 session=session, marks=self.marks(), t_sent_ns=time.monotonic_ns())
+        self.sent.append(s)
+        return s
+
+    async def router(self, label: str, scenario: str, prompt: list[int], *,
+                     kv: dict[str, Any] | None = None, session: str | None = None,
+                     timeout: float = 120.0) -> Sent:
+        """One request through the frontend and its KV router."""
+        s = self._record(label, scenario, "router", kv, session)
+        body: dict[str, Any] = {"model": SERVED_MODEL_NAME, "token_ids": prompt, "stream": False,
+                                "sampling_params": _sampling()}
+        if kv:
+            body["kv_transfer_params"] = kv
+        headers = {"Content-Type": "application/json"}
+        if session:
+            headers["x-dynamo-session-id"] = session
+        t0 = time.perf_counter()
+        s.status, text = await asyncio.to_thread(_post, self.layout.frontend_url
+                                                 + "/inference/v1/generate", body, headers,
+                                                 timeout)
+        s.ms = (time.perf_counter() - t0) * 1000
+        try:
+            doc = json.loads(text)
+            s.outcome = (doc.get("kv_transfer_params") or {}).get("resident_claim")
+            s.frontend_request_id = doc.get("request_id")
+        except (ValueError, AttributeError):
+            doc = None
+        if s.status != 200 or doc is None:
+            s.error = text[:300]
+        return s
+
+    async def direct(self, label: str, scenario: str, replica: str, prompt: list[int], *,
+                     kv: dict[str, Any] | None = None, timeout: float = 120.0) -> Sent:
+        """One request straight to *replica*'s worker over Dynamo's request plane."""
+        s = self._record(label, scenario, f"direct:{replica}", kv, None)
+        envelope: dict[str, Any] = {"sampling_params": _sampling()}
+        if kv:
+            envelope["kv_transfer_params"] = kv
+        request = {"model": SERVED_MODEL_NAME, "token_ids": prompt,
+                   "extra_args": {"vllm_tito": envelope}}
+        t0 = time.perf_counter()
+        try:
+            await asyncio.wait_for(self._drain(s, request, self.instances[replica]), timeout)
+            s.status = 200
+        except Exception as exc:  # the worker's or the transport's error, recorded as sent
+            s.status, s.error = 0, f"{type(exc).__name__}: {exc}"[:300]
+        s.ms = (time.perf_counter() - t0) * 1000
+        return s
+
+    async def _drain(self, s: Sent, request: dict[str, Any], instance: int) -> None:
+        async for chunk in await self._client.direct(request, instance):
+            data = chunk.data() if hasattr(chunk, "data") else chunk
+            params = ((data or {}).get("engine_data") or {}).get("kv_transfer_params")
+            if params:
+                s.outcome = params.get("resident_claim")
+
+    async def flush(self, replica: str) -> None:
+        """Drop *replica*'s device prefix cache (its host tier keeps every claim)."""
+        url = f"http://{HOST}:{self.replica(replica).system_port}/engine/flush_cache"
+        status, text = await asyncio.to_thread(_post, url, {}, {}, 60.0)
+        if status != 200 or '"ok"' not in text:
+            raise RuntimeError(f"flush_cache on replica {replica}: HTTP {status} {text[:200]}")
+
+    async def flush_all(self) -> None:
+        for name, proc in self.workers.items():
+            if proc.alive():
+                await self.flush(name)
+
+    def kill(self, replica: str) -> int:
+        """SIGKILL every process of *replica*; return the monotonic time of the kill (ns)."""
+        t = time.monotonic_ns()
+        self.workers[replica].kill_hard()
+        return t
+
+
+def claim_ref(claim: dict[str, Any]) -> dict[str, Any]:
+    """The reference form a client behind a router sends to reuse an accepted claim."""
+    return {"resident_claim_ref": {"claim_id": claim["claim_id"],
+                                   "owner_scope": claim["owner_scope"]}}
+
+
+def instance_ids(discovery_dir: Path, replicas: tuple[Replica, ...]) -> dict[str, int]:
+    """Replica name -> Dynamo instance id of its ``generate`` endpoint, from file discovery
+    (matched by the request-plane port each worker was given)."""
+    by_port = {r.rpc_port: r.name for r in replicas}
+    found: dict[str, int] = {}
+    for path in (discovery_dir / "v1" / "instances").glob("*"):
+        if "%2Fgenerate%2F" not in path.name:
+            continue
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            port = int(doc["transport"]["tcp"].split("/", 1)[0].rsplit(":", 1)[1])
+        except (OSError, ValueError, KeyError, IndexError, AttributeError):
+            continue
+        if port in by_port:
+            found[by_port[port]] = int(doc["instance_id"])
+    return found
+
+
+def _sampling() -> dict[str, Any]:
+    return {"max_tokens": MAX_TOKENS, "temperature": 0.0, "ignore_eos": True}
+
+
+def _lines(path: Path) -> int:
+    try:
+        with path.open("rb") as fh:
+            return sum(1 for _ in fh)
+    except OSError:
+        return 0
+
+
+def _post(url: str, body: dict[str, Any], headers: dict[str, str],
+          timeout: float) -> tuple[int, str]:
+    data = json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json",
+                                                          **headers})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return int(r.status), r.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode("utf-8", "replace")
+    except (OSError, ValueError) as exc:
+        return 0, f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,28 @@
+"""The two judges the fleet verdicts use: the fleet view over every replica's stream, and the
+single-stream ``observation`` gate on a claim's home stream."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["fleet_judgement", "observation_passes"]
+
+
+def fleet_judgement(paths: Sequence[Path]) -> Any:
+    """``residentkv.fleet.judge_fleet`` over the replicas' streams; ``None`` while that module
+    is not there (the fleet verdict then fails, saying so)."""
+    try:
+        from residentkv.fleet import judge_fleet
+    except ImportError:
+        return None
+    return judge_fleet([str(p) for p in paths])
+
+
+def observation_passes(path: Path, claim_id: str) -> bool:
+    """Whether gate ``observation`` passes for *claim_id* on the stream at *path*."""
+    from residentkv.trace.gates import check_trace
+
+    result = check_trace(path, gates=("observation",), claim_id=claim_id)
+    return bool(result.results) and all(r.passed for r in result.results)

@@ -1,0 +1,131 @@
+"""Scenario verdicts judged from (synthetic) replica traces, never from what the harness
+believes it sent: a reuse served by the wrong replica, a silent recompute or a missing
+rejection fails the scenario."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from residentkv.adapters.dynamo import verdicts as vd
+from residentkv.adapters.dynamo.driver import Sent
+
+
+def _ev(event: str, rid: str | None, **kw: Any) -> dict[str, Any]:
+    return {"event": event, "request_id": rid, **kw}
+
+
+class Fleet:
+    """Two traces and the sent requests, built request by request."""
+
+    def __init__(self) -> None:
+        self.traces: dict[str, list[dict[str, Any]]] = {
+            "A": [_ev("stream_started", None)], "B": [_ev("stream_started", None)]}
+        self.sent: list[Sent] = []
+
+    def request(self, label: str, replica: str | None, claim: str, *events: dict[str, Any],
+                via: str = "router", ms: float = 10.0, status: int = 200) -> None:
+        marks = {k: len(v) for k, v in self.traces.items()}
+        self.sent.append(Sent(label=label, scenario=label.split("/")[0], via=via,
+                              claim_id=claim, owner_scope="tenant:a", form="ref",
+                              session=None, marks=marks, ms=ms, status=status))
+        if replica is None:
+            return
+        rid = f"r{len(self.sent)}"
+        self.traces[replica].append(_ev("request_started", rid, owner_scope="tenant:a",
+                                        claim_ref=claim))
+        self.traces[replica] += [{**e, "request_id": rid} for e in events]
+
+    def res(self) -> dict[str, vd.Resolved]:
+        return vd.resolve(self.sent, self.traces)
+
+
+def _restored(claim: str) -> dict[str, Any]:
+    return _ev("claim_restored", None, claim_id=claim, source="offload_tier")
+
+
+def _not_held(claim: str, ts: int = 0) -> dict[str, Any]:
+    return _ev("claim_rejected", None, claim_id=claim, reason="not held: ...", ts_ns=ts)
+
+
+def _owner_fleet(reuse_replica: str, *reuse_events: dict[str, Any]) -> Fleet:
+    f = Fleet()
+    f.request("owner_restore/register-0", "A", "fleet-own-0",
+              _ev("claim_accepted", None, claim_id="fleet-own-0"),
+              _ev("claim_offloaded", None, claim_id="fleet-own-0"))
+    f.request("owner_restore/reuse-router-0-0", reuse_replica, "fleet-own-0", *reuse_events)
+    f.request("owner_restore/reuse-direct-0-0", "A", "fleet-own-0", _restored("fleet-own-0"),
+              via="direct:A", ms=8.0)
+    f.request("owner_restore/reuse-kv-only-0", "B", "fleet-own-0", _not_held("fleet-own-0"))
+    return f
+
+
+def _owner(f: Fleet) -> vd.Verdict:
+    claims = {"fleet-own-0": {"owner_scope": "tenant:a"}}
+    paths = {"A": Path("a.jsonl"), "B": Path("b.jsonl")}
+    return vd.owner_restore(f.res(), claims, paths, lambda path, claim: True)
+
+
+def test_owner_restore_holds_when_the_home_restores_from_its_host_tier() -> None:
+    v = _owner(_owner_fleet("A", _restored("fleet-own-0")))
+    assert v.held, v.checks
+    assert v.figures["routed_to_owner"] == "1/1" and v.figures["routed_to_owner_kv_only"] == "0/1"
+    assert v.figures["router_over_direct_ratio"] == 1.25
+
+
+def test_owner_restore_fails_on_the_wrong_replica_or_a_silent_recompute() -> None:
+    wrong = _owner(_owner_fleet("B", _not_held("fleet-own-0")))
+    assert not wrong.held
+    assert not wrong.checks["every routed reuse served by the claim's home"]
+    silent = _owner(_owner_fleet("A", _ev("claim_restored", None, claim_id="fleet-own-0",
+                                          source="fallback_recompute")))
+    assert not silent.held
+    assert not silent.checks["every routed reuse restored from the home's host tier"]
+
+
+def test_not_held_elsewhere_needs_a_named_not_held_rejection_without_host_read() -> None:
+    f = Fleet()
+    f.request("not_held_elsewhere/reuse-on-B", "B", "c", _not_held("c"), via="direct:B")
+    assert vd.not_held_elsewhere(f.res(), None).held
+    g = Fleet()
+    g.request("not_held_elsewhere/reuse-on-B", "B", "c",
+              _ev("claim_rejected", None, claim_id=None, reason="not held: ..."), via="direct:B")
+    assert not vd.not_held_elsewhere(g.res(), None).held
+    h = Fleet()
+    h.request("not_held_elsewhere/reuse-on-B", "B", "c", _ev("kv_load_started", None),
+              _not_held("c"), via="direct:B")
+    assert not vd.not_held_elsewhere(h.res(), None).held
+
+
+def test_home_killed_measures_death_to_the_first_claim_scoped_outcome() -> None:
+    f = Fleet()
+    f.request("home_killed/reuse-after-kill-0", None, "c", status=500)
+    f.request("home_killed/reuse-after-kill-1", "B", "c", _not_held("c", ts=3_000_000_000))
+    v = vd.home_killed(f.res(), {"A": 1_000_000_000}, None)
+    assert v.held, v.checks
+    assert v.figures["death_to_claim_outcome_ms"] == 2000.0
+    assert v.figures["statuses"] == [500, 200]
+
+
+def test_home_killed_fails_when_the_answer_is_not_claim_scoped() -> None:
+    f = Fleet()
+    f.request("home_killed/reuse-after-kill-0", "B", "c")  # served, nothing names the claim
+    assert not vd.home_killed(f.res(), {"A": 0}, None).held
+
+
+def test_cross_tenant_restore_on_any_replica_fails_the_scenario() -> None:
+    claims = {"a": {"owner_scope": "tenant:a"}, "b": {"owner_scope": "tenant:b"}}
+    f = Fleet()
+    for n, replica in enumerate(("A", "B", "A")):
+        f.request(f"cross_tenant/b-quotes-a-{n}", replica, "a",
+                  _ev("claim_rejected", None, claim_id=None, reason="bound to another owner"))
+    clean = vd.cross_tenant(f.res(), claims, vd.served({}, None, f.traces), None)
+    assert clean.held, clean.checks
+    f.traces["B"].append(_ev("request_started", "x", owner_scope="tenant:b"))
+    f.traces["B"].append(_ev("kv_load_started", "x", claim_id="a"))
+    leaked = vd.cross_tenant(f.res(), claims, vd.served({}, None, f.traces), None)
+    assert not leaked.checks["no cross-tenant restore on any replica"]
+
+
+def test_fleet_gate_fails_without_the_fleet_view() -> None:
+    assert not vd.fleet_gate(None).held
