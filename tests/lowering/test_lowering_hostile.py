@@ -197,6 +197,19 @@ def test_truncated_sdist_is_a_located_error(tmp_path: Path) -> None:
         open_root("p", path)
 
 
+def test_a_zip_needing_an_unknown_format_version_is_a_located_error(tmp_path: Path) -> None:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("p/a.py", "x = 1\n")
+    data = bytearray(buf.getvalue())
+    entry = data.find(b"PK\x01\x02")
+    data[entry + 6: entry + 8] = (64).to_bytes(2, "little")  # "version needed": 6.4
+    path = tmp_path / "p-1.whl"
+    path.write_bytes(bytes(data))
+    with pytest.raises(SourceError, match="zip file version 6.4"):
+        open_root("p", path)
+
+
 def test_source_file_size_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sources, "MAX_SOURCE_FILE_BYTES", 100)
     (tmp_path / "big.txt").write_text("x" * 200)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -184,3 +185,21 @@ def test_reader_never_accepts_what_the_published_schema_rejects(
         reader = read(raw, fast)
         if reader.events_read:
             assert _VALIDATOR.is_valid(event), (raw, fast)
+
+
+def test_a_seq_of_thousands_of_digits_is_a_problem_never_a_crash(tmp_path: Path) -> None:
+    """int() refuses strings past 4,300 digits; no path may hand it one from a trace line."""
+    from click.testing import CliRunner
+
+    from residentkv.cli import cli
+
+    path = claimed_load_failure().write(tmp_path / "t.jsonl")
+    lines = path.read_text().splitlines()
+    lines[0] = re.sub(r'"seq":\s*0,', '"seq": ' + "9" * 5000 + ",", lines[0], count=1)
+    assert "9" * 5000 in lines[0]
+    path.write_text("\n".join(lines) + "\n")
+    for fmt in ("text", "json"):
+        result = CliRunner().invoke(cli, ["trace", "check", str(path), "--format", fmt])
+        assert result.exception is None or isinstance(result.exception, SystemExit), (
+            result.exception)
+        assert result.exit_code == 1, result.output

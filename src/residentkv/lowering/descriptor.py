@@ -46,7 +46,7 @@ DESCRIPTOR_SCHEMA = "residentkv.descriptor/v1"
 GATES = GATE_NAMES
 Status = ObligationStatus
 ClassName = RowClass
-_LINES = re.compile(r"^(\d+)-(\d+)$")
+_LINES = re.compile(r"^(\d{1,18})-(\d{1,18})$")  # bounded: int() refuses > 4,300 digits
 
 
 class _Frozen(BaseModel):

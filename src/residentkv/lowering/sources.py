@@ -157,7 +157,10 @@ class ZipRoot(_ArchiveRoot):
         super().__init__(name, location)
         try:
             self._zip = zipfile.ZipFile(location)
-        except (OSError, zipfile.BadZipFile) as e:
+        # a hostile central directory reaches zipfile's NotImplementedError (an unsupported
+        # "version needed"), ValueError and EOFError as well as BadZipFile
+        except (OSError, zipfile.BadZipFile, NotImplementedError, ValueError, EOFError,
+                RuntimeError) as e:
             raise SourceError(f"--source {name}: cannot open archive: {e}",
                               path=str(location)) from None
         infos = self._zip.infolist()
@@ -190,7 +193,7 @@ class TarRoot(_ArchiveRoot):
         super().__init__(name, location)
         try:
             self._tar = tarfile.open(location)  # noqa: SIM115 - kept open while the root lives
-        except (OSError, tarfile.TarError) as e:
+        except (OSError, tarfile.TarError, EOFError, zlib.error, LZMAError, ValueError) as e:
             raise SourceError(f"--source {name}: cannot open archive: {e}",
                               path=str(location)) from None
         members = [m for m in _members(self._tar, name, location)

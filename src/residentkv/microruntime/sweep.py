@@ -25,7 +25,7 @@ from residentkv.microruntime.scenario import ACTIVE_REQUEST, Reference, run_refe
 
 Active = Literal["served", "refused", "deferred"]
 PLOT_HINT = "plots need matplotlib: pip install 'residentkv[plot]'"
-_RANGE = re.compile(r"^\s*(\d+)\s*\.\.\s*(\d+)\s*$")
+_RANGE = re.compile(r"^\s*(\d{1,18})\s*\.\.\s*(\d{1,18})\s*$")  # int() refuses > 4,300 digits
 
 
 @dataclass(frozen=True)

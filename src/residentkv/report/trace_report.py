@@ -27,7 +27,9 @@ GLOBAL_BOUNDARY = (
     "residentkv judges the evidence given, not unaudited behaviour: a gate result says what "
     "this stream shows, never what the runtime would do elsewhere."
 )
-_SEQ = re.compile(rb'"seq"\s*:\s*(\d+)')
+# at most 20 digits: a seq is a 64-bit integer, and a longer run (a hostile line) must not
+# reach int(), which refuses strings past 4,300 digits
+_SEQ = re.compile(rb'"seq"\s*:\s*(\d{1,20})(?!\d)')
 
 
 def seq_lines(path: str | Path, seqs: Iterable[int]) -> dict[int, int]:

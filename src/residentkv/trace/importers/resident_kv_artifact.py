@@ -30,7 +30,8 @@ from residentkv.trace.importers.base import ImportReport, ImportResult
 DIALECT = "resident-kv-artifact"
 
 _PREDICATE = re.compile(
-    r"^(leading_prefix_at_least)\((\d+)\)$|^(contiguous_range)\((\d+),\s*(\d+)\)$"
+    # bounded digit runs: int() refuses strings past 4,300 digits, and no block count needs 19
+    r"^(leading_prefix_at_least)\((\d{1,18})\)$|^(contiguous_range)\((\d{1,18}),\s*(\d{1,18})\)$"
 )
 _OUTCOME_TYPES = {"refusal", "demotion", "expiry", "harm"}
 _IDENTITY = {
