@@ -271,6 +271,19 @@ def class8_own_restore_failure_as_conflict() -> Trace:
     return t.started("r-2").restore_fails("c-h", "r-2").finished("r-2", "refused", "error")
 
 
+def class8_deferral_of_another_conflict_blames_the_target() -> Trace:
+    """A hard claim's capacity conflict deferred with the *target* as the blocking claim, before
+    the target even exists, then the target's clean failure: the deferral names c-h (its
+    envelope) and blames c-1, so attribution of c-1 is not clean (found by make fuzz-gates)."""
+    t = Trace().started("r-0").accept("c-h", "r-0", mode="hard_protected")
+    t.add("claim_materialized", "c-h", "r-0", surviving=2, leading=2, required=2, holds=True,
+          tier="device").finished("r-0")
+    t.started("r-9").add("active_request_deferred", "c-h", "r-9", reason="capacity",
+                         blocking_claim_ids=["c-1"]).finished("r-9")
+    t.events += claimed_load_failure("c-1").events
+    return t
+
+
 CASES: list[tuple[int, Callable[[], Trace], str, str, str]] = [
     (1, class1_refusal_of_another_request, "failure_outcome", "c-1", "refusal_attributed"),
     (1, class1_refusal_of_another_request, "failure_outcome", "c-1", "outcome_before_finish"),
@@ -297,6 +310,8 @@ CASES: list[tuple[int, Callable[[], Trace], str, str, str]] = [
     (8, class8_refusal_names_another_claim, "lifecycle", "c-h", "conflict_attributed"),
     (8, class8_conflict_after_release, "lifecycle", "c-h", "conflict_attributed"),
     (8, class8_own_restore_failure_as_conflict, "lifecycle", "c-h", "conflict_attributed"),
+    (8, class8_deferral_of_another_conflict_blames_the_target, "attribution", "c-1",
+     "failures_name_only_target"),
 ]
 
 

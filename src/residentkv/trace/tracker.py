@@ -661,7 +661,8 @@ def _refused(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
 def _deferred(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     blocking = e.blocking_claim_ids
     if blocking:
-        facts.name_failure(*blocking)
+        own = () if e.claim_id is None else (e.claim_id,)
+        facts.name_failure(*own, *blocking)
     if len(blocking) == 1:
         _conflict(facts, facts.track(blocking[0]), e, refused=False)
 

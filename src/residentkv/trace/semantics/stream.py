@@ -52,9 +52,9 @@ def failure_names(event: Event) -> tuple[str | None, ...] | None:
     when the event is no failure or outcome at all.
 
     Store/load failures, the scheduler's failure branch, restore failures, refusals (and the
-    claims a deferral blames), demotion, expiry and harm. ``None`` in the tuple is a missing
-    name: the event names no claim in that field; an event whose names are all ``None`` is an
-    unclaimed failure.
+    claims a deferral blames, with its envelope claim), demotion, expiry and harm. ``None`` in
+    the tuple is a missing name: the event names no claim in that field; an event whose names
+    are all ``None`` is an unclaimed failure.
     """
     name = event.event
     if name in ("kv_store_finished", "kv_load_finished") and not event.success:
@@ -68,7 +68,11 @@ def failure_names(event: Event) -> tuple[str | None, ...] | None:
     if name == "active_request_refused":
         return (event.claim_id, event.outcome_claim_id, *event.blocking_claim_ids)
     if name == "active_request_deferred":
-        return tuple(event.blocking_claim_ids) or None  # blaming no claim is no claim outcome
+        # blaming no claim is no claim outcome; one that blames some claim also names the claim
+        # its envelope carries (a deferral of c-1's conflict blaming c-2 names both)
+        blamed = tuple(event.blocking_claim_ids)
+        own = (event.claim_id,) if event.claim_id is not None else ()
+        return (*own, *blamed) if blamed else None
     return None
 
 
