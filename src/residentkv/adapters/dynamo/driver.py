@@ -71,13 +71,12 @@ class Driver:
         """Join the fleet's Dynamo runtime (file discovery, tcp request plane) as a client."""
         import os
 
-        from dynamo.runtime import DistributedRuntime  # type: ignore[import-not-found]
-
-        # the runtime reads its discovery root and namespace from the environment only
+        # the runtime reads its discovery root and namespace from the environment only, and its
+        # log level when it is imported: the processes' logs go to fleet-out/logs, and this
+        # client's per-request INFO lines would bury the scenario table on the terminal
         os.environ.update(self.layout.base_env())
-        # the processes' logs go to fleet-out/logs; this client's per-request INFO lines would
-        # bury the scenario table on the terminal
         os.environ["DYN_LOG"] = "warn"
+        from dynamo.runtime import DistributedRuntime  # type: ignore[import-not-found]
         self._runtime = DistributedRuntime(asyncio.get_running_loop(), "file", "tcp",
                                            event_plane="zmq")
         self._client = await self._runtime.endpoint("dynamo.backend.generate").client()
