@@ -203,3 +203,22 @@ def test_a_seq_of_thousands_of_digits_is_a_problem_never_a_crash(tmp_path: Path)
         assert result.exception is None or isinstance(result.exception, SystemExit), (
             result.exception)
         assert result.exit_code == 1, result.output
+
+
+def test_a_line_nested_past_the_decoders_recursion_is_located_never_a_crash(
+        tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from residentkv.cli import cli
+
+    path = claimed_load_failure().write(tmp_path / "t.jsonl")
+    deep = '{"a":' * 100_000 + "1" + "}" * 100_000
+    path.write_text(path.read_text() + deep + "\n")
+    reader = TraceReader(path, fast=True)
+    assert len(list(reader.events())) == len(claimed_load_failure().events)
+    deep_line = len(claimed_load_failure().events) + 1
+    assert [(p.code, p.line) for p in reader.problems] == [("T001", deep_line)]
+    for args in (["trace", "check", str(path)], ["fleet", "check", str(path)]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exception is None or isinstance(result.exception, SystemExit), (
+            args, result.exception)

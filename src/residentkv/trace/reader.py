@@ -171,6 +171,12 @@ class TraceReader:
                             self._problem("T020", line_no, f"key {dup.key!r} appears twice "
                                           "in one JSON object")
                             continue
+                        except RecursionError:
+                            # msgspec recurses per nesting level (about 1,000 levels); the
+                            # pydantic path reports shallower nesting as invalid JSON itself
+                            self._problem("T001", line_no, "invalid JSON: nested too deeply "
+                                          "(recursion limit exceeded)")
+                            continue
                         if event.seq <= last_seq:
                             self._problem("T006", line_no, f"seq {event.seq} is not greater "
                                           f"than seq {last_seq} on line {last_line}")
