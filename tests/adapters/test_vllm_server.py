@@ -161,6 +161,45 @@ def test_a_reference_to_a_claim_this_replica_does_not_hold_says_so(served: Witne
     assert outcome["outcome"] == "rejected" and outcome["reason"].startswith("not held: ")
 
 
+def test_hostile_claim_parameters_combined_get_an_outcome_and_restore_nothing(
+        served: Witness, tmp_path: Path) -> None:
+    """Several defects in one streaming request (both parameter forms, a reference with wrong
+    JSON types and an unknown key), then another tenant's reference to a claim the engine
+    holds: each is rejected with an outcome the client sees, nothing is read from the host
+    tier for them, and the stream stays well formed."""
+    sink = tmp_path / "hostile.jsonl"
+    served.op.configure(event_sink=sink)
+    owner = "tenant:a/session:h"
+    claim = make_claim("server-held-h", owner, served.model_id, "obj-h")
+    prompt = served.prompt("server-hostile", 0)
+    _ask(_client(served), prompt, claim)  # registered and offloaded on this engine
+    hostile = [
+        {"resident_claim": claim, "resident_claim_ref": {"claim_id": ["x"], "owner_scope": 7,
+                                                         "extra": True}},
+        {"resident_claim_ref": {"claim_id": "server-held-h", "owner_scope": 7}},
+        {"resident_claim_ref": {"claim_id": "server-held-h", "owner_scope": "tenant:b/s:1"}},
+    ]
+    for params in hostile:
+        stream = _client(served).completions.with_raw_response.create(
+            model=w_model(), prompt=prompt, max_tokens=2, stream=True,
+            extra_body={"kv_transfer_params": params})
+        assert stream.http_response.status_code == 200, params
+        assert stream.headers["x-residentkv-claim-outcome"] == "rejected", params
+        for _ in stream.parse():
+            pass
+    served.op.flush()
+    assert _problems(sink) == []
+    events = _events(sink)
+    started = [e["request_id"] for e in events if e["event"] == "request_started"]
+    hostile_requests = set(started[1:])
+    assert len(hostile_requests) == len(hostile)
+    rejected = [e for e in events if e["event"] == "claim_rejected"]
+    assert {e["request_id"] for e in rejected} == hostile_requests
+    assert all(e["claim_id"] is None for e in rejected)  # never smeared onto the held claim
+    assert not [e for e in events if e["request_id"] in hostile_requests and e["event"] in (
+        "kv_load_started", "claim_restore_required", "claim_restored", "claim_reused")]
+
+
 def test_metrics_scrape_names_claim_counters(served: Witness, tmp_path: Path) -> None:
     served.run("success_path", 7, tmp_path)
     text = ""
