@@ -512,11 +512,12 @@ def runtime_release_view(result: AnchorResult, anchor: Anchor, root: SourceRoot 
     package = normalise_release(anchor.package)
     if package not in own:
         return result
-    read = {v for n, v in (root.releases() if root is not None else set()) if n == package}
-    for version in (anchor.version, root.version if root is not None else None):
-        if version is not None:
-            read = {version.strip()}
-            break
+    known = anchor.version if anchor.version is not None else (
+        root.version if root is not None else None)
+    if known is not None:
+        read = {known.strip()}
+    else:  # only an unversioned root's metadata says which release it holds
+        read = {v for n, v in (root.releases() if root is not None else set()) if n == package}
     if read == {wanted}:
         return result
     shown = ", ".join(sorted(read)) or "an undeclared release"
