@@ -45,18 +45,11 @@ def test_workers_get_their_own_sink_socket_ports_and_ipc_event_endpoint(tmp_path
         extra = transfer["kv_connector_extra_config"]
         assert extra["event_sink"] == str(r.trace)
         assert extra["control_socket"] == str(r.control_socket)
-        assert "replica" not in extra
+        assert extra["replica"] == r.name  # stream_started names the replica
         assert int(_arg(cmd, "--block-size")) % 32 == 0  # CPU attention
         env = layout.worker_env(r)
         assert env["DYN_FILE_KV"] == str(layout.discovery_dir)
         assert env["DYN_SYSTEM_PORT"] == str(r.system_port)
-
-
-def test_replica_key_is_passed_only_when_the_connector_reads_it(tmp_path: Path) -> None:
-    layout = _layout(tmp_path, name_replica=True)
-    for r in layout.replicas():
-        transfer = json.loads(_arg(layout.worker_command(r), "--kv-transfer-config"))
-        assert transfer["kv_connector_extra_config"]["replica"] == r.name
 
 
 def test_no_etcd_no_nats_everything_on_loopback(tmp_path: Path) -> None:

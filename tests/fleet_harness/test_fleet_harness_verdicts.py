@@ -9,6 +9,7 @@ from typing import Any
 
 from residentkv.adapters.dynamo import verdicts as vd
 from residentkv.adapters.dynamo.driver import Sent
+from residentkv.fleet import FleetClaim, FleetJudgement, FleetRequest
 
 
 def _ev(event: str, rid: str | None, **kw: Any) -> dict[str, Any]:
@@ -38,6 +39,20 @@ class Fleet:
 
     def res(self) -> dict[str, vd.Resolved]:
         return vd.resolve(self.sent, self.traces)
+
+
+def _judged(f: Fleet, *, lost: tuple[str, ...] = (), missing: tuple[str, ...] = ()
+            ) -> FleetJudgement:
+    """A fleet judgement in which every claim-carrying request of *f* was rejected (the only
+    decision these scenarios expect), *lost* claims were lost and *missing* were not met."""
+    requests = [FleetRequest(replica=name, path=name, request_id=e["request_id"],
+                             claim_ref=e["claim_ref"], decision="rejected", passed=True, line=i)
+                for name, events in f.traces.items() for i, e in enumerate(events, 1)
+                if e["event"] == "request_started" and e.get("claim_ref")]
+    claims = [FleetClaim(claim_id=c, home="A", home_path="A", owner_scope="tenant:a",
+                         status="lost") for c in lost]
+    return FleetJudgement(passed=not missing, missing=sorted(missing), problems=[],
+                          problem_count=0, streams=[], claims=claims, requests=requests)
 
 
 def _restored(claim: str) -> dict[str, Any]:
@@ -86,23 +101,24 @@ def test_owner_restore_fails_on_the_wrong_replica_or_a_silent_recompute() -> Non
 def test_not_held_elsewhere_needs_a_named_not_held_rejection_without_host_read() -> None:
     f = Fleet()
     f.request("not_held_elsewhere/reuse-on-B", "B", "c", _not_held("c"), via="direct:B")
-    assert vd.not_held_elsewhere(f.res(), None).held
+    assert vd.not_held_elsewhere(f.res(), _judged(f)).held
     g = Fleet()
     g.request("not_held_elsewhere/reuse-on-B", "B", "c",
               _ev("claim_rejected", None, claim_id=None, reason="not held: ..."), via="direct:B")
-    assert not vd.not_held_elsewhere(g.res(), None).held
+    assert not vd.not_held_elsewhere(g.res(), _judged(g)).held
     h = Fleet()
     h.request("not_held_elsewhere/reuse-on-B", "B", "c", _ev("kv_load_started", None),
               _not_held("c"), via="direct:B")
-    assert not vd.not_held_elsewhere(h.res(), None).held
+    assert not vd.not_held_elsewhere(h.res(), _judged(h)).held
 
 
 def test_home_killed_measures_death_to_the_first_claim_scoped_outcome() -> None:
     f = Fleet()
     f.request("home_killed/reuse-after-kill-0", None, "c", status=500)
     f.request("home_killed/reuse-after-kill-1", "B", "c", _not_held("c", ts=3_000_000_000))
-    v = vd.home_killed(f.res(), {"A": 1_000_000_000}, None)
+    v = vd.home_killed(f.res(), {"A": 1_000_000_000}, _judged(f, lost=("c",)))
     assert v.held, v.checks
+    assert not vd.home_killed(f.res(), {"A": 1_000_000_000}, _judged(f)).held  # not lost
     assert v.figures["death_to_claim_outcome_ms"] == 2000.0
     assert v.figures["statuses"] == [500, 200]
 
@@ -110,7 +126,7 @@ def test_home_killed_measures_death_to_the_first_claim_scoped_outcome() -> None:
 def test_home_killed_fails_when_the_answer_is_not_claim_scoped() -> None:
     f = Fleet()
     f.request("home_killed/reuse-after-kill-0", "B", "c")  # served, nothing names the claim
-    assert not vd.home_killed(f.res(), {"A": 0}, None).held
+    assert not vd.home_killed(f.res(), {"A": 0}, _judged(f, lost=("c",))).held
 
 
 def test_cross_tenant_restore_on_any_replica_fails_the_scenario() -> None:
@@ -119,13 +135,17 @@ def test_cross_tenant_restore_on_any_replica_fails_the_scenario() -> None:
     for n, replica in enumerate(("A", "B", "A")):
         f.request(f"cross_tenant/b-quotes-a-{n}", replica, "a",
                   _ev("claim_rejected", None, claim_id=None, reason="bound to another owner"))
-    clean = vd.cross_tenant(f.res(), claims, vd.served({}, None, f.traces), None)
+    clean = vd.cross_tenant(f.res(), claims, vd.served({}, None, f.traces), _judged(f))
     assert clean.held, clean.checks
+    judged_leak = _judged(f, missing=("no_cross_tenant",))
+    assert not vd.cross_tenant(f.res(), claims, vd.served({}, None, f.traces), judged_leak).held
     f.traces["B"].append(_ev("request_started", "x", owner_scope="tenant:b"))
     f.traces["B"].append(_ev("kv_load_started", "x", claim_id="a"))
-    leaked = vd.cross_tenant(f.res(), claims, vd.served({}, None, f.traces), None)
+    leaked = vd.cross_tenant(f.res(), claims, vd.served({}, None, f.traces), _judged(f))
     assert not leaked.checks["no cross-tenant restore on any replica"]
 
 
-def test_fleet_gate_fails_without_the_fleet_view() -> None:
-    assert not vd.fleet_gate(None).held
+def test_fleet_gate_holds_only_when_the_fleet_view_passes() -> None:
+    f = Fleet()
+    assert vd.fleet_gate(_judged(f)).held
+    assert not vd.fleet_gate(_judged(f, missing=("claim_single_home",))).held

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+
+from residentkv.fleet import FleetJudgement, judge_fleet
 
 __all__ = ["fleet_judgement", "observation_passes"]
 
 
-def fleet_judgement(paths: Sequence[Path]) -> Any:
-    """``residentkv.fleet.judge_fleet`` over the replicas' streams; ``None`` while that module
-    is not there (the fleet verdict then fails, saying so)."""
-    try:
-        from residentkv.fleet import judge_fleet
-    except ImportError:
-        return None
+def fleet_judgement(paths: Sequence[Path]) -> FleetJudgement:
+    """Gate ``fleet_outcome`` (:func:`residentkv.fleet.judge_fleet`) over the replicas'
+    streams."""
     return judge_fleet([str(p) for p in paths])
 
 

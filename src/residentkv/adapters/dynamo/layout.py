@@ -64,11 +64,9 @@ class Replica:
     def log(self) -> Path:
         return self.run_dir / "logs" / f"worker-{self.name}.log"
 
-    def transfer_config(self, host_tier_bytes: int, name_replica: bool) -> dict[str, Any]:
-        """``--kv-transfer-config``: ResidentClaimConnector with this replica's sink and
-        socket (see docs/vllm-adapter.md); *name_replica* when the connector's configuration
-        has a ``replica`` key (its stream's ``stream_started`` then names the replica)."""
-        extra: dict[str, Any] = {"replica": self.name} if name_replica else {}
+    def transfer_config(self, host_tier_bytes: int) -> dict[str, Any]:
+        """``--kv-transfer-config``: ResidentClaimConnector with this replica's sink, socket
+        and name (its stream's ``stream_started`` names the replica; docs/vllm-adapter.md)."""
         return {
             "kv_connector": "ResidentClaimConnector",
             "kv_connector_module_path": "residentkv.adapters.vllm",
@@ -78,7 +76,7 @@ class Replica:
                 "host_tier_bytes": host_tier_bytes,
                 "event_sink": str(self.trace),
                 "control_socket": str(self.control_socket),
-                **extra,
+                "replica": self.name,
             },
         }
 
@@ -95,7 +93,6 @@ class FleetLayout:
     python: str
     host_tier_bytes: int = 64 << 20
     session_ttl_secs: int = 600
-    name_replica: bool = False
 
     @property
     def model_dir(self) -> Path:
@@ -149,8 +146,7 @@ class FleetLayout:
                 "--block-size", str(BLOCK), "--max-model-len", str(MAX_MODEL_LEN),
                 "--kv-events-config", json.dumps(replica.kv_events_config()),
                 "--kv-transfer-config",
-                json.dumps(replica.transfer_config(self.host_tier_bytes,
-                                                  self.name_replica)),
+                json.dumps(replica.transfer_config(self.host_tier_bytes)),
                 *TRANSPORT]
 
     def worker_env(self, replica: Replica) -> dict[str, str]:

@@ -48,19 +48,12 @@ def prepare(out: Path) -> FleetLayout:
 
     if out.exists():
         shutil.rmtree(out)
-    layout = FleetLayout(out.resolve(), sys.executable, name_replica=connector_names_replica())
+    layout = FleetLayout(out.resolve(), sys.executable)
     layout.make_dirs()
     write_tiny_model(layout.model_dir)
     write_tokenizer(layout.model_dir, vocab_size=int(TINY_LLAMA["vocab_size"]),
                     max_length=MAX_MODEL_LEN)
     return layout
-
-
-def connector_names_replica() -> bool:
-    """Whether this residentkv's connector config has a ``replica`` key (for stream_started)."""
-    from residentkv.adapters.vllm.config import ConnectorConfig
-
-    return "replica" in ConnectorConfig.model_fields
 
 
 def launch(layout: FleetLayout, procs: dict[str, Proc]) -> None:
@@ -157,9 +150,6 @@ def judge(layout: FleetLayout, result: dict[str, Any]) -> dict[str, Any]:
     fleet = fleet_judgement(list(paths.values()))
     verdicts = judge_scenarios(driver.sent, traces, paths, log.claims, log.killed, fleet,
                                observation_passes)
-    if not result.get("replica_named"):
-        verdicts[-1].notes.insert(0, "ResidentClaimConnector has no `replica` configuration key "
-                                  "yet, so no stream's stream_started names its replica")
     own = verdicts[0].figures
     numbers = {
         "routed_to_owner (session affinity)": own.get("routed_to_owner"),
@@ -174,7 +164,7 @@ def judge(layout: FleetLayout, result: dict[str, Any]) -> dict[str, Any]:
         **_router_brief(router_figures(result.get("frontend_metrics_text", ""))),
     }
     return {"verdicts": [v.to_json() for v in verdicts], "numbers": numbers,
-            "fleet": fleet.to_json() if fleet is not None else None}
+            "fleet": fleet.to_json()}
 
 
 def _brief(m: dict[str, float]) -> str:
@@ -201,7 +191,6 @@ def write_outputs(out: Path, result: dict[str, Any], judged: dict[str, Any] | No
     summary = {
         "timings_s": result["timings_s"],
         "instances": result.get("instances"),
-        "replica_in_stream_started": result.get("replica_named"),
         "requests": [s.to_json() for s in driver.sent] if driver else [],
         "notes": result["log"].notes if "log" in result else [],
         "worker_metrics_before_kill": result.get("worker_metrics_before_kill"),
@@ -223,8 +212,7 @@ def run(out: Path) -> int:
         return 1
     loopback_up()
     layout = prepare(out)
-    result: dict[str, Any] = {"t0": time.monotonic(), "timings_s": {},
-                              "replica_named": connector_names_replica()}
+    result: dict[str, Any] = {"t0": time.monotonic(), "timings_s": {}}
     procs: dict[str, Proc] = {}
     judged = None
     try:

@@ -16,6 +16,7 @@ from typing import Any
 
 from residentkv.adapters.dynamo.driver import Sent
 from residentkv.adapters.dynamo.tracefacts import Event, Served, served
+from residentkv.fleet import FleetJudgement, FleetRequest
 
 __all__ = ["Verdict", "judge_scenarios", "resolve"]
 
@@ -122,7 +123,7 @@ def owner_restore(res: Mapping[str, Resolved], claims: Mapping[str, dict[str, An
     return v
 
 
-def not_held_elsewhere(res: Mapping[str, Resolved], fleet: Any) -> Verdict:
+def not_held_elsewhere(res: Mapping[str, Resolved], fleet: FleetJudgement) -> Verdict:
     v = Verdict("not_held_elsewhere")
     rows = _with(res, "not_held_elsewhere/")
     v.checks["the reuse was sent to the non-home replica"] = bool(rows)
@@ -137,7 +138,7 @@ def not_held_elsewhere(res: Mapping[str, Resolved], fleet: Any) -> Verdict:
             s is not None and not s.read_host_tier)
         if rej is not None:
             v.figures["reason"] = rej.get("reason")
-        if fleet is not None and s is not None:
+        if s is not None:
             row = fleet_request(fleet, s.request_id)
             v.checks["fleet view: one decision naming the claim (rejected)"] = (
                 row is not None and row.passed and row.decision == "rejected")
@@ -145,7 +146,7 @@ def not_held_elsewhere(res: Mapping[str, Resolved], fleet: Any) -> Verdict:
 
 
 def cross_tenant(res: Mapping[str, Resolved], claims: Mapping[str, dict[str, Any]],
-                 all_served: Sequence[Served], fleet: Any) -> Verdict:
+                 all_served: Sequence[Served], fleet: FleetJudgement) -> Verdict:
     v = Verdict("cross_tenant")
     owner = {c: body["owner_scope"] for c, body in claims.items()}
     foreign = [s for s in all_served if s.read_host_tier
@@ -159,12 +160,12 @@ def cross_tenant(res: Mapping[str, Resolved], claims: Mapping[str, dict[str, Any
         for r in quotes)
     v.figures["quote_reasons"] = {r.sent.label: (r.one.rejection() or {}).get("reason")
                                   for r in quotes if r.one is not None}
-    if fleet is not None:
-        v.checks["fleet view: no_cross_tenant met"] = "no_cross_tenant" not in fleet.missing
+    v.checks["fleet view: no_cross_tenant met"] = "no_cross_tenant" not in fleet.missing
     return v
 
 
-def home_killed(res: Mapping[str, Resolved], killed: Mapping[str, int], fleet: Any) -> Verdict:
+def home_killed(res: Mapping[str, Resolved], killed: Mapping[str, int],
+                fleet: FleetJudgement) -> Verdict:
     v = Verdict("home_killed")
     v.checks["the claim's home was SIGKILLed"] = bool(killed)
     rows = _with(res, "home_killed/reuse-after-kill-")
@@ -189,20 +190,16 @@ def home_killed(res: Mapping[str, Resolved], killed: Mapping[str, int], fleet: A
         x.replica not in killed
         and str((x.rejection(s.claim_id) or {}).get("reason", "")).startswith("not held")
         for s, x in others_once)
-    if fleet is not None:
-        asked = {s.claim_id for s, _ in (*answered[:1], *others_once)}
-        lost = {c.claim_id for c in fleet.claims if c.status == "lost"}
-        v.figures["lost_in_fleet_view"] = sorted(lost)
-        v.checks["fleet view records every asked-for claim of the dead home as lost"] = (
-            bool(asked) and asked <= lost)
+    asked = {s.claim_id for s, _ in (*answered[:1], *others_once)}
+    lost = {c.claim_id for c in fleet.harm}
+    v.figures["lost_in_fleet_view"] = sorted(lost)
+    v.checks["fleet view records every asked-for claim of the dead home as lost"] = (
+        bool(asked) and asked <= lost)
     return v
 
 
-def fleet_gate(fleet: Any) -> Verdict:
+def fleet_gate(fleet: FleetJudgement) -> Verdict:
     v = Verdict("fleet_outcome gate")
-    if fleet is None:
-        v.checks["residentkv.fleet.judge_fleet available"] = False
-        return v
     v.checks["fleet_outcome passed"] = bool(fleet.passed)
     v.figures["missing"] = list(fleet.missing)
     v.figures["claims"] = {c.claim_id: {"home": c.home, "status": c.status}
@@ -211,7 +208,7 @@ def fleet_gate(fleet: Any) -> Verdict:
     return v
 
 
-def fleet_request(fleet: Any, request_id: str) -> Any:
+def fleet_request(fleet: FleetJudgement, request_id: str) -> FleetRequest | None:
     return next((r for r in fleet.requests if r.request_id == request_id), None)
 
 
@@ -222,7 +219,8 @@ def _owner(s: Served) -> str | None:
 
 def judge_scenarios(sent: Sequence[Sent], traces: Mapping[str, Sequence[Event]],
                     paths: Mapping[str, Path], claims: Mapping[str, dict[str, Any]],
-                    killed: Mapping[str, int], fleet: Any, observation: Any) -> list[Verdict]:
+                    killed: Mapping[str, int], fleet: FleetJudgement,
+                    observation: Any) -> list[Verdict]:
     res = resolve(sent, traces)
     everything = served({}, None, traces)
     return [owner_restore(res, claims, paths, observation),
