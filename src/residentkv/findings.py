@@ -7,6 +7,21 @@ from pydantic import BaseModel, ConfigDict
 from residentkv.codes import lookup
 
 
+def location(path: str | None, line: int | None, col: int | None) -> str:
+    """``path:line:col`` with the parts that are known."""
+    return ":".join(str(p) for p in (path, line, col) if p is not None)
+
+
+def render_line(code: str, name: str, message: str, *, path: str | None = None,
+                line: int | None = None, col: int | None = None,
+                severity: str = "error") -> str:
+    """``path:line:col: severity[CODE name]: message``: one located problem, the form every
+    report prints."""
+    head = f"{severity}[{code} {name}]: {message}"
+    where = location(path, line, col)
+    return f"{where}: {head}" if where else head
+
+
 class Finding(BaseModel):
     """One problem found in user data, with its location and stable code."""
 
@@ -27,13 +42,12 @@ class Finding(BaseModel):
 
     @property
     def location(self) -> str:
-        parts = [p for p in (self.path, self.line, self.col) if p is not None]
-        return ":".join(str(p) for p in parts)
+        return location(self.path, self.line, self.col)
 
     def render(self) -> str:
         """``path:line:col: error[CODE name]: message`` plus note/help lines."""
-        head = f"{self.severity}[{self.code} {self.name}]: {self.message}"
-        lines = [f"{self.location}: {head}" if self.location else head]
+        lines = [render_line(self.code, self.name, self.message, path=self.path,
+                             line=self.line, col=self.col, severity=self.severity)]
         lines += [f"  note: {n}" for n in self.notes]
         if self.help:
             lines.append(f"  help: {self.help}")

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from residentkv.findings import location, render_line
 from residentkv.model.vocabulary import FLEET_GATE, FLEET_REQUIREMENTS
 
 FLEET_SCHEMA = "residentkv.fleet-check/v1"
@@ -45,12 +46,12 @@ class FleetProblem(BaseModel):
     @property
     def location(self) -> str:
         """``path:line:col`` with the parts that are known."""
-        return ":".join(str(p) for p in (self.path, self.line, self.col) if p is not None)
+        return location(self.path, self.line, self.col)
 
     def render(self) -> str:
         """``path:line:col: error[CODE name]: message``."""
-        head = f"error[{self.code} {self.name}]: {self.message}"
-        return f"{self.location}: {head}" if self.location else head
+        return render_line(self.code, self.name, self.message, path=self.path, line=self.line,
+                           col=self.col)
 
 
 class FleetStream(BaseModel):

@@ -6,15 +6,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from residentkv.findings import render_line
 from residentkv.fleet.why import why_missing
 from residentkv.report.registry import RenderOptions, reporter
 from residentkv.report.text import render_table
 
 
 def _problem_line(p: dict[str, Any]) -> str:
-    loc = ":".join(str(x) for x in (p["path"], p["line"], p["col"]) if x is not None)
-    head = f"error[{p['code']} {p['name']}]: {p['message']}"
-    return f"{loc}: {head}" if loc else head
+    return render_line(p["code"], p["name"], p["message"], path=p["path"], line=p["line"],
+                       col=p["col"])
 
 
 def _rows(doc: dict[str, Any]) -> tuple[list[list[str]], list[list[str]]]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from residentkv import __version__
 from residentkv.codes import lookup
+from residentkv.findings import render_line
 from residentkv.model.vocabulary import GATE_NAMES
 from residentkv.report.registry import RenderOptions, reporter
 from residentkv.report.sarif import code_rule, locations, sarif_log
@@ -105,8 +106,8 @@ def _rows(trace: dict[str, Any]) -> list[list[str]]:
 
 
 def _problem_line(path: str, p: dict[str, Any]) -> str:
-    loc = ":".join(str(x) for x in (path, p["line"], p["col"]) if x is not None)
-    return f"{loc}: error[{p['code']} {p['name']}]: {p['message']}"
+    return render_line(p["code"], p["name"], p["message"], path=path, line=p["line"],
+                       col=p["col"])
 
 
 def _why_lines(trace: dict[str, Any]) -> list[str]:
