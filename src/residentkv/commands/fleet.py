@@ -9,7 +9,7 @@ import click
 
 from residentkv.errors import UsageError
 from residentkv.fleet import judge_fleet
-from residentkv.fleet import report as _report  # noqa: F401  (registers the fleet reporters)
+from residentkv.report import fleet_report  # noqa: F401  (registers the fleet reporters)
 from residentkv.report.registry import emit, output_options
 from residentkv.trace.reader import STDIN
 

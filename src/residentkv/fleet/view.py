@@ -17,6 +17,7 @@ from residentkv.errors import TraceReadError
 from residentkv.fleet.model import Decision, FleetProblem
 from residentkv.model.vocabulary import FleetRequirement
 from residentkv.trace.reader import TraceReader
+from residentkv.trace.tracker import ENDINGS as TRACKER_ENDINGS
 
 #: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
 Event = Any
@@ -38,9 +39,9 @@ DECISION_OF: dict[str, Decision] = {
 #: decisions only a claim-carrying request can receive (a refusal may also hit an ordinary
 #: request blocked by a claim: that is a capacity conflict, judged by the single-stream gates)
 CLAIMED_ONLY = frozenset({"claim_accepted", "claim_rejected", "claim_reused"})
-#: events that end a claim in its home stream (SPEC §2 terminal states)
-ENDINGS = frozenset({"claim_released", "claim_expired", "claim_demoted",
-                     "claim_restore_failed", "claim_harmed"})
+#: events that end a claim in its home stream: the lifecycle's endings, and harm (a harmed
+#: claim is no longer held, whatever its mode does next)
+ENDINGS = TRACKER_ENDINGS | {"claim_harmed"}
 #: events that hand a claim's KV to a request
 HANDOVERS = frozenset({"claim_restored", "claim_reused"})
 
