@@ -27,6 +27,8 @@ from typing import Any
 
 from residentkv.adapters.dynamo.layout import HOST, SERVED_MODEL_NAME, FleetLayout, Replica
 from residentkv.adapters.dynamo.procs import Proc
+from residentkv.adapters.vllm.backends import ClaimRef, transfer_params
+from residentkv.adapters.vllm.config import CLAIM_PARAM, CLAIM_REF_PARAM
 
 __all__ = ["Driver", "Sent", "claim_ref", "instance_ids"]
 
@@ -93,7 +95,7 @@ class Driver:
         form, body = next(iter((kv or {}).items()), (None, None))
         s = Sent(label=label, scenario=scenario, via=via,
                  claim_id=(body or {}).get("claim_id"), owner_scope=(body or {}).get("owner_scope"),
-                 form={"resident_claim": "claim", "resident_claim_ref": "ref"}.get(form or ""),
+                 form={CLAIM_PARAM: "claim", CLAIM_REF_PARAM: "ref"}.get(form or ""),
                  session=session, marks=self.marks(), t_sent_ns=time.monotonic_ns())
         self.sent.append(s)
         return s
@@ -117,7 +119,7 @@ class Driver:
         s.ms = (time.perf_counter() - t0) * 1000
         try:
             doc = json.loads(text)
-            s.outcome = (doc.get("kv_transfer_params") or {}).get("resident_claim")
+            s.outcome = (doc.get("kv_transfer_params") or {}).get(CLAIM_PARAM)
             s.frontend_request_id = doc.get("request_id")
         except (ValueError, AttributeError):
             doc = None
@@ -148,7 +150,7 @@ class Driver:
             data = chunk.data() if hasattr(chunk, "data") else chunk
             params = ((data or {}).get("engine_data") or {}).get("kv_transfer_params")
             if params:
-                s.outcome = params.get("resident_claim")
+                s.outcome = params.get(CLAIM_PARAM)
 
     async def flush(self, replica: str) -> None:
         """Drop *replica*'s device prefix cache (its host tier keeps every claim)."""
@@ -171,8 +173,7 @@ class Driver:
 
 def claim_ref(claim: dict[str, Any]) -> dict[str, Any]:
     """The reference form a client behind a router sends to reuse an accepted claim."""
-    return {"resident_claim_ref": {"claim_id": claim["claim_id"],
-                                   "owner_scope": claim["owner_scope"]}}
+    return transfer_params(ClaimRef(claim["claim_id"], claim["owner_scope"])) or {}
 
 
 def instance_ids(discovery_dir: Path, replicas: tuple[Replica, ...]) -> dict[str, int]:

@@ -29,6 +29,7 @@ from typing import Any
 from residentkv.adapters.dynamo.driver import Driver, Sent, claim_ref
 from residentkv.adapters.dynamo.layout import SERVED_MODEL_NAME
 from residentkv.adapters.dynamo.tracefacts import read_events, served
+from residentkv.adapters.vllm.backends import ClaimRef, transfer_params
 
 __all__ = ["PROMPT_TOKENS", "RunLog", "prompt", "run_scenarios"]
 
@@ -84,7 +85,7 @@ async def owner_restore(d: Driver, log: RunLog) -> None:
         claim = make_claim(f"fleet-own-{k}", f"tenant:a/session:{k}", f"obj-own-{k}")
         log.claims[claim["claim_id"]] = claim
         reg = await d.router(f"{sc}/register-{k}", sc, prompt(sc, k),
-                             kv={"resident_claim": claim}, session=f"session-a{k}")
+                             kv=transfer_params(claim), session=f"session-a{k}")
         homes[k] = home_of(d, reg)
     for rep in range(REPEATS):
         for k in range(OWNER_CLAIMS):
@@ -124,10 +125,10 @@ async def cross_tenant(d: Driver, log: RunLog) -> None:
     a = make_claim("fleet-tenant-a", "tenant:a/session:77", "obj-shared")
     b = make_claim("fleet-tenant-b", "tenant:b/session:9", "obj-shared")
     log.claims.update({a["claim_id"]: a, b["claim_id"]: b})
-    await d.router(f"{sc}/register-a", sc, shared, kv={"resident_claim": a}, session="session-ta")
+    await d.router(f"{sc}/register-a", sc, shared, kv=transfer_params(a), session="session-ta")
     await d.flush_all()
-    await d.router(f"{sc}/register-b", sc, shared, kv={"resident_claim": b}, session="session-tb")
-    forged = {"resident_claim_ref": {"claim_id": a["claim_id"], "owner_scope": b["owner_scope"]}}
+    await d.router(f"{sc}/register-b", sc, shared, kv=transfer_params(b), session="session-tb")
+    forged = transfer_params(ClaimRef(a["claim_id"], b["owner_scope"]))
     await d.flush_all()
     await d.router(f"{sc}/b-quotes-a-router", sc, shared, kv=forged, session="session-tb")
     for r in d.layout.replicas():
