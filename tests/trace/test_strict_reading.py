@@ -16,12 +16,13 @@ from typing import Any
 
 import jsonschema
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from residentkv.errors import TraceReadError
 from residentkv.model.events import event_json_schema
-from residentkv.trace.duplicate_keys import duplicate_key, first_duplicate_key
+from residentkv.model.fast_events import FAST_DECODER
+from residentkv.trace.duplicate_keys import duplicate_key, first_duplicate_key, repeated_keys
 from residentkv.trace.reader import TraceReader
 from residentkv.trace.writer import EventWriter, Provenance
 from tracekit import CANONICAL, claimed_load_failure
@@ -109,7 +110,7 @@ def test_stream_started_only_first() -> None:
 
 def test_string_values_that_look_like_keys_are_not_duplicates() -> None:
     line = json.dumps(dict(LOAD, source='x "injected": "job_id": \\"a\\":'))
-    assert duplicate_key(line.encode(), "kv_load_finished") is None
+    assert duplicate_key(line.encode(), FAST_DECODER.decode(line)) is None
     assert codes(read(line.encode(), True)) == []
 
 
@@ -119,7 +120,7 @@ def test_fast_filter_agrees_with_the_exact_check(repeats: list[str]) -> None:
     for key in repeats:
         body += f", {json.dumps(key)}: {json.dumps(LOAD[key])}"
     raw = (body + "}").encode()
-    assert duplicate_key(raw, "kv_load_finished") == first_duplicate_key(raw) is not None
+    assert duplicate_key(raw, FAST_DECODER.decode(raw)) == first_duplicate_key(raw) is not None
 
 
 def test_special_files_are_refused_up_front(tmp_path: Path) -> None:
@@ -222,3 +223,63 @@ def test_a_line_nested_past_the_decoders_recursion_is_located_never_a_crash(
         result = CliRunner().invoke(cli, args)
         assert result.exception is None or isinstance(result.exception, SystemExit), (
             args, result.exception)
+
+
+def _pairs_text(pairs: list[tuple[str, str]], spaced: bool) -> str:
+    sep = '" :' if spaced else '":'
+    return "{" + ",".join(f'"{k}{sep}{v}' for k, v in pairs) + "}"
+
+
+@st.composite
+def hostile_chunk(draw: st.DrawFn) -> list[bytes]:
+    """Valid events, some with repeated keys (top level or nested), keys written with their
+    default value, escaped colons, escaped key names or whitespace before a colon: alone and
+    combined, so one line's extra colon may stand beside another line's missing one."""
+    events = [e for make in CANONICAL.values() for e in make().events]
+    lines = []
+    for _ in range(draw(st.integers(1, 8))):
+        event = dict(draw(st.sampled_from(events)))
+        if isinstance(event["request_id"], str):
+            event["request_id"] = draw(st.sampled_from(["", "a:b", "x:y:"])) + event["request_id"]
+        pairs = [(k, json.dumps(v, separators=(",", ":"))) for k, v in event.items()]
+        tricks = draw(st.sets(st.sampled_from(
+            ["dup", "dup_nested", "default", "escape_colon", "escape_key", "spaced"]),
+            max_size=3))
+        if "dup" in tricks:
+            pairs.insert(draw(st.integers(0, len(pairs))), draw(st.sampled_from(pairs)))
+        if "dup_nested" in tricks and "predicate" in event:
+            pred = event["predicate"]
+            pairs.append(("predicate", _pairs_text(
+                [(k, json.dumps(v)) for k, v in [*pred.items(), ("id", pred["id"])]], False)))
+        if "default" in tricks:
+            absent = {"claim_accepted": "owner_scope", "request_started": "owner_scope",
+                      "kv_load_finished": "injected", "kv_lookup": "generation"}
+            key = absent.get(event["event"])
+            if key is not None and key not in event:
+                pairs.append((key, "false" if key == "injected" else "null"))
+        text = _pairs_text(pairs, "spaced" in tricks)
+        if "escape_colon" in tricks:
+            text = text.replace("a:b", "a\\u003ab")
+        if "escape_key" in tricks:
+            text = text.replace('"schema"', '"\\u0073chema"', 1)
+        lines.append(text.encode())
+    return lines
+
+
+@settings(max_examples=300, deadline=None)
+@given(hostile_chunk())
+def test_chunk_duplicate_check_agrees_with_the_exact_check(lines: list[bytes]) -> None:
+    events = [FAST_DECODER.decode(raw) for raw in lines]
+    exact = {i: k for i, raw in enumerate(lines) if (k := first_duplicate_key(raw)) is not None}
+    assert repeated_keys(lines, events) == exact
+    reader = read(b"\n".join(lines), True)
+    assert [(p.code, p.line) for p in reader.problems if p.code == "T020"] == [
+        ("T020", i + 1) for i in sorted(exact)]
+
+
+def test_a_repeated_key_cannot_hide_behind_another_lines_escaped_colon() -> None:
+    # chunk-wide, the duplicate's extra colon and the escaped colon's missing one cancel out
+    dup = json.dumps(dict(LOAD, seq=1))[:-1] + ', "job_id": 1}'
+    escaped = json.dumps(dict(LOAD, seq=2, source="a:b")).replace("a:b", "a\\u003ab")
+    reader = read(f"{dup}\n{escaped}".encode(), True)
+    assert [(p.code, p.line) for p in reader.problems] == [("T020", 1)]

@@ -112,9 +112,14 @@ def _mirror(model: type[BaseModel]) -> type[msgspec.Struct]:
             fields.append((key, annotation))
     post = _post_init(model)
     tagging: dict[str, Any] = {"tag_field": "event", "tag": name} if name else {}
+    # omit_defaults: a re-encoded event names only the keys its line must have held, which
+    # is what the duplicate-key check counts (residentkv.trace.duplicate_keys); gc=False: an
+    # event holds only scalars, lists of scalars and nested events, so it is never in a cycle
+    # and the collector need not track it
     struct = msgspec.defstruct(
         model.__name__, fields, kw_only=True, forbid_unknown_fields=True, frozen=True,
-        namespace={"__post_init__": post} if post else None, **tagging,
+        omit_defaults=True, gc=False, namespace={"__post_init__": post} if post else None,
+        **tagging,
     )
     if name:
         struct.event = name  # type: ignore[attr-defined]  # read like the pydantic field

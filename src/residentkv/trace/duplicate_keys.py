@@ -5,89 +5,67 @@ so ``{"outcome_claim_id": "c-OTHER", …, "outcome_claim_id": "c-1"}`` would sil
 ``c-1``. v1 lines are strict JSON without duplicate keys (SPEC §4.1).
 
 The exact check (the standard library's parser with a pairs hook) costs several times a fast
-decode, so a line the fast decoder accepted is first counted. Every key token is followed by
-exactly one colon, whatever the whitespace, so ``raw.count(b":")`` is at least the number of key
-tokens (a colon inside a string value can only over-count). The number of *distinct* keys is
-known from the decoded type: every required key is present (decoding succeeded), and an optional
-key is counted when the bytes ``"name":`` occur, each name once (a string value cannot hold
-that pattern unescaped, and a token ``"name" :`` with whitespace is simply not counted: both
-errors only lower the count). Each counted name stands for a different key token, so when the
-colon count equals the counted keys every key token is a distinct key and there is no duplicate;
-otherwise, and for an event type this reasoning does not cover (an optional nested model, a key
-name used twice in one event type), the exact check decides.
+decode, so lines the fast decoder accepted are first settled by counting colons, a whole read
+chunk at a time (:func:`repeated_keys`):
+
+- Outside strings a colon occurs once per key token, so a line's colons are its key tokens
+  plus the colons inside its string tokens.
+- Re-encoding the decoded event with defaults omitted (:mod:`residentkv.model.fast_events`)
+  writes one key per distinct key that holds a non-default value — no more than the distinct
+  keys, so no more than the key tokens — and the final value of each string, whose colons the
+  line held in one of its string tokens: when the line has no backslash, a string token's bytes
+  are its value.
+
+So without backslashes the re-encoded colons never exceed the line's, over any set of lines,
+and equal counts leave no room for a repeated key. A line whose counts differ is judged alone:
+a key written with its default value is absent from the re-encoding, so each optional key
+whose token ``"name":`` the line holds and the re-encoding does not is counted as one more
+distinct key (only names that occur once in the event type, so that the token is that key's).
+Equal counts then settle the line as well; anything else (a backslash, colons the count cannot
+place) goes to the exact check.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel
+import msgspec
 
-from residentkv.model.events import ALL_EVENT_TYPES
+from residentkv.model.fast_events import FAST_STRUCTS
 
-__all__ = ["duplicate_key", "first_duplicate_key"]
+__all__ = ["duplicate_key", "first_duplicate_key", "repeated_keys"]
 
-
-@dataclass(frozen=True, slots=True)
-class _KeyFacts:
-    """What the decoded type says about the keys of a line."""
-
-    required: int
-    optional: re.Pattern[bytes] | None  # matches the token ``"name":`` of any optional key
+_ENCODE = msgspec.json.Encoder().encode
+_ENCODE_LINES = msgspec.json.Encoder().encode_lines
 
 
-def _keys(model: type[BaseModel]) -> tuple[list[str], list[str]] | None:
-    """(required key names, optional key names) of *model*, nested models included.
-
-    ``None`` when an optional field is itself a model (its keys may or may not be present).
-    """
-    required: list[str] = []
+def _key_names(struct: type[msgspec.Struct]) -> tuple[list[str], list[str]]:
+    """(every key name, the names of keys that may be absent) of *struct*, nested included."""
+    names: list[str] = []
     optional: list[str] = []
-    for attr, field in model.model_fields.items():
-        key = field.alias or attr
-        nested = field.annotation
-        is_model = isinstance(nested, type) and issubclass(nested, BaseModel)
-        if field.is_required():
-            required.append(key)
-            if is_model:
-                inner = _keys(nested)  # type: ignore[arg-type]
-                if inner is None:
-                    return None
-                required.extend(inner[0])
-                optional.extend(inner[1])
-        elif is_model or _holds_model(nested):
-            return None
-        else:
-            optional.append(key)
-    return required, optional
+    for field in msgspec.structs.fields(struct):
+        names.append(field.encode_name)
+        if not field.required:
+            optional.append(field.encode_name)
+        for part in (field.type, *getattr(field.type, "__args__", ())):
+            if isinstance(part, type) and issubclass(part, msgspec.Struct):
+                inner, inner_optional = _key_names(part)
+                names += inner
+                optional += inner_optional
+    return names, optional
 
 
-def _holds_model(annotation: Any) -> bool:
-    return any(isinstance(a, type) and issubclass(a, BaseModel)
-               for a in getattr(annotation, "__args__", ()))
+def _optional_tokens(struct: type[msgspec.Struct]) -> tuple[bytes, ...]:
+    """The tokens ``"name":`` of the keys of *struct* that may be absent and whose name occurs
+    once in it (so a token of that name is that key's)."""
+    names, optional = _key_names(struct)
+    return tuple(f'"{n}":'.encode() for n in optional if names.count(n) == 1)
 
 
-def _facts(model: type[BaseModel]) -> _KeyFacts | None:
-    keys = _keys(model)
-    if keys is None:
-        return None
-    required, optional = keys
-    names = required + optional
-    if len(set(names)) != len(names) and set(optional) & {
-            n for n in names if names.count(n) > 1}:
-        return None  # an optional name that also occurs elsewhere cannot be counted by pattern
-    if not optional:
-        return _KeyFacts(len(required), None)
-    names_re = b"|".join(re.escape(n.encode()) for n in sorted(set(optional)))
-    return _KeyFacts(len(required), re.compile(b'"(' + names_re + b')":'))
-
-
-_FACTS: dict[str, _KeyFacts | None] = {
-    str(m.model_fields["event"].annotation.__args__[0]): _facts(m)  # type: ignore[union-attr]
-    for m in ALL_EVENT_TYPES
+_OPTIONAL_TOKENS: dict[type[msgspec.Struct], tuple[bytes, ...]] = {
+    s: _optional_tokens(s) for s in FAST_STRUCTS.values()
 }
 
 
@@ -117,12 +95,41 @@ def first_duplicate_key(raw: bytes) -> str | None:
     return None
 
 
-def duplicate_key(raw: bytes, event: str) -> str | None:
-    """The repeated key of a line that decoded as *event*, or ``None`` (see the module doc)."""
-    facts = _FACTS.get(event)
-    if facts is not None:
-        colons = raw.count(b":")
-        if colons == facts.required or (facts.optional is not None and colons == (
-                facts.required + len(set(facts.optional.findall(raw))))):
-            return None
-    return first_duplicate_key(raw)
+def _settled(raw: bytes, event: msgspec.Struct) -> bool:
+    """Whether the colon count alone shows that *raw* repeats no key (see the module doc)."""
+    if b"\\" in raw:
+        return False
+    encoded = _ENCODE(event)
+    missing = raw.count(b":") - encoded.count(b":")
+    if missing <= 0:
+        return missing == 0
+    for token in _OPTIONAL_TOKENS[type(event)]:
+        if token in raw and token not in encoded:
+            missing -= 1  # a key written with its default value
+            if missing == 0:
+                return True
+    return False
+
+
+def duplicate_key(raw: bytes, event: msgspec.Struct) -> str | None:
+    """The repeated key of a line the fast decoder read as *event*, or ``None``."""
+    return None if _settled(raw, event) else first_duplicate_key(raw)
+
+
+def repeated_keys(raws: Sequence[bytes], events: Sequence[msgspec.Struct]) -> dict[int, str]:
+    """The repeated key of each line that has one, by index; ``{}`` when no line does.
+
+    *events* are the fast-decoded Structs of *raws*; when the colon counts of the whole chunk
+    agree, no line is looked at alone (see the module doc).
+    """
+    if not raws:
+        return {}
+    joined = b"\n".join(raws)
+    if b"\\" not in joined and joined.count(b":") == _ENCODE_LINES(events).count(b":"):
+        return {}
+    found: dict[int, str] = {}
+    for i, (raw, event) in enumerate(zip(raws, events, strict=True)):
+        key = duplicate_key(raw, event)
+        if key is not None:
+            found[i] = key
+    return found

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from itertools import chain
 from pathlib import Path
 from typing import BinaryIO
 
@@ -98,6 +99,24 @@ class GateResult(BaseModel):
     boundary: str
 
 
+_RESULT_FIELDS = frozenset(GateResult.model_fields)
+
+
+def _trusted_result(**values: object) -> GateResult:
+    """``GateResult.model_construct`` of values this module computed (validation would only
+    re-check them), without its per-field loop, which is most of the cost of one result.
+
+    It sets the same instance state as ``model_construct`` (a test holds the two equal);
+    *values* are given in field order, every field present.
+    """
+    result = GateResult.__new__(GateResult)
+    object.__setattr__(result, "__dict__", values)
+    object.__setattr__(result, "__pydantic_fields_set__", set(_RESULT_FIELDS))
+    object.__setattr__(result, "__pydantic_extra__", None)
+    object.__setattr__(result, "__pydantic_private__", None)
+    return result
+
+
 class TraceCheck(BaseModel):
     """The gates run over one trace file."""
 
@@ -145,7 +164,7 @@ def _lifecycle(facts: StreamFacts, t: ClaimTrack) -> tuple[Seqs, tuple[str, ...]
     harm first. offloadable and the rest: a success cycle, then the failure cycle.
     """
     ok: Seqs = {}
-    if t.lifecycle is not None and not t.illegal and not (
+    if t.state is not None and not t.illegal and not (
             t.mode == "soft_priority" and t.unreported_loss(t.first_harm)):
         ok["legal_transitions"] = []
     if t.first_harm is None and not t.unreported_loss():
@@ -246,48 +265,52 @@ def _controls(facts: StreamFacts, t: ClaimTrack) -> dict[str, bool]:
     }
 
 
-def _shared_controls(facts: StreamFacts, t: ClaimTrack) -> dict[str, bool]:
-    """One controls dict per claim, shared by its gate results (they are read-only values)."""
-    cached = facts.derived.get("controls")
-    if cached is None or cached[0] is not t:
-        cached = facts.derived["controls"] = (t, _controls(facts, t))
-    controls: dict[str, bool] = cached[1]
-    return controls
-
-
 def judge(facts: StreamFacts, gate: str, claim_id: str, *, well_formed: bool = True) -> GateResult:
     """Judge *gate* for *claim_id* from the collected facts of one stream."""
     if gate not in REQUIREMENTS:
         raise ValueError(f"unknown gate {gate!r}")
-    t = facts.claims.get(claim_id) or ClaimTrack(claim_id)
-    ok, wanted = _met(facts, t, gate, well_formed)
-    missing = sorted(r for r in wanted if r not in ok)
-    # built from values this module computed: validation would only re-check them
-    return GateResult.model_construct(
-        gate=gate,
-        claim_id=claim_id,
-        passed=not missing,
-        missing=missing,
-        controls=_shared_controls(facts, t),
-        evidence={k: v for k, v in sorted(ok.items()) if k in wanted},
-        boundary=BOUNDARIES[gate],
-    )
+    return _ClaimJudge(facts, claim_id, well_formed).result(gate)
 
 
-def _met(facts: StreamFacts, t: ClaimTrack, gate: str,
-         well_formed: bool) -> tuple[Seqs, tuple[str, ...]]:
-    """What the claim meets, and which requirements the gate asks of it."""
-    if t.claim_events == 0:
-        return {}, (*COMMON, "legal_transitions") if gate == "lifecycle" else REQUIREMENTS[gate]
-    ok = _common(facts, t, well_formed)
-    if gate == "observation":
-        return {**ok, **t.best}, REQUIREMENTS[gate]
-    if gate == "failure_outcome":
-        return {**ok, **t.failure_requirements()}, REQUIREMENTS[gate]
-    if gate == "lifecycle":
-        found, applicable = _lifecycle(facts, t)
-        return {**ok, **found}, (*COMMON, *applicable)
-    return {**ok, **_attribution(facts, t, ok)}, REQUIREMENTS[gate]
+class _ClaimJudge:
+    """One claim's gate results; what its gates share (common requirements, controls) is
+    computed once."""
+
+    def __init__(self, facts: StreamFacts, claim_id: str, well_formed: bool) -> None:
+        self.facts = facts
+        self.claim_id = claim_id
+        self.t = t = facts.claims.get(claim_id) or ClaimTrack(claim_id)
+        self.common = _common(facts, t, well_formed) if t.claim_events else {}
+        # one controls dict shared by the claim's results (they are read-only values)
+        self.controls = _controls(facts, t)
+
+    def result(self, gate: str) -> GateResult:
+        ok, wanted = self._met(gate)
+        missing = sorted(r for r in wanted if r not in ok)
+        return _trusted_result(
+            gate=gate,
+            claim_id=self.claim_id,
+            passed=not missing,
+            missing=missing,
+            controls=self.controls,
+            evidence={k: ok[k] for k in sorted(ok) if k in wanted},
+            boundary=BOUNDARIES[gate],
+        )
+
+    def _met(self, gate: str) -> tuple[Seqs, tuple[str, ...]]:
+        """What the claim meets, and which requirements the gate asks of it."""
+        facts, t, ok = self.facts, self.t, self.common
+        if t.claim_events == 0:
+            return {}, ((*COMMON, "legal_transitions") if gate == "lifecycle"
+                        else REQUIREMENTS[gate])
+        if gate == "observation":
+            return {**ok, **t.best}, REQUIREMENTS[gate]
+        if gate == "failure_outcome":
+            return {**ok, **t.failure_requirements()}, REQUIREMENTS[gate]
+        if gate == "lifecycle":
+            found, applicable = _lifecycle(facts, t)
+            return {**ok, **found}, (*COMMON, *applicable)
+        return {**ok, **_attribution(facts, t, ok)}, REQUIREMENTS[gate]
 
 
 def claims_in(facts: StreamFacts) -> list[str]:
@@ -311,7 +334,8 @@ def _judge_all(facts: StreamFacts, gates: Sequence[str], claim_id: str | None,
     """Every gate for the given claim, or for every claim of the stream."""
     claims = [claim_id] if claim_id is not None else claims_in(facts)
     with _cyclic_gc_paused():
-        return [judge(facts, g, c, well_formed=well_formed) for c in claims for g in gates]
+        judges = (_ClaimJudge(facts, c, well_formed) for c in claims)
+        return [j.result(g) for j in judges for g in gates]
 
 
 @contextmanager
@@ -351,7 +375,7 @@ def check_trace(
         raise ValueError(f"unknown gate(s): {', '.join(unknown)}")
     reader = TraceReader(path, max_line_bytes=max_line_bytes, stream=stream, fast=True)
     with _cyclic_gc_paused():
-        facts = collect(reader.events())
+        facts = collect(chain.from_iterable(reader.event_chunks()))
     problems = list(reader.problems)
     if reader.events_read == 0:
         problems.append(Finding(code="T009", message="no valid event in the trace",

@@ -15,8 +15,9 @@ import os
 import stat
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 import msgspec
 from pydantic import ValidationError
@@ -26,7 +27,7 @@ from residentkv.findings import Finding
 from residentkv.model.events import EVENT_ADAPTER, Envelope, StreamStarted
 from residentkv.model.fast_events import FAST_DECODER
 from residentkv.model.fast_events import DecodeError as FastDecodeError
-from residentkv.trace.duplicate_keys import duplicate_key, first_duplicate_key
+from residentkv.trace.duplicate_keys import first_duplicate_key, repeated_keys
 
 DEFAULT_MAX_LINE_BYTES = 1 << 20
 _CHUNK = 1 << 20
@@ -63,16 +64,61 @@ def _decode_strict(raw: bytes) -> Any:
     return event
 
 
-def _decode_fast(raw: bytes) -> Any:
-    """The fast mirror first; whatever it refuses is judged by the strict pydantic models."""
+#: why a line holds no event: ``None`` (over the limit), ``"nul"``, or the decoding error
+_Reason = BaseException | None | Literal["nul"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Refused:
+    """A line that holds no event, and why."""
+
+    reason: _Reason
+
+
+def _decode_chunk(lines: list[bytes | None], fast: bool) -> list[Any]:
+    """Each line's event, or its :class:`_Refused`.
+
+    With *fast*, the fast mirror decodes first (whatever it refuses is judged by the strict
+    pydantic models) and the duplicate-key check of the fast-decoded lines runs once for the
+    whole chunk.
+    """
+    if fast:
+        try:
+            # the common case, a chunk of valid lines, in one comprehension
+            events: list[Any] = [FAST_DECODER.decode(raw) for raw in lines]  # type: ignore[arg-type]
+        except (*FastDecodeError, TypeError, RecursionError):
+            pass  # some line is unusual (None stands for an over-long one): line by line
+        else:
+            return _refuse_repeated_keys(lines, events)  # type: ignore[arg-type]
+    outcomes = [_decode_line(raw, fast) for raw in lines]
+    at = [i for i, e in enumerate(outcomes) if isinstance(e, msgspec.Struct)]
+    raws = [raw for i in at if (raw := lines[i]) is not None]
+    decoded = _refuse_repeated_keys(raws, [outcomes[i] for i in at])
+    for i, outcome in zip(at, decoded, strict=True):
+        outcomes[i] = outcome
+    return outcomes
+
+
+def _decode_line(raw: bytes | None, fast: bool) -> Any:
+    """One line's event (a Struct when the fast mirror decoded it), or its :class:`_Refused`."""
+    if raw is None or b"\x00" in raw:
+        return _Refused(None if raw is None else "nul")
     try:
-        event = FAST_DECODER.decode(raw)
-    except FastDecodeError:
+        if fast:
+            try:
+                return FAST_DECODER.decode(raw)
+            except FastDecodeError:
+                pass
         return _decode_strict(raw)
-    key = duplicate_key(raw, event.event)
-    if key is not None:
-        raise DuplicateKeyError(key)
-    return event
+    except (ValidationError, DuplicateKeyError, RecursionError) as error:
+        return _Refused(error)
+
+
+def _refuse_repeated_keys(raws: list[bytes], events: list[Any]) -> list[Any]:
+    """*events*, each line whose JSON repeats a key replaced by its :class:`_Refused`."""
+    for index, key in repeated_keys(raws, events).items():
+        events[index] = _Refused(DuplicateKeyError(key))
+    return events
 
 
 def _provenance(event: Any) -> StreamStarted:
@@ -145,54 +191,83 @@ class TraceReader:
 
     def events(self) -> Iterator[Envelope]:
         """The valid events in order; ``self.line`` is the line of the one just yielded."""
-        # the hot loop: one decoder call per line; everything unusual takes _slow_path
-        validate = _decode_fast if self.fast else _decode_strict
-        limit, last_seq, last_line, count, line_no = self.max_line_bytes, -1, 0, 0, 0
+        count = 0
         try:
-            with self._open() as fh:
-                for first, lines in self._batches(fh):
-                    line_no = first - 1
-                    for raw in lines:
-                        line_no += 1
-                        if raw is None:
-                            self._problem("T007", line_no, f"line longer than {limit} bytes")
-                            continue
-                        if b"\x00" in raw:
-                            # NUL never occurs in a JSONL trace: the file is binary, stop
-                            self._problem("T008", line_no,
-                                          "NUL byte: binary data, not a JSONL trace")
-                            return
-                        try:
-                            event: Envelope = validate(raw)
-                        except ValidationError as error:
-                            self._slow_path(raw, line_no, error)
-                            continue
-                        except DuplicateKeyError as dup:
-                            self._problem("T020", line_no, f"key {dup.key!r} appears twice "
-                                          "in one JSON object")
-                            continue
-                        except RecursionError:
-                            # msgspec recurses per nesting level (about 1,000 levels); the
-                            # pydantic path reports shallower nesting as invalid JSON itself
-                            self._problem("T001", line_no, "invalid JSON: nested too deeply "
-                                          "(recursion limit exceeded)")
-                            continue
-                        if event.seq <= last_seq:
-                            self._problem("T006", line_no, f"seq {event.seq} is not greater "
-                                          f"than seq {last_seq} on line {last_line}")
-                            continue
-                        last_seq, last_line = event.seq, line_no
-                        if event.event == "stream_started":  # type: ignore[attr-defined]
-                            if count:
-                                self._problem("T022", line_no, "stream_started is not the "
-                                              "first event of the stream")
-                                continue
-                            self.provenance = _provenance(event)
-                        count += 1
-                        self.line = line_no
-                        yield event
+            for events, lines in self._valid_chunks(numbered=True):
+                for line, event in zip(lines, events, strict=True):
+                    count += 1
+                    self.line = line
+                    yield event
         finally:
             self.events_read = count
+
+    def event_chunks(self) -> Iterator[list[Envelope]]:
+        """The valid events in order, a read chunk at a time (``self.line`` is not kept).
+
+        The fastest way through a trace: ``itertools.chain.from_iterable`` of it iterates
+        events without resuming a generator for each.
+        """
+        count = 0
+        try:
+            for events, _ in self._valid_chunks(numbered=False):
+                count += len(events)
+                yield events
+        finally:
+            self.events_read = count
+
+    def _valid_chunks(self, *, numbered: bool) -> Iterator[tuple[list[Envelope], list[int]]]:
+        """Each read chunk's valid events, with their line numbers when *numbered*."""
+        # the hot loop: a chunk's lines are decoded together, then walked in order; everything
+        # unusual is an outcome that is not an event
+        fast, last_seq, last_line, count = self.fast, -1, 0, 0
+        with self._open() as fh:
+            for first, lines in self._batches(fh):
+                line_no = first - 1
+                valid: list[Envelope] = []
+                numbers: list[int] = []
+                for raw, event in zip(lines, _decode_chunk(lines, fast), strict=True):
+                    line_no += 1
+                    if type(event) is _Refused:
+                        if not self._refused(raw, line_no, event.reason):
+                            yield valid, numbers
+                            return
+                        continue
+                    if event.seq <= last_seq:
+                        self._problem("T006", line_no, f"seq {event.seq} is not greater than "
+                                      f"seq {last_seq} on line {last_line}")
+                        continue
+                    last_seq, last_line = event.seq, line_no
+                    if event.event == "stream_started":
+                        if count:
+                            self._problem("T022", line_no, "stream_started is not the first "
+                                          "event of the stream")
+                            continue
+                        self.provenance = _provenance(event)
+                    count += 1
+                    valid.append(event)
+                    if numbered:
+                        numbers.append(line_no)
+                yield valid, numbers
+
+    def _refused(self, raw: bytes | None, line_no: int, outcome: _Reason) -> bool:
+        """Report a line that holds no event; ``False`` when reading must stop there."""
+        if outcome is None:
+            self._problem("T007", line_no, f"line longer than {self.max_line_bytes} bytes")
+        elif outcome == "nul":
+            # NUL never occurs in a JSONL trace: the file is binary, stop
+            self._problem("T008", line_no, "NUL byte: binary data, not a JSONL trace")
+            return False
+        elif isinstance(outcome, ValidationError):
+            self._slow_path(raw or b"", line_no, outcome)
+        elif isinstance(outcome, DuplicateKeyError):
+            self._problem("T020", line_no, f"key {outcome.key!r} appears twice in one JSON "
+                          "object")
+        else:
+            # msgspec recurses per nesting level (about 1,000 levels); the pydantic path
+            # reports shallower nesting as invalid JSON itself
+            self._problem("T001", line_no, "invalid JSON: nested too deeply (recursion limit "
+                          "exceeded)")
+        return True
 
     def _batches(self, fh: Any) -> Iterator[tuple[int, list[bytes | None]]]:
         """The lines of each large chunk read, with the number of the first one; ``None``
@@ -216,9 +291,10 @@ class TraceReader:
                 elif partial:
                     lines[0] = partial + (lines[0] or b"")
                 partial = b""
-                yield number + 1, [
-                    line if line is None or len(line) <= limit else None for line in lines
-                ]
+                if max(map(len, filter(None, lines)), default=0) > limit:
+                    lines = [line if line is None or len(line) <= limit else None
+                             for line in lines]
+                yield number + 1, lines
                 number += len(lines)
             if nul >= 0:
                 yield number + 1, [b"\x00"]  # the line that holds the NUL

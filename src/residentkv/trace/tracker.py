@@ -14,9 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from residentkv.errors import IllegalTransition
 from residentkv.model.events import CLAIM_EVENT_NAMES, IDENTITY_FIELDS
-from residentkv.model.lifecycle import TRANSITIONS, ClaimLifecycle, ClaimState
+from residentkv.model.lifecycle import TRANSITIONS, ClaimState
 
 #: claim event -> lifecycle state it enters (claim_materialized only when the predicate holds)
 STATE_OF = {
@@ -61,8 +60,11 @@ class Cycle:
     seq: int
     label: int
     request_id: str | None
-    #: observation facts fixed when the cycle begins
-    before: Seqs
+    #: observation facts fixed when the cycle begins (the seqs that met them; see ``before``)
+    materialized: int | None
+    offloaded: int | None
+    stored: int | None
+    hit: int | None
     loads: list[tuple[Any, int]] | None = None
     voided_jobs: set[Any] | None = None
     offload_restores: list[int] | None = None
@@ -80,12 +82,36 @@ class Cycle:
         g = getattr(e, "generation", None)
         return g is None or g == self.label
 
+    @property
+    def before(self) -> Seqs:
+        """The observation requirements met when the cycle began, with their seqs."""
+        met: Seqs = {"restore_required": [self.seq]}
+        for key, seq in (("materialized", self.materialized), ("offloaded", self.offloaded),
+                         ("store_succeeded", self.stored), ("lookup_hit", self.hit)):
+            if seq is not None:
+                met[key] = [seq]
+        return met
+
+    def known_before(self) -> int:
+        """How many observation requirements were met when the cycle began."""
+        return 1 + (self.materialized is not None) + (self.offloaded is not None) + (
+            self.stored is not None) + (self.hit is not None)
+
     def settled(self) -> tuple[int | None, int | None, int | None]:
         """The deciding seqs of load_succeeded, restored_from_offload, reused_after_restore."""
-        voided = self.voided_jobs or ()
-        load = next((s for j, s in self.loads or () if j not in voided), None)
-        after = -1 if load is None else load
-        restored = next((s for s in self.offload_restores or () if s > after), None)
+        load = restored = None
+        if self.loads is not None:
+            voided = self.voided_jobs or ()
+            for job, seq in self.loads:
+                if job not in voided:
+                    load = seq
+                    break
+        if self.offload_restores is not None:
+            after = -1 if load is None else load
+            for seq in self.offload_restores:
+                if seq > after:
+                    restored = seq
+                    break
         return load, restored, self.reuse_ok if self._reused_after_restore() else None
 
     def observation(self) -> Seqs:
@@ -157,7 +183,9 @@ class ClaimTrack:
     last_identity: tuple[Any, ...] | None = None
     identity_missing: bool = False
     ambiguous: bool = False
-    lifecycle: ClaimLifecycle | None = None
+    #: the lifecycle state its events entered (``None`` before any); an illegal step is noted
+    #: in ``illegal`` and the claim moves on from the state it reached
+    state: ClaimState | None = None
     illegal: bool = False
     end_seq: int | None = None
     materialized_seq: int | None = None
@@ -270,28 +298,51 @@ class StreamFacts:
 def collect(events: Iterable[Event]) -> StreamFacts:
     """Run one pass over *events* (already in seq order) and return the settled facts."""
     facts = StreamFacts()
-    claims, track = facts.claims, facts.track
-    claim_handlers, other_handlers = _CLAIM_HANDLERS, _OTHER_HANDLERS
+    claims, track, order = facts.claims, facts.track, facts.order
+    dispatch, legal = _DISPATCH, TRANSITIONS
+    # the hot loop: one lookup says what an event is; what every claim event shares is inline
     for event in events:
         name = event.event
         cid = event.claim_id
-        t = None
-        if cid is not None:
-            t = claims.get(cid) or track(cid)
+        claim_event, handler, state, ending = dispatch.get(name, _UNHANDLED)
+        if cid is None:
+            if claim_event:
+                _unnamed_claim_event(facts, event, name)
+                continue
+            t = None
+        else:
+            t = claims.get(cid)
+            if t is None:
+                t = track(cid)
             if not t.head_seen and name != "claim_submitted":
                 _head(t, event, name)
-        if name in CLAIM_EVENT_NAMES:
-            if t is not None:
-                _claim_event(facts, t, event, name, claim_handlers.get(name))
-            else:
-                _unnamed_claim_event(facts, event, name)
-            continue
-        handler = other_handlers.get(name)
+            if claim_event:
+                if t.claim_events == 0:
+                    t.first_seq = event.seq
+                    order[cid] = None
+                t.claim_events += 1
+                if (event.object_id, event.cache_identity, event.request_token_map_id,
+                        event.predicate_id) != t.last_identity:
+                    _identity(t, event)
+                if handler is not None:
+                    handler(facts, t, event)
+                if state is not None and (name != "claim_materialized" or t.evaluates(event)):
+                    if state not in legal[t.state]:
+                        t.illegal = True
+                    t.state = state
+                if ending:
+                    _ending(t, event, name)
+                continue
         if handler is not None:
             handler(facts, t, event)
     for t in claims.values():
         _close(t)
     return facts
+
+
+#: what the pass does with one event type: (claim event?, handler, state it enters, ending?)
+_Dispatch = tuple[bool, Callable[..., None] | None, ClaimState | None, bool]
+_UNHANDLED: _Dispatch = (False, None, None, False)
 
 
 def _head(t: ClaimTrack, e: Event, name: str) -> None:
@@ -303,22 +354,6 @@ def _head(t: ClaimTrack, e: Event, name: str) -> None:
 def _unnamed_claim_event(facts: StreamFacts, e: Event, name: str) -> None:
     if name in ("claim_restore_failed", "claim_demoted", "claim_expired", "claim_harmed"):
         facts.name_failure(None, getattr(e, "outcome_claim_id", None))
-
-
-def _claim_event(facts: StreamFacts, t: ClaimTrack, e: Event, name: str,
-                 handler: ClaimHandler | None) -> None:
-    if t.claim_events == 0:
-        t.first_seq = e.seq
-        facts.order[t.claim_id] = None
-    t.claim_events += 1
-    if (e.object_id, e.cache_identity, e.request_token_map_id, e.predicate_id) != (
-            t.last_identity):
-        _identity(t, e)
-    if handler is not None:
-        handler(facts, t, e)
-    _transition(t, e, name)
-    if name in ENDINGS:
-        _ending(t, e, name)
 
 
 def _ending(t: ClaimTrack, e: Event, name: str) -> None:
@@ -342,23 +377,6 @@ def _identity(t: ClaimTrack, e: Event) -> None:
             t.ambiguous = True
     if t.first_predicate_id is None and e.predicate_id is not None:
         t.first_predicate_id = e.predicate_id
-
-
-def _transition(t: ClaimTrack, e: Event, name: str) -> None:
-    state = STATE_OF.get(name)
-    if state is None or (name == "claim_materialized" and not t.evaluates(e)):
-        return
-    life = t.lifecycle
-    if life is None:
-        life = t.lifecycle = ClaimLifecycle(t.claim_id, keep_history=False)
-    if state in TRANSITIONS[life.state]:
-        life.state = state  # the common, legal case without the call
-        return
-    try:
-        life.advance(state)
-    except IllegalTransition:
-        t.illegal = True
-        life.state = state
 
 
 def _accepted(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
@@ -399,21 +417,17 @@ def _restore_required(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     prev, t.last_required = t.last_required, e.seq
     if t.end_seq is not None:
         return  # no restore of a live claim: not a cycle
-    before: Seqs = {"restore_required": [e.seq]}
-    if t.materialized_seq is not None:
-        before["materialized"] = [t.materialized_seq]
-    off = t.offload_seq
-    if off is not None:
-        before["offloaded"] = [off]
-    if t.store_seq is not None and t.store_seq < (e.seq if off is None else off):
-        before["store_succeeded"] = [t.store_seq]
-    if t.last_hit is not None and t.last_hit > max(prev, -1 if off is None else off):
-        before["lookup_hit"] = [t.last_hit]
-    cy = t.cycle = Cycle(e.seq, int(e.generation), e.request_id, before)
+    off, store, hit = t.offload_seq, t.store_seq, t.last_hit
+    if store is not None and store >= (e.seq if off is None else off):
+        store = None
+    if hit is not None and hit <= max(prev, -1 if off is None else off):
+        hit = None
+    cy = t.cycle = Cycle(e.seq, int(e.generation), e.request_id, t.materialized_seq, off, store,
+                         hit)
     t.cycles += 1
     if t.first_cycle is None:
         t.first_cycle = cy
-    if t.first_stored is None and "store_succeeded" in before:
+    if t.first_stored is None and store is not None:
         t.first_stored = cy
 
 
@@ -429,7 +443,7 @@ def _close(t: ClaimTrack) -> None:
         return
     t.cycle = None
     settled = cy.settled()
-    score = len(cy.before) + (settled[0] is not None) + (settled[1] is not None) + (
+    score = cy.known_before() + (settled[0] is not None) + (settled[1] is not None) + (
         settled[2] is not None)
     if score > len(t.best):
         t.best = cy.observation()
@@ -704,3 +718,14 @@ _OTHER_HANDLERS: dict[str, OtherHandler] = {
     "active_request_deferred": _deferred,
     "block_evicted": _evicted,
 }
+
+
+def _dispatch_table() -> dict[str, _Dispatch]:
+    table: dict[str, _Dispatch] = {
+        name: (False, handler, None, False) for name, handler in _OTHER_HANDLERS.items()}
+    for name in CLAIM_EVENT_NAMES:
+        table[name] = (True, _CLAIM_HANDLERS.get(name), STATE_OF.get(name), name in ENDINGS)
+    return table
+
+
+_DISPATCH = _dispatch_table()

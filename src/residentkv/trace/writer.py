@@ -67,7 +67,7 @@ class EventWriter:
 
     ``emit`` validates the event against the strict mirror of its model (an emitter bug must
     not write a trace the reader would reject), assigns ``seq`` and ``ts_ns``, and returns the
-    written object. A failed validation raises :class:`ValueError`. With *provenance* the
+    event's fields. A failed validation raises :class:`ValueError`. With *provenance* the
     stream opens with its ``stream_started`` event (SPEC §4.1), written before anything else.
     """
 
@@ -105,7 +105,7 @@ class EventWriter:
         source: str | None = None,
         **fields: Any,
     ) -> dict[str, Any]:
-        """Write one event and return it as written."""
+        """Write one event and return its fields (defaults the line leaves out included)."""
         struct = FAST_STRUCTS.get(event)
         if struct is None:
             raise ValueError(f"unknown event type {event!r}")
@@ -120,10 +120,11 @@ class EventWriter:
                 "request_id": request_id,
                 **fields,
             }
-            if self.validate:
-                # the strict mirror of the event model: whatever it accepts, the reader accepts
-                msgspec.convert(record, struct)
-            self._buffer.append(_ENCODE(record).decode())
+            # the strict mirror of the event model: whatever it accepts, the reader accepts;
+            # written from the mirror, optional fields left at their default are left out
+            # (the reader fills them in, and settles such lines fastest)
+            line = _ENCODE(msgspec.convert(record, struct) if self.validate else record)
+            self._buffer.append(line.decode())
             self.count += 1
             if len(self._buffer) >= self._buffer_lines:
                 self._flush_locked()
