@@ -59,21 +59,35 @@ def regular_file(path: str | Path, what: str) -> Path:
     """
     p = Path(path)
     try:
-        mode = p.stat().st_mode
+        kind = file_kind(p)
     except OSError as e:
         raise UserInputError(f"cannot read {what}: {e.strerror or e}", code="L001",
                              path=str(path)) from None
-    if stat.S_ISDIR(mode):
+    if kind == "directory":
         raise UserInputError(f"{what} is a directory; expected a file", code="L001",
                              path=str(path))
-    if not stat.S_ISREG(mode):
-        raise SpecialFileError(f"{what} is a {_kind(mode)}, not a regular file; expected a "
+    if kind != "file":
+        raise SpecialFileError(f"{what} is a {kind}, not a regular file; expected a "
                                "file (special files are refused: they may block or never end)",
                                path=str(path))
     return p
 
 
-def _kind(mode: int) -> str:
+def file_kind(path: str | Path) -> str:
+    """What *path* is, by ``stat`` (it is not opened): ``"file"`` (regular), ``"directory"``,
+    or the kind of special file (``"FIFO"``, ``"character device"``, …).
+
+    Raises :class:`OSError` when *path* cannot be stat'ed.
+    """
+    mode = Path(path).stat().st_mode
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    return _special_kind(mode)
+
+
+def _special_kind(mode: int) -> str:
     if stat.S_ISFIFO(mode):
         return "FIFO"
     if stat.S_ISCHR(mode):

@@ -12,7 +12,6 @@ and sockets are refused before anything is read.
 from __future__ import annotations
 
 import os
-import stat
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from pydantic import ValidationError
 
 from residentkv.errors import TraceReadError
 from residentkv.findings import Finding
+from residentkv.limits import file_kind
 from residentkv.model.events import EVENT_ADAPTER, Envelope, StreamStarted
 from residentkv.model.fast_events import FAST_DECODER
 from residentkv.model.fast_events import DecodeError as FastDecodeError
@@ -169,15 +169,16 @@ class TraceReader:
         if self.display == STDIN:
             return os.fdopen(os.dup(sys.stdin.fileno()), "rb")
         try:
-            mode = os.stat(self.path).st_mode
-            if stat.S_ISDIR(mode):
+            kind = file_kind(self.path)
+            if kind == "directory":
                 raise TraceReadError(
                     "is a directory, not a trace file", code="T010", path=self.display
                 )
-            if not stat.S_ISREG(mode):
+            if kind != "file":
                 raise TraceReadError(
-                    "is a device, FIFO, socket or other special file, not a trace file "
-                    "(use '-' to read standard input)", code="T021", path=self.display
+                    f"is a {kind}, not a trace file (special files are refused: they may block "
+                    "or never end; use '-' to read standard input)", code="T021",
+                    path=self.display
                 )
             return open(self.path, "rb")
         except OSError as e:

@@ -1,4 +1,10 @@
-"""Prometheus text exposition, parsed just enough for the fleet summary (pure)."""
+"""Prometheus text exposition, parsed just enough for the fleet summary (pure).
+
+Not ``prometheus_client.parser``: it renames every sample of a counter to ``<name>_total``
+(Dynamo exposes the counter ``dynamo_component_kv_cache_events_applied`` without the suffix,
+so the readiness check would never see it), and one line it cannot parse loses the whole
+scrape.
+"""
 
 from __future__ import annotations
 
