@@ -5,6 +5,10 @@ child process so generation does not inflate it), next to the raw msgspec decode
 same file (every line decoded, nothing validated) and the ratio gates ÷ raw decode, the figure
 that says how much the gates cost over merely parsing. Nothing here asserts on time.
 
+The trace is measured in two layouts of the same events: as residentkv's writer writes it
+(each line the event's own msgspec encoding, defaults left out), and as another emitter might
+(``json.dumps``, envelope keys first), which the reader checks for repeated keys by counting.
+
     python bench/trace_gates.py [--events 1000000] [--claims 10000] [--gates ...] [--repeat 3]
 """
 
@@ -57,9 +61,27 @@ def claim_events(i: int, cycles: int) -> Iterator[dict[str, Any]]:
                "status": "served", "finish_reason": "length"}
 
 
-def generate(path: Path, n_events: int, n_claims: int) -> int:
+def _writer_line(record: dict[str, Any]) -> str:
+    """The line residentkv's EventWriter writes for *record* (its validated mirror, encoded)."""
+    import msgspec
+
+    from residentkv.model.fast_events import FAST_STRUCTS
+
+    struct = msgspec.convert(record, FAST_STRUCTS[record["event"]])
+    return msgspec.json.encode(struct).decode() + "\n"
+
+
+def _json_line(record: dict[str, Any]) -> str:
+    return json.dumps(record, separators=(",", ":")) + "\n"
+
+
+LAYOUTS = {"writer": _writer_line, "json": _json_line}
+
+
+def generate(path: Path, n_events: int, n_claims: int, layout: str = "writer") -> int:
     cycles = max(1, -(-(n_events // n_claims - 4) // 7))  # enough rounds to reach n_events
     streams = [claim_events(i, cycles) for i in range(n_claims)]
+    line = LAYOUTS[layout]
     seq = 0
     with path.open("w") as fh:
         while streams and seq < n_events:
@@ -71,7 +93,7 @@ def generate(path: Path, n_events: int, n_claims: int) -> int:
                 alive.append(s)
                 record = {"schema": SCHEMA, "seq": seq, "ts_ns": seq * 10, "source": "bench",
                           **e}
-                fh.write(json.dumps(record, separators=(",", ":")) + "\n")
+                fh.write(line(record))
                 seq += 1
                 if seq >= n_events:
                     break
@@ -139,16 +161,25 @@ def main() -> None:
     ap.add_argument("--gates", default="observation,failure_outcome,lifecycle,attribution")
     ap.add_argument("--repeat", type=int, default=3,
                     help="runs of each measurement; the fastest is reported")
+    ap.add_argument("--layouts", default="writer,json",
+                    help="trace layouts to measure: writer (residentkv's), json (json.dumps)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     gates = args.gates.split(",")
     if args.child:
         gate(args.child, gates, args.repeat)
         return
+    print(f"gates: {', '.join(gates)}; each figure: the fastest of {args.repeat} interleaved runs")
+    for layout in args.layouts.split(","):
+        measure(layout, args, gates)
+
+
+def measure(layout: str, args: argparse.Namespace, gates: list[str]) -> None:
+    """Generate the trace in *layout*, gate it in a child process, print the figures."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "bench.jsonl"
         t0 = time.perf_counter()
-        n = generate(path, args.events, args.claims)
+        n = generate(path, args.events, args.claims, layout)
         gen_s = time.perf_counter() - t0
         size_mib = os.path.getsize(path) / 2**20
         out = subprocess.run(
@@ -157,10 +188,9 @@ def main() -> None:
             capture_output=True, text=True, check=True,
         ).stdout
         fig = json.loads(out.strip().splitlines()[-1])
-    print(f"trace: {n:,} events, {args.claims:,} interleaved claims, {size_mib:.0f} MiB "
-          f"(generated in {gen_s:.1f} s)")
-    print(f"gates: {', '.join(gates)} -> {fig['results']:,} results, {fig['passed']:,} passed")
-    print(f"each figure: the fastest of {args.repeat} interleaved runs")
+    print(f"\n[{layout} layout] trace: {n:,} events, {args.claims:,} interleaved claims, "
+          f"{size_mib:.0f} MiB (generated in {gen_s:.1f} s) -> {fig['results']:,} results, "
+          f"{fig['passed']:,} passed")
     print(f"read+gate: {fig['seconds']:.2f} s wall, {fig['cpu']:.2f} s CPU -> "
           f"{fig['events'] / fig['seconds']:,.0f} events/s wall, "
           f"{fig['events'] / fig['cpu']:,.0f} events/s CPU, "

@@ -17,7 +17,9 @@ chunk at a time (:func:`repeated_keys`):
   are its value.
 
 So without backslashes the re-encoded colons never exceed the line's, over any set of lines,
-and equal counts leave no room for a repeated key. A line whose counts differ is judged alone:
+and equal counts leave no room for a repeated key. Lines written by residentkv's writer are
+byte for byte that re-encoding, which names each key once: for them one comparison of bytes
+replaces the counts. A line whose counts differ is judged alone:
 a key written with its default value is absent from the re-encoding, so each optional key
 whose token ``"name":`` the line holds and the re-encoding does not is counted as one more
 distinct key (only names that occur once in the event type, so that the token is that key's).
@@ -124,8 +126,10 @@ def repeated_keys(raws: Sequence[bytes], events: Sequence[msgspec.Struct]) -> di
     """
     if not raws:
         return {}
-    joined = b"\n".join(raws)
-    if b"\\" not in joined and joined.count(b":") == _ENCODE_LINES(events).count(b":"):
+    joined, encoded = b"\n".join(raws), _ENCODE_LINES(events)
+    if len(encoded) == len(joined) + 1 and encoded.startswith(joined):
+        return {}  # the lines are the events' own encoding, which names each key once
+    if b"\\" not in joined and joined.count(b":") == encoded.count(b":"):
         return {}
     found: dict[int, str] = {}
     for i, (raw, event) in enumerate(zip(raws, events, strict=True)):
