@@ -97,11 +97,11 @@ def first_duplicate_key(raw: bytes) -> str | None:
     return None
 
 
-def _settled(raw: bytes, event: msgspec.Struct) -> bool:
-    """Whether the colon count alone shows that *raw* repeats no key (see the module doc)."""
+def _settled(raw: bytes, event: msgspec.Struct, encoded: bytes) -> bool:
+    """Whether the colon count alone shows that *raw* repeats no key (see the module doc);
+    *encoded* is *event* re-encoded."""
     if b"\\" in raw:
         return False
-    encoded = _ENCODE(event)
     missing = raw.count(b":") - encoded.count(b":")
     if missing <= 0:
         return missing == 0
@@ -115,7 +115,7 @@ def _settled(raw: bytes, event: msgspec.Struct) -> bool:
 
 def duplicate_key(raw: bytes, event: msgspec.Struct) -> str | None:
     """The repeated key of a line the fast decoder read as *event*, or ``None``."""
-    return None if _settled(raw, event) else first_duplicate_key(raw)
+    return None if _settled(raw, event, _ENCODE(event)) else first_duplicate_key(raw)
 
 
 def repeated_keys(raws: Sequence[bytes], events: Sequence[msgspec.Struct]) -> dict[int, str]:
@@ -132,8 +132,11 @@ def repeated_keys(raws: Sequence[bytes], events: Sequence[msgspec.Struct]) -> di
     if b"\\" not in joined and joined.count(b":") == encoded.count(b":"):
         return {}
     found: dict[int, str] = {}
-    for i, (raw, event) in enumerate(zip(raws, events, strict=True)):
-        key = duplicate_key(raw, event)
-        if key is not None:
-            found[i] = key
+    # msgspec writes no raw newline inside a line: the chunk's encoding splits into its lines
+    lines = encoded.split(b"\n")[:-1]
+    for i, (raw, event, line) in enumerate(zip(raws, events, lines, strict=True)):
+        if not _settled(raw, event, line):
+            key = first_duplicate_key(raw)
+            if key is not None:
+                found[i] = key
     return found
