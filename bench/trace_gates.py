@@ -15,6 +15,7 @@ The trace is measured in two layouts of the same events: as residentkv's writer 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import resource
@@ -61,44 +62,38 @@ def claim_events(i: int, cycles: int) -> Iterator[dict[str, Any]]:
                "status": "served", "finish_reason": "length"}
 
 
-def _writer_line(record: dict[str, Any]) -> str:
-    """The line residentkv's EventWriter writes for *record* (its validated mirror, encoded)."""
-    import msgspec
-
-    from residentkv.model.fast_events import FAST_STRUCTS
-
-    struct = msgspec.convert(record, FAST_STRUCTS[record["event"]])
-    return msgspec.json.encode(struct).decode() + "\n"
-
-
-def _json_line(record: dict[str, Any]) -> str:
-    return json.dumps(record, separators=(",", ":")) + "\n"
-
-
-LAYOUTS = {"writer": _writer_line, "json": _json_line}
-
-
 def generate(path: Path, n_events: int, n_claims: int, layout: str = "writer") -> int:
+    """Write the trace: through residentkv's EventWriter, or as ``json.dumps`` lines."""
     cycles = max(1, -(-(n_events // n_claims - 4) // 7))  # enough rounds to reach n_events
     streams = [claim_events(i, cycles) for i in range(n_claims)]
-    line = LAYOUTS[layout]
+    records = itertools.islice(_interleaved(streams), n_events)
+    if layout == "writer":
+        from residentkv.trace.writer import EventWriter, reset_seq
+
+        reset_seq(0)
+        with EventWriter(path, source="bench", buffer_lines=4096) as writer:
+            for e in records:
+                writer.emit(**e)
+            return writer.count
     seq = 0
     with path.open("w") as fh:
-        while streams and seq < n_events:
-            alive = []
-            for s in streams:
-                e = next(s, None)
-                if e is None:
-                    continue
-                alive.append(s)
-                record = {"schema": SCHEMA, "seq": seq, "ts_ns": seq * 10, "source": "bench",
-                          **e}
-                fh.write(line(record))
-                seq += 1
-                if seq >= n_events:
-                    break
-            streams = alive
+        for e in records:
+            record = {"schema": SCHEMA, "seq": seq, "ts_ns": seq * 10, "source": "bench", **e}
+            fh.write(json.dumps(record, separators=(",", ":")) + "\n")
+            seq += 1
     return seq
+
+
+def _interleaved(streams: list[Iterator[dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+    """One event of each live claim in turn, until every claim's life is told."""
+    while streams:
+        alive = []
+        for s in streams:
+            e = next(s, None)
+            if e is not None:
+                alive.append(s)
+                yield e
+        streams = alive
 
 
 def raw_decode(path: str) -> tuple[int, float]:
