@@ -73,6 +73,18 @@ FIELDS: dict[str, str] = {
     "block_id": "Id of the block concerned.",
     "position": "Position of the block in the claim, when known.",
     "protected": "Whether the runtime considered the block protected when it evicted it.",
+    "medium": "Storage medium the runtime reported the block on (e.g. GPU, CPU), as the "
+              "runtime names it.",
+    "block_hash": "The runtime's own hash of the block (hex), when the emitter observed the "
+                  "runtime's block events rather than its block ids.",
+    "content_digest": "Digest of the stored bytes, algorithm-prefixed (e.g. xxh3-128:<hex>), "
+                      "recorded when the store completed; a later restore must verify it.",
+    "content_verified": "Whether the restored bytes were checked against the digest recorded "
+                        "at store; null when the emitter does not say.",
+    "missed_from": "First sequence number of the runtime's own stream that was not seen, "
+                   "when known.",
+    "missed_to": "Last sequence number of the runtime's own stream that was not seen, when "
+                 "known.",
     # requests and scheduler
     "prompt_tokens": "Prompt length in tokens.",
     "claim_ref": "The claim_id the request's parameters name (a registration or a reuse "
@@ -100,6 +112,11 @@ FIELDS: dict[str, str] = {
 
 #: (event type, field) -> description where the field means something else on that event
 PER_EVENT: dict[tuple[str, str], str] = {
+    ("kv_load_failed", "reason"): "Why the load failed, as a fixed word where one applies: "
+                                  "digest_mismatch when the bytes read back differ from the "
+                                  "digest recorded at store.",
+    ("observation_gap", "reason"): "Why part of the runtime's history was not seen: "
+                                   "sequence_gap, subscription_dropped or late_start.",
     ("claim_restored", "source"): "Where the restored KV came from: offload_tier (a real "
                                   "restore) or fallback_recompute (recomputed; never claim "
                                   "evidence).",

@@ -131,6 +131,7 @@ class ClaimRestored(ClaimEvent):
     event: Literal["claim_restored"]
     generation: int = Field(ge=0)
     source: Literal["offload_tier", "fallback_recompute"]
+    content_verified: bool | None = None
 
 
 class ClaimReused(ClaimEvent):
@@ -255,6 +256,7 @@ class KvStoreFinished(_Transfer):
     success: bool
     from_tier: Tier
     to_tier: Tier
+    content_digest: str | None = Field(default=None, min_length=1)
 
 
 class KvLoadStarted(_Transfer):
@@ -275,6 +277,7 @@ class KvLoadFailed(Envelope):
     job_id: int | str | None = None
     injected: bool = False
     generation: int | None = None
+    reason: str | None = None
 
 
 class SchedulerLoadFailure(Envelope):
@@ -290,7 +293,23 @@ class BlockEvicted(Envelope):
     block_id: int
     protected: bool
     reason: str
-    position: int | None = None
+    position: int | None = Field(default=None, ge=0)
+    medium: str | None = None
+    block_hash: str | None = None
+
+
+class ObservationGap(Envelope):
+    """The emitter could not see part of the runtime's history (SPEC §4.2: unknown, never pass).
+
+    Written by an observer of a runtime's own event stream when a batch sequence number jumps,
+    a subscription drops, or observation starts after the runtime began; every obligation that
+    depends on the missing window is unknown. ``claim_id`` is null: a gap concerns every claim.
+    """
+
+    event: Literal["observation_gap"]
+    reason: str = Field(min_length=1)
+    missed_from: int | None = None
+    missed_to: int | None = None
 
 
 class GenericCounter(Envelope):
@@ -309,7 +328,7 @@ OTHER_EVENT_TYPES: tuple[type[Envelope], ...] = (
     ActiveRequestDeferred,
     ActiveRequestRefused, FutureReuseAdmitted, FutureReuseDenied, KvLookup, KvStoreStarted,
     KvStoreFinished, KvLoadStarted, KvLoadFinished, KvLoadFailed, SchedulerLoadFailure,
-    BlockEvicted, GenericCounter,
+    BlockEvicted, GenericCounter, ObservationGap,
 )
 ALL_EVENT_TYPES: tuple[type[Envelope], ...] = CLAIM_EVENT_TYPES + OTHER_EVENT_TYPES
 
@@ -334,7 +353,7 @@ Event = Annotated[
     | ActiveRequestDeferred
     | ActiveRequestRefused | FutureReuseAdmitted | FutureReuseDenied | KvLookup
     | KvStoreStarted | KvStoreFinished | KvLoadStarted | KvLoadFinished | KvLoadFailed
-    | SchedulerLoadFailure | BlockEvicted | GenericCounter,
+    | SchedulerLoadFailure | BlockEvicted | GenericCounter | ObservationGap,
     Field(discriminator="event"),
 ]
 
