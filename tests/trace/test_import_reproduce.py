@@ -271,3 +271,63 @@ def test_a_disagreement_cites_only_the_affected_request(fixtures: Path) -> None:
     cited = row.reason.split("outcome_before_finish:")[1].split(";  ")[0]
     # the resident request also finished; only the refused request's finish is cited
     assert "request_finished at seq 15)" in cited
+
+
+# --- no vacuous reproduction in any form ------------------------------------------------------
+
+def _aggregate(root: Path, scenario: str, passed: int, total: int) -> None:
+    rate = {"passed": passed, "total": total}
+    (root / "repetitions-aggregate.json").write_text(json.dumps({"scenarios": {scenario: {
+        "observation_gate_pass_rate": rate, "failure_outcome_gate_pass_rate": rate}}}))
+
+
+def test_a_scenario_without_traces_against_a_published_fail_is_not_reproduced(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "success_no_event_path" / "rep-001").mkdir(parents=True)
+    _aggregate(tmp_path, "success_no_event_path", 0, 1)
+    rows = reproduce(tmp_path)
+    assert {r.published for r in rows} == {"fail"} and not succeeded(rows)
+    assert not any(r.agree for r in rows)
+    with pytest.raises(SystemExit) as info:
+        main(["trace", "reproduce", str(tmp_path)])
+    assert info.value.code == 1 and "NOT reproduced" in capsys.readouterr().out
+
+
+def _claimless_run(root: Path, published_missing: list[str]) -> None:
+    run = root / "generic_counter_only" / "rep-001"
+    run.mkdir(parents=True)
+    (run / "vllm_runtime_events.jsonl").write_text(json.dumps(
+        {"event": "generic_request_error_counter", "event_sequence": 1, "request_failures": 1,
+         "timestamp_ns": 5}) + "\n")
+    (run / "summary.json").write_text(json.dumps({"evaluation": {"gate_summary": {
+        "observation_missing_requirements": published_missing,
+        "failure_missing_requirements": published_missing}}}))
+
+
+def test_a_claimless_trace_against_a_published_pass_is_unexplained(tmp_path: Path) -> None:
+    _claimless_run(tmp_path, [])
+    rows = reproduce(tmp_path)
+    assert [(r.published, r.ours, r.agree, r.explained) for r in rows] == [
+        ("pass", "fail", False, False)] * 2
+    assert not succeeded(rows)
+
+
+def test_only_claimless_traces_agreeing_with_a_published_fail_reproduce_nothing(
+        tmp_path: Path) -> None:
+    _claimless_run(tmp_path, ["x"])
+    rows = reproduce(tmp_path)
+    assert all(r.agree and not r.judged for r in rows)
+    assert not succeeded(rows)
+
+
+def test_import_out_into_a_missing_folder_is_a_usage_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = _artifact(tmp_path, {"event": "generic_request_error_counter",
+                                 "event_sequence": 1, "request_failures": 1})
+    out = tmp_path / "missing" / "v1.jsonl"
+    with pytest.raises(SystemExit) as info:
+        main(["trace", "import", "--dialect", "resident-kv-artifact", str(trace), "-o",
+              str(out)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "missing" in err and "error[" in err
+    assert not out.exists()

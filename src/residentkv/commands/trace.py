@@ -117,6 +117,8 @@ def import_(source: str, dialect: str, out: str | None, report_format: str) -> N
     Every dropped event, unmapped field, assumption and synthesized event is reported on
     standard error. Exit 0 when every foreign line was read, 1 when some were invalid.
     """
+    if out is not None:
+        _writable_out(out)
     data = read_stdin("trace") if source == "-" else None
     result = DIALECTS[dialect](source, data)
     # allow_nan=False: a NaN or Infinity would be a line no strict v1 reader accepts
@@ -127,9 +129,25 @@ def import_(source: str, dialect: str, out: str | None, report_format: str) -> N
     if out is None:
         click.echo(lines, nl=False)
     else:
-        Path(out).write_text(lines)
+        try:
+            Path(out).write_text(lines)
+        except OSError as e:
+            raise UsageError(f"--out {out}: cannot write: {e.strerror or e}",
+                             path=out) from None
     click.echo(render("import", report_format, result.report), err=True, nl=False)
     raise click.exceptions.Exit(1 if result.report.problems else 0)
+
+
+def _writable_out(out: str) -> None:
+    """Refuse an --out whose folder is missing (or is not a folder) before importing: a usage
+    error located at the option, never a traceback after the work is done."""
+    folder = Path(out).parent
+    if not folder.is_dir():
+        what = "does not exist" if not folder.exists() else "is not a folder"
+        raise UsageError(f"--out {out}: the folder {folder} {what}; expected an existing "
+                         "folder (create it first)", path=out)
+    if Path(out).is_dir():
+        raise UsageError(f"--out {out} is a folder; expected a file name", path=out)
 
 
 @trace.command("reproduce")

@@ -14,8 +14,10 @@ COLUMNS = ("scenario", "trace", "gate", "ours", "published", "agree", "reason")
 
 def _cells(r: Row) -> list[str]:
     trace = "/".join(r.trace.split("/")[1:-1]) if r.trace else "(no trace)"
-    agree = "-" if r.published not in ("pass", "fail") else ("yes" if r.agree else (
-        "no, explained" if r.explained else "NO, UNEXPLAINED"))
+    if r.published not in ("pass", "fail") or r.trace is None:
+        agree = "-"
+    else:
+        agree = "yes" if r.agree else ("no, explained" if r.explained else "NO, UNEXPLAINED")
     return [r.scenario, trace, r.gate, r.ours, r.published or "-", agree, r.reason]
 
 
@@ -24,6 +26,10 @@ def _summary(rows: Sequence[Row]) -> str:
     if not done:
         return (f"{len(rows)} rows, none with a published pass/fail value: nothing was "
                 "compared, so nothing is reproduced -> NOT reproduced")
+    if not any(r.judged for r in done):
+        return (f"{len(rows)} rows, {len(done)} with a published value, but no trace among "
+                "them names a claim: no gate judged anything, so nothing is reproduced "
+                "-> NOT reproduced")
     agree = sum(r.agree for r in done)
     explained = sum(not r.agree and r.explained for r in done)
     mixed = sum(1 for r in rows if (r.published or "").startswith("mixed"))

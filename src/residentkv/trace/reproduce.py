@@ -7,7 +7,8 @@ that is neither all-pass nor all-fail is reported as *mixed* (it says nothing ab
 Disagreements are never bent away: each carries a reason built from the requirement ids our
 gate found missing and the seqs of the affected request's events. A disagreement whose missing
 requirements have no documented explanation is *unexplained* and makes the command fail; so
-does a run in which nothing could be compared (no vacuous reproduction).
+does a run in which nothing could be compared (no vacuous reproduction): a scenario without a
+trace, or a trace that names no claim, is never a reproduced row, whatever the table says.
 """
 
 from __future__ import annotations
@@ -43,11 +44,13 @@ class Row:
     agree: bool
     explained: bool
     reason: str
+    #: a gate judged a claim of a trace here (no trace, or a claimless one, judges nothing)
+    judged: bool = True
 
     def to_json_obj(self) -> dict[str, Any]:
         return {"scenario": self.scenario, "trace": self.trace, "gate": self.gate,
                 "ours": self.ours, "published": self.published, "agree": self.agree,
-                "explained": self.explained, "reason": self.reason}
+                "explained": self.explained, "reason": self.reason, "judged": self.judged}
 
 
 def load_manifest() -> dict[str, Any]:
@@ -147,7 +150,12 @@ def _seqs(events: list[Envelope], event_types: list[str], claim: str) -> str:
 def _reason(result: GateResult | None, events: list[Envelope], manifest: dict[str, Any],
             agree: bool) -> tuple[str, bool]:
     if result is None:
-        return "the trace names no claim: there is nothing a gate could show", True
+        # a claimless trace shows nothing: it may agree with a published fail, but a published
+        # pass it cannot explain (the table saw something this trace does not hold)
+        if agree:
+            return "the trace names no claim: there is nothing a gate could show", True
+        return ("the trace names no claim, yet the table says pass: nothing in this trace "
+                "explains the disagreement"), False
     if agree:
         return "agrees", True
     if result.passed:
@@ -187,7 +195,7 @@ def _trace_rows(root: Path, trace: Path, manifest: dict[str, Any]) -> list[Row]:
             reason, explained = _reason(result, imported.events, manifest, published == ours)
             reason += f" [published: {where}]"
         rows.append(Row(scenario, str(trace.relative_to(root)), gate, ours, published,
-                        published == ours, explained, reason))
+                        published == ours, explained, reason, judged=result is not None))
     return rows
 
 
@@ -215,21 +223,25 @@ def _no_trace_rows(root: Path, scenario: Path, manifest: dict[str, Any]) -> list
     rows = []
     for gate in manifest["gates"]:
         published, _ = _published(root, manifest, scenario.name, "rep-001", gate)
-        rows.append(Row(scenario.name, None, gate, "fail", published,
-                        published == "fail", True,
-                        f"no evidence: {manifest['no_trace_reason']}"))
+        # no trace is no reproduction: even a published fail is not "agreed with" by nothing
+        rows.append(Row(scenario.name, None, gate, "fail", published, False, True,
+                        f"no evidence: {manifest['no_trace_reason']}; nothing to compare "
+                        "(no trace reproduces a published value)", judged=False))
     return rows
 
 
 def compared(rows: Sequence[Row]) -> list[Row]:
-    """Rows with a published pass/fail to compare with (neither absent nor mixed)."""
-    return [r for r in rows if r.published in ("pass", "fail")]
+    """Rows with a trace and a published pass/fail to compare with (neither absent nor
+    mixed). A scenario without a trace is never compared: nothing reproduces its value."""
+    return [r for r in rows if r.published in ("pass", "fail") and r.trace is not None]
 
 
 def succeeded(rows: Sequence[Row]) -> bool:
-    """True when something was compared and every compared row agrees or is explained.
+    """True when some gate judged a claim against a published value and every compared row
+    agrees or is explained.
 
-    Nothing compared is never a reproduction (no vacuous truth).
+    Nothing compared, or only claimless traces compared, is never a reproduction (no vacuous
+    truth); an unexplained disagreement never is either.
     """
     done = compared(rows)
-    return bool(done) and all(r.agree or r.explained for r in done)
+    return any(r.judged for r in done) and all(r.agree or r.explained for r in done)
