@@ -229,6 +229,12 @@ _CODES: list[Code] = [
          "a case may only cite evidence inside the suite; a symlink out of it is refused",
          "sources: {toyrt: \"shared:toy\"} with _shared/toy -> /"),
 
+    # --- hostile input: vacuous runs, key spellings, special and sparse files ---
+    Code("A050", "nothing_verified", "`anchors verify` verified no anchor at all",
+         "a run in which every anchor is unverifiable (no source given) shows nothing; exit 0 "
+         "would read as \"all anchors hold\" (fail-closed, no vacuous truth)",
+         "residentkv anchors verify d.yaml --no-cache (no --source)"),
+
     # --- fleet view: several replicas' streams judged together (docs/fleet-view.md) ---
     Code("F001", "empty_fleet", "the fleet check was given no stream",
          "no vacuous truth: a fleet of zero replicas shows nothing",

@@ -299,3 +299,43 @@ def test_the_events_own_source_never_decides_provenance(tmp_path: Path, source: 
     r = Verifier().verify("t", _trace("observation", "c-1", "t.jsonl", base=tmp_path), tmp_path)
     assert (r.result, r.code) == ("verified", None)
     assert r.provenance is not None and r.provenance["emitter_kind"] == "runtime"
+
+
+# --- anchors verify fails closed when it verified nothing --------------------------------------
+
+SOURCE_ONLY = """schema: residentkv.descriptor/v1
+rows:
+  - id: toy/source-only
+    runtime: {name: toyrt, version: "0.1"}
+    mode: "a row whose only evidence is one source anchor (test data)"
+    mechanism: native
+    lowers: offloadable
+    asserts: conformance
+    obligations:
+      claim_identity:            {status: partial, evidence: [s_emit]}
+      materialization_predicate: {status: unknown, evidence: []}
+      ordered_lifecycle:         {status: unknown, evidence: []}
+      claim_scoped_outcomes:     {status: unknown, evidence: []}
+    anchors:
+      s_emit: {kind: source, package: toyrt, version: "0.1", path: toyrt/events.py,
+               symbol: EMITTER,
+               sha256: c979e50600873c088f6c03a571e87f136935536dcfe0029b0a0e8f373ed12dea}
+    expect: unknown_evidence
+    boundary: "test data"
+"""
+
+
+def test_anchors_verify_that_verified_nothing_fails(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Every anchor unverifiable (no --source, no cache) is not a pass: exit 1, with A050."""
+    desc = tmp_path / "d.yaml"
+    desc.write_text(SOURCE_ONLY)
+    cache = tmp_path / "empty-cache"
+    cache.mkdir()
+    for extra in (["--no-cache"], ["--cache", str(cache)]):
+        code, out, _ = run_cli("anchors", "verify", str(desc), *extra)
+        assert code == 1, out
+        assert "s_emit source unverifiable" in out
+        assert f"{desc}: error[A050 nothing_verified]" in out
+    code, out, _ = run_cli("anchors", "verify", str(desc), "--no-cache", "--source",
+                           f"toyrt={TREE}")
+    assert code == 0 and "s_emit source verified" in out and "A050" not in out

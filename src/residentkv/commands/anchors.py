@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import re
 import sys
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from ruamel.yaml import YAML
 
 import residentkv.report.command_reports  # noqa: F401  (registers the review reporters)
 from residentkv.commands.sources import target_roots
-from residentkv.errors import UsageError
+from residentkv.errors import UsageError, UserInputError
 from residentkv.lowering.anchors import Verifier, make_anchor
 from residentkv.lowering.bundles import load_bundles
 from residentkv.lowering.check import open_sources
@@ -53,6 +54,7 @@ def verify(ctx: click.Context, descriptors: tuple[str, ...], sources: tuple[str,
     verifier = Verifier(roots)
     modes = set(load_bundles())
     bad = 0
+    tally: Counter[str] = Counter()
     for path in descriptors:
         for lr in read_descriptor(path, modes).rows:
             if lr.row is None:
@@ -63,9 +65,23 @@ def verify(ctx: click.Context, descriptors: tuple[str, ...], sources: tuple[str,
                 r = verifier.verify(aid, anchor, Path(path).parent)
                 line, col = lr.loc(f"anchors.{aid}")
                 bad += r.result in ("drifted", "missing", "failed")
+                tally[r.result] += 1
                 click.echo(f"{path}:{line}:{col}: {lr.row_id} {aid} {r.kind} {r.result}: "
                            f"{r.detail}")
-    ctx.exit(1 if bad else 0)
+    if not tally["verified"]:
+        _nothing_verified(descriptors, tally, no_cache)
+    ctx.exit(1 if bad or not tally["verified"] else 0)
+
+
+def _nothing_verified(descriptors: tuple[str, ...], tally: Counter[str], no_cache: bool) -> None:
+    """Say why a run that verified no anchor fails (fail-closed: unverifiable is never ok)."""
+    seen = ", ".join(f"{n} {k}" for k, n in sorted(tally.items())) or "no valid anchor"
+    hint = ("give --source NAME=PATH for the packages the anchors cite" if no_cache else
+            "give --source NAME=PATH, or fetch the pinned releases: residentkv sources fetch")
+    for path in descriptors:
+        click.echo(UserInputError(f"no anchor was verified ({seen}); a check that verified "
+                                  "nothing shows nothing", code="A050", path=path))
+        click.echo(f"  help: {hint}")
 
 
 @anchors.command("make")
