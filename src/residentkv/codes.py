@@ -234,6 +234,15 @@ _CODES: list[Code] = [
          "a run in which every anchor is unverifiable (no source given) shows nothing; exit 0 "
          "would read as \"all anchors hold\" (fail-closed, no vacuous truth)",
          "residentkv anchors verify d.yaml --no-cache (no --source)"),
+    Code("D040", "non_string_key", "a YAML mapping key is not a string (a number, boolean, "
+         "null or collection)",
+         "every key residentkv reads is a name; YAML reads `1:` as the integer 1, which must "
+         "not be silently turned into the text \"1\" (nor crash a command that edits the file)",
+         "anchors: {1: {kind: source, ...}}"),
+    Code("D041", "key_spelled_twice", "a YAML mapping has the same key in two spellings",
+         "`1:` and `\"1\":` are two YAML keys but one name: collapsing them would silently keep "
+         "one of two values",
+         "anchors: {1: {...}, \"1\": {...}}"),
 
     # --- fleet view: several replicas' streams judged together (docs/fleet-view.md) ---
     Code("F001", "empty_fleet", "the fleet check was given no stream",

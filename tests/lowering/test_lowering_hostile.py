@@ -281,3 +281,46 @@ def test_hash_relocation_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPa
                           sha256="0" * 64)
     r = Verifier({"p": open_root("p", tmp_path)}).verify("a", anchor, tmp_path)
     assert (r.result, r.code) == ("drifted", "A001")
+
+
+# --- mapping keys: strings only, one spelling ----------------------------------------------------
+
+def _anchors_block(block: str) -> str:
+    return ROW.format(rid="r", ev="[a1]").replace(
+        '      a1: {kind: doc, url: "https://example.invalid", quote: "some quoted text"}\n',
+        block)
+
+
+DOC_ANCHOR = '{kind: doc, url: "https://example.invalid", quote: "some quoted text"}'
+
+
+@pytest.mark.parametrize(("block", "code", "line"), [
+    (f"      a1: {DOC_ANCHOR}\n      1: {DOC_ANCHOR}\n", "D040", 17),
+    (f"      a1: {DOC_ANCHOR}\n      \"1\": {DOC_ANCHOR}\n      1: {DOC_ANCHOR}\n", "D041", 18),
+    (f"      a1: {DOC_ANCHOR}\n      1: {DOC_ANCHOR}\n      \"1\": {DOC_ANCHOR}\n", "D041", 17),
+    (f"      a1: {DOC_ANCHOR}\n      true: {DOC_ANCHOR}\n", "D040", 17),
+    (f"      a1: {DOC_ANCHOR}\n      null: {DOC_ANCHOR}\n", "D040", 17),
+    (f"      a1: {DOC_ANCHOR}\n      1.5: {DOC_ANCHOR}\n", "D040", 17),
+    (f"      a1: {DOC_ANCHOR}\n      ? [a, b]\n      : {DOC_ANCHOR}\n", "D040", 17),
+])
+@pytest.mark.parametrize("command", [["check"], ["anchors", "verify"]])
+def test_a_non_string_key_is_a_located_error(tmp_path: Path, block: str, code: str, line: int,
+                                             command: list[str],
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "d.yaml"
+    path.write_text(_anchors_block(block))
+    got, out = exit_of([*command, str(path)], capsys)
+    assert got == 2 and "internal error" not in out, out
+    assert f"{path}:{line}:" in out and f": error[{code} " in out, out
+
+
+def test_a_non_string_key_in_a_case_or_bundle_is_located(tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    bundles = tmp_path / "bundles"
+    bundles.mkdir()
+    (bundles / "x.yaml").write_text("schema: residentkv.bundle/v1\n1: x\n")
+    path = tmp_path / "d.yaml"
+    path.write_text(ROW.format(rid="r", ev="[a1]"))
+    got, out = exit_of(["check", str(path), "--bundles", str(bundles)], capsys)
+    assert got == 2 and f"{bundles / 'x.yaml'}:2:1: error[D040 " in out, out

@@ -219,3 +219,18 @@ def _anchor_codes(desc: Path, cache: Path) -> set[str | None]:
     roots, _ = cached_roots(cache)
     rows = run_check([desc], verifier=Verifier(roots)).rows
     return {a.code for r in rows for a in r.anchors if a.kind == "source"}
+
+
+@pytest.mark.parametrize("evidence", ['["1"]', "[1]"])
+def test_an_integer_anchor_id_is_a_located_error_not_a_crash(
+        pair: tuple[Path, Path, Path], review: Callable[..., tuple[int, str]],
+        evidence: str) -> None:
+    old, new, desc = pair
+    text = desc.read_text().replace("      s_evict:\n", "      1:\n").replace(
+        "[s_evict]", evidence)
+    desc.write_text(text)
+    line = text.splitlines().index("      1:") + 1
+    code, out = review(desc, old, new, "--approve", "--reason", "x")
+    assert code == 2 and "internal error" not in out, out
+    assert f"{desc}:{line}:7: error[D040 non_string_key]" in out
+    assert desc.read_text() == text  # nothing written

@@ -46,7 +46,7 @@ def load_yaml(text: str, path: str, *, code: str = "D001") -> Any:
     yaml.allow_duplicate_keys = False
     _refuse_deep(text, path)
     try:
-        return yaml.load(text)
+        doc = yaml.load(text)
     except ReaderError as e:
         where = _line_col(text, e.position)
         raise DescriptorError(
@@ -73,6 +73,71 @@ def load_yaml(text: str, path: str, *, code: str = "D001") -> Any:
             f"not valid YAML: {e.problem or e.context}; expected a YAML mapping",
             help="fix the YAML syntax at this position", code=code, path=path, line=line, col=col,
         ) from None
+    _refuse_non_string_keys(doc, path)
+    return doc
+
+
+def _refuse_non_string_keys(doc: Any, path: str) -> None:
+    """Refuse a mapping key that is not a string, located at the key (``D040``; ``D041`` when
+    another key of the mapping spells the same text).
+
+    Every key residentkv reads (fields, row and anchor ids, obligation and source names) is a
+    string. YAML reads ``1:`` as an integer and ``"1":`` as a string: two distinct keys that a
+    later string conversion would collapse into one, silently keeping either value. Each node
+    is visited once (aliases are not expanded here) and without recursion.
+    """
+    seen: set[int] = set()
+    stack = [doc]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen or not isinstance(node, dict | list):
+            continue
+        seen.add(id(node))
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        texts = {k for k in node if isinstance(k, str)}
+        for key in node:
+            if not isinstance(key, str):
+                raise _key_error(node, key, texts, path)
+        stack.extend(node.values())
+
+
+def _key_error(node: Any, key: Any, texts: set[str], path: str) -> DescriptorError:
+    shown = _short(key) if isinstance(key, bool | int | float) or key is None else None
+    line, col = _key_pos(node, key)
+    if shown is None:
+        what = "a sequence" if isinstance(key, tuple | list) else "a mapping"
+        return DescriptorError(f"{what} is used as a key; expected a string key",
+                               code="D040", path=path, line=line, col=col,
+                               help="use a plain (quoted) string as the key")
+    twin = next((t for t in (str(key), shown) if t in texts), None)
+    if twin is not None:
+        return DescriptorError(
+            f"key {shown} is given twice: once as {_kind(key)} and once as the string "
+            f"\"{twin}\"; expected each key once, in one spelling", code="D041", path=path,
+            line=line, col=col, help="remove one of the two keys (YAML reads an unquoted 1 as "
+                                     "a number and \"1\" as a string)")
+    return DescriptorError(f"key {shown} is {_kind(key)}, not a string; expected a string key",
+                           code="D040", path=path, line=line, col=col,
+                           help=f'quote the key exactly as written: "{shown}":')
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if value is None:
+        return "null"
+    return "an integer" if isinstance(value, int) else "a number"
+
+
+def _key_pos(node: Any, key: Any) -> tuple[int | None, int | None]:
+    lc = getattr(node, "lc", None)
+    try:
+        line, col = lc.key(key)
+    except (KeyError, TypeError, AttributeError):
+        return _own_pos(node)
+    return (line + 1, col + 1)
 
 
 def _char(c: Any) -> str:
