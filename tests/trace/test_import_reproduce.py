@@ -331,3 +331,24 @@ def test_import_out_into_a_missing_folder_is_a_usage_error(
     err = capsys.readouterr().err
     assert info.value.code == 2 and "missing" in err and "error[" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"event": "request_initialized", "event_sequence": 1, "resident_claim": true, '
+    b'"resident_claim_id": "c-OTHER", "resident_claim_id": "c-1", "request_id": "r-1", '
+    b'"materialization_predicate": "leading_prefix_at_least(4)"}\n',
+    b'{"event": "generic_request_error_counter", "event_sequence": 1, "event_sequence": 2, '
+    b'"request_failures": 1}\n',
+    b'{"event": "x", "event_sequence": 1, "meta": {"a": 1, "a": 2}}\n',
+])
+def test_duplicate_keys_are_refused_never_last_wins(tmp_path: Path, raw: bytes,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    path = _artifact(tmp_path, raw=raw)
+    result = import_artifact_trace(path)
+    assert result.events == []
+    assert [(p.code, p.line) for p in result.report.problems] == [("T020", 1)]
+    with pytest.raises(SystemExit) as info:
+        main(["trace", "import", "--dialect", "resident-kv-artifact", str(path)])
+    out = capsys.readouterr()
+    assert info.value.code == 1 and out.out == ""
+    assert f"{path}:1: error[T020 duplicate_key]" in out.err

@@ -25,6 +25,7 @@ from residentkv.errors import TraceReadError, UserInputError
 from residentkv.findings import Finding
 from residentkv.limits import MAX_JSON_DEPTH, MAX_LINE_BYTES, json_depth_ok, read_input
 from residentkv.model.events import EVENT_MODELS, SCHEMA_ID, Envelope
+from residentkv.trace.duplicate_keys import first_duplicate_key
 from residentkv.trace.importers.base import ImportReport, ImportResult
 
 DIALECT = "resident-kv-artifact"
@@ -326,6 +327,16 @@ def _read_lines(data: bytes, shown: str, report: ImportReport) -> list[tuple[int
         except (ValueError, RecursionError) as e:  # NaN/Infinity, > 4300-digit integers
             report.problems.append(Finding(code="T005", path=shown, line=n,
                                            message=f"value not allowed: {e}"))
+            continue
+        repeated = first_duplicate_key(raw)
+        if repeated is not None:
+            # a parser keeps the last value of a repeated key: importing it would launder an
+            # ambiguous foreign line into a clean v1 event
+            report.problems.append(Finding(
+                code="T020", path=shown, line=n,
+                message=f"key {json.dumps(repeated)} is given twice in one JSON object; "
+                        "expected each key once (which value counts would be the parser's "
+                        "choice); the line is not imported"))
             continue
         if not isinstance(d, dict) or "event" not in d or "event_sequence" not in d:
             report.problems.append(Finding(code="T004", path=shown, line=n,
