@@ -352,3 +352,35 @@ def test_duplicate_keys_are_refused_never_last_wins(tmp_path: Path, raw: bytes,
     out = capsys.readouterr()
     assert info.value.code == 1 and out.out == ""
     assert f"{path}:1: error[T020 duplicate_key]" in out.err
+
+
+# --- a --claim no trace holds: the message says what is so ----------------------------------
+
+WITNESS = ROOT / "tests" / "data" / "lowering" / "traces" / "witness.jsonl"
+
+
+def _claim_error(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as info:
+        main(["trace", "check", *args])
+    err = capsys.readouterr().err
+    assert info.value.code == 1
+    return err
+
+
+def test_a_claim_named_only_on_a_rejected_line_is_not_listed_as_present(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lines = WITNESS.read_text().splitlines()
+    bad = [line.replace('"seq":', '"seq":"x",  "ignored":', 1) if '"c-1"' in line else line
+           for line in lines]
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(bad) + "\n")
+    err = _claim_error(["--claim", "c-1", str(trace)], capsys)
+    assert "claims with a valid claim event: (none)" in err
+    present = err.split("claims with a valid claim event:")[1].split(";")[0]
+    assert "c-1" not in present  # never "not found ... present: c-1"
+    assert '"c-1" is named only on lines the reader rejected: line 3 (' in err
+
+
+def test_a_claim_in_another_spelling_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _claim_error(["--claim", "C-1 ", str(WITNESS)], capsys)
+    assert 'claims with a valid claim event: "c-1"' in err and 'did you mean "c-1"?' in err

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
+import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
-from residentkv.errors import UsageError
+from residentkv.errors import UsageError, UserInputError
+from residentkv.findings import Finding
 from residentkv.limits import read_stdin
-from residentkv.model.events import event_to_dict
+from residentkv.model.events import Envelope, event_to_dict
 from residentkv.report import import_report, reproduce_report, trace_report  # noqa: F401
 from residentkv.report.registry import (
     RenderOptions,
@@ -20,10 +23,11 @@ from residentkv.report.registry import (
     render,
     srcroot_option,
 )
-from residentkv.trace.gates import GATE_NAMES, TraceCheck, check_trace
+from residentkv.trace.gates import GATE_NAMES, TraceCheck, check_trace, claims_in
 from residentkv.trace.importers import DIALECTS
-from residentkv.trace.reader import DEFAULT_MAX_LINE_BYTES, STDIN
+from residentkv.trace.reader import DEFAULT_MAX_LINE_BYTES, STDIN, TraceReader
 from residentkv.trace.reproduce import reproduce, succeeded
+from residentkv.trace.tracker import collect
 
 
 @click.group()
@@ -77,30 +81,73 @@ def _refuse_unknown_claim(checks: list[TraceCheck], claim_id: str | None) -> Non
     misses = [c.path for c in checks if any(p.code == "T011" for p in c.problems)]
     if not misses or len(misses) != len(checks):
         return
-    where = "; ".join(f"{path}: {_claims_in(path)}" for path in misses)
-    err = UsageError(f"--claim {claim_id}: no trace has an event for this claim; claims "
-                     f"present: {where}", code="T011")
+    where = "; ".join(f"{path}: {_claims_in(path, claim_id)}" for path in misses)
+    err = UsageError(f"--claim {claim_id}: no trace has a valid claim event for this claim; "
+                     f"{where}", code="T011")
     click.echo(str(err), err=True)
     raise click.exceptions.Exit(1)
 
 
-def _claims_in(path: str) -> str:
-    """The claim ids a trace file names (read again only on this error path)."""
+def _claims_in(path: str, claim_id: str) -> str:
+    """What a trace holds instead of *claim_id* (read again only on this error path): the
+    claims its valid events name, exactly as the gates see them, and where the requested id
+    does occur -- on a line the reader rejected, or on an event that is no claim event -- or
+    which present claim differs from it only in spelling."""
     if path == STDIN:
         return "(standard input, not re-read)"
-    claims: set[str] = set()
+    reader = TraceReader(path)
+    named: list[str] = []  # valid events naming the claim that are no claim events
+
+    def events() -> Iterator[Envelope]:
+        for line, event in reader:
+            if getattr(event, "claim_id", None) == claim_id:
+                named.append(f"line {line} ({event.event})")  # type: ignore[attr-defined]
+            yield event
+
     try:
-        with open(path, "rb") as fh:
-            for line in fh:
-                try:
-                    event = json.loads(line)
-                except ValueError:
+        present = claims_in(collect(events()))
+    except UserInputError as e:
+        return f"(cannot re-read: {e.message})"
+    shown = ", ".join(json.dumps(c, ensure_ascii=False) for c in present) or "(none)"
+    notes = [f"claims with a valid claim event: {shown}"]
+    rejected = _rejected_lines_naming(Path(path), claim_id, reader.problems)
+    if rejected:
+        notes.append(f"{json.dumps(claim_id)} is named only on lines the reader rejected: "
+                     + "; ".join(rejected))
+    if named:
+        notes.append(f"{json.dumps(claim_id)} is named by events that are no claim events: "
+                     + ", ".join(named[:5]))
+    near = [c for c in present if _spelling(c) == _spelling(claim_id)]
+    if near:
+        notes.append(f"did you mean {json.dumps(near[0], ensure_ascii=False)}? (ids are "
+                     "compared exactly)")
+    return "; ".join(notes)
+
+
+def _spelling(claim: str) -> str:
+    return unicodedata.normalize("NFKC", claim).strip().casefold()
+
+
+def _rejected_lines_naming(path: Path, claim_id: str, problems: list[Finding]) -> list[str]:
+    """``line N (CODE: message)`` for each rejected line whose raw JSON names *claim_id*."""
+    why = {p.line: f"{p.code}: {p.message}" for p in problems if p.line is not None}
+    out: list[str] = []
+    try:
+        with path.open("rb") as fh:
+            for n, raw in enumerate(fh, 1):
+                if n not in why or len(out) >= 5:
                     continue
-                if isinstance(event, dict) and isinstance(event.get("claim_id"), str):
-                    claims.add(event["claim_id"])
-    except OSError as e:
-        return f"(cannot re-read: {e.strerror or e})"
-    return ", ".join(sorted(claims)) or "(none)"
+                try:
+                    event = json.loads(raw)
+                except (ValueError, RecursionError):
+                    continue
+                if isinstance(event, dict) and claim_id in (
+                        event.get("claim_id"), event.get("outcome_claim_id"),
+                        event.get("claim_ref")):
+                    out.append(f"line {n} ({why[n]})")
+    except OSError:
+        return []
+    return out
 
 
 @trace.command("import")

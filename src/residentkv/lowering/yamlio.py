@@ -133,11 +133,13 @@ def _kind(value: Any) -> str:
 
 def _key_pos(node: Any, key: Any) -> tuple[int | None, int | None]:
     lc = getattr(node, "lc", None)
+    if lc is None:
+        return _own_pos(node)
     try:
         line, col = lc.key(key)
     except (KeyError, TypeError, AttributeError):
         return _own_pos(node)
-    return (line + 1, col + 1)
+    return (int(line) + 1, int(col) + 1)
 
 
 def _char(c: Any) -> str:
