@@ -4,7 +4,9 @@ every limit of docs/limits.md enforced with a located error."""
 from __future__ import annotations
 
 import io
+import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -324,3 +326,48 @@ def test_a_non_string_key_in_a_case_or_bundle_is_located(tmp_path: Path,
     path.write_text(ROW.format(rid="r", ev="[a1]"))
     got, out = exit_of(["check", str(path), "--bundles", str(bundles)], capsys)
     assert got == 2 and f"{bundles / 'x.yaml'}:2:1: error[D040 " in out, out
+
+
+# --- Markdown output: row text is text, never markup ---------------------------------------------
+
+HOSTILE_TEXT = [
+    '<img src=x onerror=alert(1)>',
+    '<!-- everything below is hidden',
+    '[click here](https://evil.example/)',
+    'https://evil.example/x and www.evil.example and a@evil.example',
+    'a | b | c',
+    '**bold** _em_ `code` ~~strike~~ # heading',
+    'line one\nline two\u2028three\x0cfour\x85five',
+]
+
+
+@pytest.mark.parametrize("hostile", HOSTILE_TEXT)
+def test_markdown_report_escapes_row_text(tmp_path: Path, hostile: str) -> None:
+    from html import escape as html_escape
+
+    from markdown_it import MarkdownIt
+
+    from residentkv.report.markdown import md_text
+
+    quoted = json.dumps(hostile)
+    text = ROW.format(rid=quoted, ev="[a1]").replace("    mode: m\n", f"    mode: {quoted}\n")
+    text = text.replace("    boundary: b\n", f"    boundary: {quoted}\n")
+    path = tmp_path / "d.yaml"
+    path.write_text(text)
+    code, out = run(["check", str(path), "--format", "md"])
+    assert code in (0, 1), out
+    html = MarkdownIt("commonmark").enable("table").enable("strikethrough").render(out)
+    # nothing the row wrote became markup: no HTML element, link or comment of its own
+    assert "<img" not in html and "<!--" not in html and "<a " not in html
+    # it renders as exactly the text written (no character consumed by markup), one line each
+    flat = html_escape(" ".join(hostile.splitlines()), quote=True)
+    assert html.count(flat) >= 3  # id in the table and heading, the boundary
+    # GFM autolinks (a bare URL, www., an e-mail address) need their raw spelling
+    assert not {"://evil", "www.evil", "a@evil"} & {s for s in ("://evil", "www.evil", "a@evil")
+                                                    if s in out}
+    # the table keeps its columns: every table row has exactly the header's cell count
+    rows = [line for line in out.splitlines() if line.startswith("| ")]
+    cells = {len(re.split(r"(?<!\\)\|", line)) for line in rows}
+    assert len(cells) == 1, rows
+    # and the text is all there, on one line per place it appears
+    assert md_text(hostile) in out
