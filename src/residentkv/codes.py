@@ -234,6 +234,19 @@ _CODES: list[Code] = [
          "a run in which every anchor is unverifiable (no source given) shows nothing; exit 0 "
          "would read as \"all anchors hold\" (fail-closed, no vacuous truth)",
          "residentkv anchors verify d.yaml --no-cache (no --source)"),
+    Code("S010", "case_special_file", "a suite case folder holds a device, FIFO or socket",
+         "a case is copied for its mutants and its files are read: a FIFO blocks the copy, a "
+         "device never ends",
+         "mkfifo cases/my-case/pipe"),
+    Code("S011", "case_file_too_large", "a file in a suite case folder exceeds the size limit",
+         "case files are copied and read whole; a 2 GiB file would be copied byte for byte "
+         "(docs/limits.md)",
+         "truncate -s 2G cases/my-case/blob"),
+    Code("S012", "case_file_sparse", "a file in a suite case folder is sparse (most of it is "
+         "a hole, not allocated on disk)",
+         "a sparse file costs nothing to store but its whole size to copy or read: a 1 TiB "
+         "hole would fill the disk of the mutant scratch copy",
+         "a 4 MiB file with 4 KiB allocated (truncate -s 4M)"),
     Code("D040", "non_string_key", "a YAML mapping key is not a string (a number, boolean, "
          "null or collection)",
          "every key residentkv reads is a name; YAML reads `1:` as the integer 1, which must "

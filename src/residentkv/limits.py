@@ -37,6 +37,10 @@ MAX_DIR_ENTRIES = 200_000
 MAX_INT_DIGITS = 4000
 #: standard input read by ``-``
 MAX_STDIN_BYTES = MAX_FILE_BYTES
+#: one file in a suite case folder (cases are copied for mutants and their traces read whole)
+MAX_CASE_FILE_BYTES = MAX_FILE_BYTES
+#: a case file at least this large with less than half of it allocated on disk is sparse
+SPARSE_MIN_BYTES = 1 << 20
 
 
 class LimitError(UserInputError):
@@ -84,10 +88,11 @@ def file_kind(path: str | Path) -> str:
         return "file"
     if stat.S_ISDIR(mode):
         return "directory"
-    return _special_kind(mode)
+    return special_kind(mode)
 
 
-def _special_kind(mode: int) -> str:
+def special_kind(mode: int) -> str:
+    """The kind of special file an ``st_mode`` describes (``"FIFO"``, ``"socket"``, …)."""
     if stat.S_ISFIFO(mode):
         return "FIFO"
     if stat.S_ISCHR(mode):

@@ -371,3 +371,61 @@ def test_markdown_report_escapes_row_text(tmp_path: Path, hostile: str) -> None:
     assert len(cells) == 1, rows
     # and the text is all there, on one line per place it appears
     assert md_text(hostile) in out
+
+
+# --- tar: the decompressed stream is bounded like a zip member ------------------------------------
+
+def _gzip_tar(path: Path, members: list[tuple[tarfile.TarInfo, bytes]], tail: bytes = b"") -> Path:
+    import gzip
+
+    raw = io.BytesIO()
+    for info, data in members:
+        raw.write(info.tobuf(format=tarfile.GNU_FORMAT))
+        raw.write(data)
+        raw.write(b"\0" * (-len(data) % 512))
+    raw.write(tail)
+    path.write_bytes(gzip.compress(raw.getvalue(), compresslevel=9))
+    return path
+
+
+def _info(name: str, size: int) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size = size
+    return info
+
+
+def test_a_tar_expanding_past_the_ratio_limit_is_refused(tmp_path: Path) -> None:
+    zeros = b"0" * (20 << 20)  # 20 MiB that gzip stores in about 20 kB: a ratio near 1,000
+    path = _gzip_tar(tmp_path / "p-1.tar.gz", [(_info("p-1/p/x.py", 10), b"x = 1 # ok"),
+                                               (_info("p-1/p/zeros.py", len(zeros)), zeros)])
+    with pytest.raises(SourceError, match="compression-ratio limit") as info:
+        open_root("p", path)
+    assert info.value.code == "L003"
+
+
+def test_a_tar_member_declaring_32_gib_is_never_decompressed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Indexing skips each member's data; the skip is refused before it is decompressed."""
+    import gzip
+
+    path = _gzip_tar(tmp_path / "p-1.tar.gz", [(_info("p-1/p/big.py", 32 << 30), b"")],
+                     tail=b"\0" * (8 << 20))  # 8 MiB of real zeros behind the header
+    limit = sources.MAX_COMPRESSION_RATIO * path.stat().st_size + 4096
+    produced = [0]
+    real_read = gzip.GzipFile.read
+
+    def counting_read(self: gzip.GzipFile, size: int = -1) -> bytes:
+        data = real_read(self, size)
+        produced[0] += len(data)
+        return data
+
+    monkeypatch.setattr(gzip.GzipFile, "read", counting_read)
+    with pytest.raises(SourceError) as info:
+        open_root("p", path)
+    assert info.value.code == "L003" and produced[0] <= limit + (1 << 20)
+
+
+def test_a_modest_sdist_is_still_read(tmp_path: Path) -> None:
+    text = b"".join(b"def f%d():\n    return %d\n" % (i, i) for i in range(2000))
+    path = _gzip_tar(tmp_path / "p-1.tar.gz", [(_info("p-1/p/x.py", len(text)), text)])
+    assert open_root("p", path).read("p/x.py") == text

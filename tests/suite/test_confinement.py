@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from residentkv.suite.descriptor_mutants import DescriptorParent
+from residentkv.suite.run import run_suite
 from residentkv.suite.runner import run_case, shipped_suite
 
 
@@ -79,3 +81,71 @@ def test_mutant_scratch_copies_links_as_links(tmp_path: Path) -> None:
     DescriptorParent(case, result.case, scratch)
     copied = scratch / result.case.id / "root-link"
     assert copied.is_symlink() and os.readlink(copied) == "/"
+
+
+# --- the suite's _shared folder: never a way out of the suite ------------------------------
+
+@pytest.mark.parametrize("target", ["/", "/etc", "elsewhere"])
+def test_a_shared_folder_that_is_a_link_is_refused(tmp_path: Path, target: str) -> None:
+    """``_shared -> /`` must not turn ``shared:etc`` into ``/etc``; the result is the same
+    whatever the link points at and whether the named path exists there (no oracle)."""
+    case = _shared_source_case(tmp_path)
+    shared = case.parent / "_shared"
+    if target == "elsewhere":  # a real copy of the toy tree, outside the suite
+        shutil.move(shared, tmp_path / "elsewhere")
+        target = str(tmp_path / "elsewhere")
+    else:
+        shutil.rmtree(shared)
+    os.symlink(target, shared)
+    answers = set()
+    for name in ("toyrt", "etc", "no-such-dir"):
+        text = (case / "case.yaml").read_text()
+        (case / "case.yaml").write_text(text.replace('"shared:toyrt"', f'"shared:{name}"')
+                                        .replace('"shared:etc"', f'"shared:{name}"')
+                                        .replace('"shared:no-such-dir"', f'"shared:{name}"'))
+        result = run_case(case)
+        assert not result.passed
+        s002 = [m for m in result.mismatches if m.startswith("S002")]
+        assert s002 and "symbolic link" in s002[0]
+        answers.add(s002[0])
+    assert len(answers) == 1
+
+
+def test_a_shared_source_resolving_out_of_the_suite_is_refused(tmp_path: Path) -> None:
+    case = _shared_source_case(tmp_path)
+    os.symlink("/etc", case.parent / "_shared" / "etc")
+    text = (case / "case.yaml").read_text()
+    (case / "case.yaml").write_text(text.replace('"shared:toyrt"', '"shared:etc"'))
+    result = run_case(case)
+    assert any(m.startswith("S002") and "outside" in m for m in result.mismatches)
+
+
+# --- special, oversized and sparse files in a case folder ----------------------------------
+
+def _sparse(path: Path, size: int) -> None:
+    with path.open("wb") as fh:
+        fh.truncate(size)
+
+
+@pytest.mark.parametrize(("make", "code"), [
+    (lambda p: os.mkfifo(p), "S010"),
+    (lambda p: _sparse(p, 2 << 30), "S011"),  # a sparse 2 GiB file: over the size limit
+    (lambda p: _sparse(p, 1 << 40), "S011"),  # a sparse 1 TiB file
+    (lambda p: _sparse(p, 4 << 20), "S012"),  # under the limit, but a hole
+])
+def test_special_oversized_and_sparse_case_files_are_refused_before_any_copy(
+        tmp_path: Path, make: Callable[[Path], None], code: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    case = _shared_source_case(tmp_path)
+    bad = case / "sub" / "blob"
+    bad.parent.mkdir()
+    make(bad)
+    if code == "S012" and bad.stat().st_blocks * 512 * 2 >= bad.stat().st_size:
+        pytest.skip("this file system allocates holes")
+    copies: list[object] = []
+    monkeypatch.setattr(shutil, "copytree", lambda *a, **k: copies.append(a))
+    result = run_case(case)
+    assert not result.passed and result.case is None
+    assert result.mismatches[0].startswith(f"{code}: {bad}")
+    suite = run_suite(case.parent, mutants=None)
+    assert not suite.passed and copies == []  # the failing case is never copied for mutants

@@ -8,14 +8,19 @@ are never indexed, so no anchor can reach them. Nothing here touches the network
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import hashlib
+import io
+import lzma
 import os
 import tarfile
 import zipfile
 import zlib
+from collections.abc import Callable
 from lzma import LZMAError
 from pathlib import Path, PurePosixPath
-from typing import IO
+from typing import IO, Any
 
 from residentkv.errors import UserInputError
 from residentkv.limits import (
@@ -187,12 +192,22 @@ class ZipRoot(_ArchiveRoot):
 
 
 class TarRoot(_ArchiveRoot):
-    """An sdist tarball; paths are relative to its single top-level directory, if it has one."""
+    """An sdist tarball; paths are relative to its single top-level directory, if it has one.
+
+    A compressed tarball is decompressed through :class:`BoundedStream`: the tar stream may be
+    at most :data:`~residentkv.limits.MAX_COMPRESSION_RATIO` times the archive's size (plus
+    4 KiB), checked before any read or skip reaches past it. A tar has no central directory,
+    so indexing it skips over every member's data: without the bound, a 40 kB archive whose
+    member declares 32 GiB would be decompressed in full just to be indexed.
+    """
 
     def __init__(self, name: str, location: Path) -> None:
         super().__init__(name, location)
         try:
-            self._tar = tarfile.open(location)  # noqa: SIM115 - kept open while the root lives
+            self._tar = _open_tar(location)
+        except TarBomb as e:
+            raise SourceError(f"--source {name}: {e} (see docs/limits.md)", code="L003",
+                              path=str(location)) from None
         except (OSError, tarfile.TarError, EOFError, zlib.error, LZMAError, ValueError) as e:
             raise SourceError(f"--source {name}: cannot open archive: {e}",
                               path=str(location)) from None
@@ -213,8 +228,85 @@ class TarRoot(_ArchiveRoot):
         try:
             fh = self._tar.extractfile(member)
             return _bounded(fh, rel, None) if fh is not None else None
+        except TarBomb as e:
+            raise PathRefused(f"{rel!r}: {e}") from None
         except (tarfile.TarError, OSError, EOFError, zlib.error, LZMAError, ValueError) as e:
             raise PathRefused(f"{rel!r} cannot be read from the archive: {e}") from None
+
+
+class TarBomb(Exception):
+    """A compressed tar stream that expands past the compression-ratio limit."""
+
+
+#: leading bytes of the compressions ``tarfile`` would detect by itself
+_COMPRESSIONS: tuple[tuple[bytes, Callable[[IO[bytes]], IO[bytes]]], ...] = (
+    (b"\x1f\x8b", lambda raw: gzip.GzipFile(fileobj=raw, mode="rb")),
+    (b"BZh", lambda raw: bz2.BZ2File(raw, mode="rb")),
+    (b"\xfd7zXZ\x00", lambda raw: lzma.LZMAFile(raw, mode="rb")),
+)
+
+
+def _open_tar(location: Path) -> tarfile.TarFile:
+    """The tarball at *location*, its decompressed stream bounded by the ratio limit."""
+    raw = location.open("rb")  # noqa: SIM115 - kept open while the root lives
+    head = raw.read(6)
+    raw.seek(0)
+    opener = next((o for magic, o in _COMPRESSIONS if head.startswith(magic)), None)
+    if opener is None:  # plain tar: skipping a member is a seek, nothing is expanded
+        return tarfile.open(fileobj=raw, mode="r:")
+    limit = MAX_COMPRESSION_RATIO * max(location.stat().st_size, 1) + 4096
+    return tarfile.open(fileobj=BoundedStream(opener(raw), limit), mode="r:")
+
+
+class BoundedStream(io.RawIOBase):
+    """A read-only view of a decompressing stream that never goes past *limit* bytes.
+
+    Reads and forward seeks are refused with :class:`TarBomb` *before* the inner stream
+    decompresses beyond the limit (a decompressor seeks forward by decompressing).
+    """
+
+    def __init__(self, inner: IO[bytes], limit: int) -> None:
+        super().__init__()
+        self._inner = inner
+        self._limit = limit
+        self._pos = 0
+        self.mode = "rb"
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def _refuse(self, where: int) -> None:
+        if where > self._limit:
+            raise TarBomb(f"the compressed archive expands past {self._limit} bytes: over the "
+                          f"compression-ratio limit {MAX_COMPRESSION_RATIO}")
+
+    def read(self, size: int | None = -1) -> bytes:
+        room = self._limit + 1 - self._pos  # one byte past the limit shows it is exceeded
+        want = room if size is None or size < 0 else min(size, room)
+        data = self._inner.read(want) if want > 0 else b""
+        self._pos += len(data)
+        self._refuse(self._pos)
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_CUR:
+            offset += self._pos
+        elif whence != io.SEEK_SET:
+            raise OSError("a bounded stream seeks from its start or its position only")
+        self._refuse(offset)
+        self._pos = self._inner.seek(offset)
+        return self._pos
 
 
 def _members(tar: tarfile.TarFile, name: str, location: Path) -> list[tarfile.TarInfo]:
@@ -224,6 +316,9 @@ def _members(tar: tarfile.TarFile, name: str, location: Path) -> list[tarfile.Ta
         for m in tar:
             out.append(m)
             _count(name, location, len(out))
+    except TarBomb as e:
+        raise SourceError(f"--source {name}: {e} (see docs/limits.md)", code="L003",
+                          path=str(location)) from None
     except (tarfile.TarError, OSError, EOFError, zlib.error, LZMAError) as e:
         raise SourceError(f"--source {name}: the archive is truncated or corrupt: "
                           f"{type(e).__name__}: {e or 'unexpected end of data'}",

@@ -13,6 +13,7 @@ from residentkv.lowering.check import run_check
 from residentkv.lowering.descriptor import unsafe_path
 from residentkv.lowering.sources import confined
 from residentkv.suite.case import CaseError, SuiteCase, TraceExpectation, load_case
+from residentkv.suite.files import case_file_problems
 from residentkv.trace.gates import GateResult, check_trace
 
 
@@ -65,10 +66,28 @@ def _escapes(folder: Path) -> str | None:
 
 def source_location(folder: Path, rel: str) -> tuple[Path, str]:
     """Where a case's source root lives: in the case folder, or ``shared:NAME`` in the
-    suite's ``_shared`` folder (one toy tree serves every case that does not alter it)."""
+    suite's ``_shared`` folder (one toy tree serves every case that does not alter it).
+
+    A shared path is given relative to the suite folder itself, so confining it confines it
+    to the suite: a ``_shared`` that is a link (to ``/``, say) never turns ``shared:etc``
+    into ``/etc``.
+    """
     if rel.startswith(SHARED_PREFIX):
-        return folder.parent / SHARED, rel.removeprefix(SHARED_PREFIX)
+        return folder.parent, f"{SHARED}/{rel.removeprefix(SHARED_PREFIX)}"
     return folder, rel
+
+
+def _shared_link(folder: Path) -> str | None:
+    """Why the suite's ``_shared`` folder cannot be used (it is a link), or ``None``.
+
+    Refused whatever the link points at: the same answer for every target, so a case's
+    result says nothing about what lies outside the suite.
+    """
+    shared = folder.parent / SHARED
+    if shared.is_symlink():
+        return (f"S002: {shared} is a symbolic link; the suite's shared folder must be a "
+                "folder inside the suite (links are never followed out of it)")
+    return None
 
 
 def run_case(folder: Path, bundles_dir: Path | None = None) -> CaseResult:
@@ -76,6 +95,9 @@ def run_case(folder: Path, bundles_dir: Path | None = None) -> CaseResult:
     escape = _escapes(folder)
     if escape is not None:
         return CaseResult(folder.name, str(folder), None, (escape,))
+    refused = case_file_problems(folder)
+    if refused:  # nothing of the case is read (or later copied) past a refused file
+        return CaseResult(folder.name, str(folder), None, tuple(refused))
     try:
         case = load_case(folder)
     except CaseError as e:
@@ -125,6 +147,10 @@ def _descriptor(folder: Path, case: SuiteCase, bundles_dir: Path | None,
     path = _inside(folder, case.descriptor, "descriptor", mismatches)
     sources = []
     for name, rel in sorted(case.sources.items()):
+        shared_link = _shared_link(folder) if rel.startswith(SHARED_PREFIX) else None
+        if shared_link is not None:
+            mismatches.append(shared_link)
+            continue
         root = _inside(*source_location(folder, rel), f"source {name}", mismatches)
         if root is not None:
             sources.append(f"{name}={root}")
