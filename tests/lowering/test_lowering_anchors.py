@@ -339,3 +339,38 @@ def test_anchors_verify_that_verified_nothing_fails(run_cli, tmp_path: Path) -> 
     code, out, _ = run_cli("anchors", "verify", str(desc), "--no-cache", "--source",
                            f"toyrt={TREE}")
     assert code == 0 and "s_emit source verified" in out and "A050" not in out
+
+
+# --- one way to count lines ---------------------------------------------------------------
+
+#: every character str.splitlines() ends a line at, besides \n, \r\n and \r
+SEPARATORS = ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+
+
+@pytest.mark.parametrize("sep", [*SEPARATORS, "\r\n"], ids=repr)
+def test_make_and_verify_count_lines_alike(tmp_path: Path, sep: str, run_cli) -> None:  # type: ignore[no-untyped-def]
+    """A separator in a comment or string must not shift a window: ``anchors make`` and
+    ``anchors verify`` (symbol and line-range anchors) agree, on ``\\n``-counted lines."""
+    nl = "\r\n" if sep == "\r\n" else "\n"
+    body = nl.join([
+        "# a comment with a separator" + (sep if sep != "\r\n" else "") + " inside it",
+        'NOTE = "text with a separator' + (sep if sep != "\r\n" else "") + ' in a string"',
+        "",
+        "def evict(block):",
+        "    drop(block)  # separator" + (sep if sep != "\r\n" else "") + "here",
+        "    return block",
+        "",
+    ])
+    pkg = tmp_path / "tree" / "m"
+    pkg.mkdir(parents=True)
+    (pkg / "pool.py").write_bytes(body.encode("utf-8"))
+    root = open_root("m", tmp_path / "tree")
+    by_symbol = make_anchor(root, "m/pool.py:evict")
+    assert by_symbol["lines"] == "4-6"  # what sed -n and editors show
+    by_range = make_anchor(root, "m/pool.py:1-6")
+    for anchor in (by_symbol, by_range):
+        result = Verifier({"m": root}).verify("a1", SourceAnchor.model_validate(anchor), DATA)
+        assert (result.result, result.lines) == ("verified", anchor["lines"]), result.detail
+    code, out, _ = run_cli("anchors", "make", "m/pool.py:evict", "--source",
+                           f"m={tmp_path / 'tree'}")
+    assert code == 0 and "lines: 4-6" in out

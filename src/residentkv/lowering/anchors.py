@@ -5,8 +5,11 @@ reported), ``missing``, ``unverifiable`` (doc quotes, sim scenarios, and source 
 package was given no ``--source``), ``failed`` (a trace gate that did not pass, a refused path,
 an unparsable file).
 
-Normalisation (what ``sha256`` hashes): the anchored lines are decoded as UTF-8 (any newline
-convention), trailing whitespace is stripped from each line, the common leading indentation is
+Lines are counted one way everywhere (:func:`source_lines`): a line ends at ``\n`` (``\r\n``
+included); no other character ends a line.
+
+Normalisation (what ``sha256`` hashes): the anchored lines are decoded as UTF-8, trailing
+whitespace is stripped from each line, the common leading indentation is
 removed, leading and trailing blank lines are dropped, and the lines are joined with ``\\n`` plus
 one final ``\\n``. A ``quote`` matches when, with every whitespace run collapsed to one space, it
 occurs in the anchored range. So re-indenting or re-wrapping whitespace never drifts an anchor;
@@ -134,14 +137,33 @@ def _quote_starts(quote: str, lines: list[str], n: int) -> list[int]:
     return sorted(set(out))
 
 
-def python_symbols(source: str) -> dict[str, Span]:
-    """Qualified name -> (first, last) line of every class, function and module-level name.
+def source_lines(text: str) -> list[str]:
+    """The lines of a source file, counted the one way every command counts them.
 
-    Decorators belong to the symbol they decorate. ``SyntaxError`` propagates.
+    A line ends at ``\n`` only (a ``\r`` just before it belongs to the line end): what
+    editors, ``sed -n`` and ``git diff`` show. ``str.splitlines`` would also split at form
+    feeds, vertical tabs, ``\x1c``-``\x1e``, ``\x85``, U+2028 and U+2029, which Python
+    source may hold in comments and strings, and then ``anchors make`` and ``anchors verify``
+    would disagree about a line window.
+    """
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # a final newline ends the last line; it does not start another
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def python_symbols(source: str) -> dict[str, Span]:
+    """Qualified name -> (first, last) line of every class, function and module-level name,
+    in :func:`source_lines` numbering.
+
+    Decorators belong to the symbol they decorate. ``SyntaxError`` propagates. Python's own
+    parser also ends a line at a lone ``\r``; it is handed the text with a lone ``\r`` as a
+    space, so that its line numbers are :func:`source_lines` numbers.
     """
     spans: dict[str, Span] = {}
+    text = "\n".join(line.replace("\r", " ") for line in source_lines(source))
     try:
-        tree = ast.parse(source)
+        tree = ast.parse(text)
     except (RecursionError, MemoryError) as e:
         # a 200,000-term expression exhausts the parser's stack: not a crash, a refused file
         raise ValueError(f"too deeply nested for the Python parser ({type(e).__name__})") from None
@@ -240,7 +262,7 @@ class Verifier:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
                 return self._res(aid, a, "failed", "A006", f"{a.path} is not UTF-8 text")
-            self._text[key] = (text, text.splitlines())
+            self._text[key] = (text, source_lines(text))
         lines = self._text[key][1]
         span = self._span(aid, root, a, lines)
         if isinstance(span, AnchorResult):
@@ -554,7 +576,7 @@ def make_anchor(root: SourceRoot, spec: str, version: str | None = None) -> dict
     data = root.read(path)
     if data is None:
         raise ValueError(f"{path} not found in source {root.name!r}")
-    lines = data.decode("utf-8").splitlines()
+    lines = source_lines(data.decode("utf-8"))
     anchor: dict[str, str] = {"kind": "source", "package": root.name}
     if version:
         anchor["version"] = version

@@ -239,16 +239,16 @@ class TarBomb(Exception):
 
 
 #: leading bytes of the compressions ``tarfile`` would detect by itself
-_COMPRESSIONS: tuple[tuple[bytes, Callable[[IO[bytes]], IO[bytes]]], ...] = (
+_COMPRESSIONS: tuple[tuple[bytes, Callable[[IO[bytes]], io.BufferedIOBase]], ...] = (
     (b"\x1f\x8b", lambda raw: gzip.GzipFile(fileobj=raw, mode="rb")),
     (b"BZh", lambda raw: bz2.BZ2File(raw, mode="rb")),
-    (b"\xfd7zXZ\x00", lambda raw: lzma.LZMAFile(raw, mode="rb")),
+    (b"\xfd7zXZ\x00", lambda raw: lzma.LZMAFile(raw, mode="rb")),  # noqa: SIM115
 )
 
 
 def _open_tar(location: Path) -> tarfile.TarFile:
     """The tarball at *location*, its decompressed stream bounded by the ratio limit."""
-    raw = location.open("rb")  # noqa: SIM115 - kept open while the root lives
+    raw = location.open("rb")  # kept open while the root lives
     head = raw.read(6)
     raw.seek(0)
     opener = next((o for magic, o in _COMPRESSIONS if head.startswith(magic)), None)
@@ -265,7 +265,7 @@ class BoundedStream(io.RawIOBase):
     decompresses beyond the limit (a decompressor seeks forward by decompressing).
     """
 
-    def __init__(self, inner: IO[bytes], limit: int) -> None:
+    def __init__(self, inner: io.BufferedIOBase, limit: int) -> None:
         super().__init__()
         self._inner = inner
         self._limit = limit

@@ -38,7 +38,14 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
-from residentkv.lowering.anchors import AnchorResult, Verifier, digest, python_symbols, squash
+from residentkv.lowering.anchors import (
+    AnchorResult,
+    Verifier,
+    digest,
+    python_symbols,
+    source_lines,
+    squash,
+)
 from residentkv.lowering.bundles import load_bundles
 from residentkv.lowering.check import CheckResult, run_check
 from residentkv.lowering.descriptor import SourceAnchor, read_descriptor
@@ -172,7 +179,7 @@ def find_relocation(root: SourceRoot, a: SourceAnchor) -> str | None:
             spans = python_symbols(text)
         except (SyntaxError, ValueError):
             continue
-        lines = text.splitlines()
+        lines = source_lines(text)
         for name, (first, last) in spans.items():
             if (name == leaf or name.endswith("." + leaf)) and _content_matches(
                     a, lines[first - 1: last]):

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from residentkv.lowering.anchors import Verifier, digest, normalise, squash
+from residentkv.lowering.anchors import Verifier, digest, normalise, source_lines, squash
 from residentkv.lowering.bundles import load_bundles
 from residentkv.lowering.descriptor import SourceAnchor, parse_lines, read_descriptor
 from residentkv.lowering.sources import PathRefused, SourceRoot
@@ -70,7 +70,7 @@ class ReviewItem:
     def diff(self) -> str:
         """Unified diff of the anchored text, old release -> new release."""
         return "".join(difflib.unified_diff(
-            self.old_text.splitlines(keepends=True), self.new_text.splitlines(keepends=True),
+            _with_ends(self.old_text), _with_ends(self.new_text),
             fromfile=f"{self.where} ({self.old_release})", tofile=f"{self.where} (new)"))
 
     def to_json(self) -> dict[str, Any]:
@@ -81,12 +81,16 @@ class ReviewItem:
                 "approved": self.approved, "diff": self.diff() if self.old_text else None}
 
 
+def _with_ends(text: str) -> list[str]:
+    return [line + "\n" for line in source_lines(text)]
+
+
 def _text(root: SourceRoot, path: str, lines: str) -> str:
     """The normalised text of *lines* of *path* in *root* (what the sha256 hashes)."""
     data = root.read(path)
     if data is None:
         return ""
-    src = data.decode("utf-8", errors="replace").splitlines()
+    src = source_lines(data.decode("utf-8", errors="replace"))
     first, last = parse_lines(lines)
     return normalise(src[first - 1: last])
 
@@ -107,7 +111,7 @@ def _item(descriptor: str, index: int, row: str, aid: str, a: SourceAnchor,
     if new.result != "drifted" or new.lines is None:
         return mk("failed", new.detail)
     new_text = _text(target_root, a.path, new.lines)
-    sha = digest(new_text.splitlines())
+    sha = digest(source_lines(new_text))
     old = baseline.verify(aid, a, Path(descriptor).parent)
     broot = baseline.root_for(a)
     old_lines = old.lines or a.lines
