@@ -374,3 +374,44 @@ def test_make_and_verify_count_lines_alike(tmp_path: Path, sep: str, run_cli) ->
     code, out, _ = run_cli("anchors", "make", "m/pool.py:evict", "--source",
                            f"m={tmp_path / 'tree'}")
     assert code == 0 and "lines: 4-6" in out
+
+
+# --- one read per trace, however many anchors cite it ---------------------------------------
+
+def test_a_trace_is_read_once_however_many_anchors_cite_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from residentkv.trace.gates import GATE_NAMES, check_trace
+    from residentkv.trace.reader import TraceReader
+
+    anchors = [_trace(g, c) for g in GATE_NAMES for c in ("c-1", "c-2", "c-404")]
+    # what each anchor's gate says on its own (read here before counting starts)
+    alone = {(a.gate, a.claim): check_trace(DATA / a.path, [a.gate], a.claim) for a in anchors}
+    reads: list[str] = []
+    real_init = TraceReader.__init__
+
+    def counting_init(self: TraceReader, path: object, **kw: object) -> None:
+        reads.append(str(path))
+        real_init(self, path, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(TraceReader, "__init__", counting_init)
+    v = Verifier()
+    results = [v.verify(f"t{i}", a, DATA) for i, a in enumerate(anchors)]
+    assert reads == [str((DATA / "traces/witness.jsonl").resolve())]
+    for a, r in zip(anchors, results, strict=True):
+        check = alone[(a.gate, a.claim)]
+        ok = all(x.passed for x in check.results) and not check.problem_count
+        assert (r.result == "verified") == ok, (a, r.detail)
+        fired = {k for x in check.results for k, on in x.controls.items() if on}
+        assert set(r.controls) == fired
+
+
+def test_a_trace_that_changes_while_judged_is_refused(tmp_path: Path) -> None:
+    from residentkv.lowering.trace_runs import TraceRuns, trace_key
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_bytes((DATA / "traces" / "witness.jsonl").read_bytes())
+    key = trace_key(trace, _pin(trace) or "")
+    with trace.open("ab") as fh:
+        fh.write(b"\n")
+    with pytest.raises(Exception, match="changed while it was read"):
+        TraceRuns().run(key)

@@ -24,6 +24,7 @@ import hashlib
 import re
 import textwrap
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
@@ -47,6 +48,7 @@ from residentkv.lowering.provenance import (
     scan_trace,
 )
 from residentkv.lowering.sources import PathRefused, SourceRoot, confined
+from residentkv.lowering.trace_runs import TraceKey, TraceRuns, trace_key
 
 ResultName = Literal["verified", "drifted", "missing", "unverifiable", "failed"]
 Span = tuple[int, int]
@@ -193,8 +195,9 @@ def _text_key(root: SourceRoot, path: str) -> tuple[str, str]:
 class Verifier:
     """Verifies anchors against ``--source`` roots and trace files, caching per input.
 
-    Parsed Python files are cached per (root, path) and trace gate results per
-    (trace sha256, gate, claim), so many rows citing one trace run its gate once.
+    Parsed Python files are cached per (root, path); a trace is hashed once per path and its
+    gates are judged in one pass for every gate and claim (:class:`TraceRuns`), so any number
+    of anchors citing one trace cost one read of it.
     """
 
     def __init__(self, sources: dict[str, SourceRoot] | None = None) -> None:
@@ -206,6 +209,9 @@ class Verifier:
         self._facts_by_path: dict[Path, TraceFacts] = {}
         self._gates: dict[tuple[str, str, str], AnchorResult] = {}
         self._trace_where: dict[tuple[str, str], str | AnchorResult] = {}
+        self._trace_keys: dict[str, TraceKey] = {}
+        #: gate results per trace: one read of a trace whatever the number of anchors citing it
+        self.trace_runs = TraceRuns()
         self.trace_inputs: dict[str, str] = {}
 
     def verify(self, aid: str, anchor: Anchor, base_dir: Path) -> AnchorResult:
@@ -358,7 +364,7 @@ class Verifier:
             return found.model_copy(update={"id": aid, "gate": a.gate})
         key = (found, a.gate, a.claim)
         if key not in self._gates:
-            self._gates[key] = self._run_gate(a, base_dir / a.path, found)
+            self._gates[key] = self._run_gate(a, found)
         result = self._gates[key].model_copy(update={"id": aid})
         return pinned_view(result, a.sha256, self._trace_facts[found])
 
@@ -382,6 +388,7 @@ class Verifier:
 
     def _digest(self, target: Path, shown: str) -> str:
         if target not in self._trace_digest:
+            before = trace_key(target, "")  # the file as it was when its hash began
             h = hashlib.sha256()
             lines: list[bytes] = []
             with target.open("rb") as fh:
@@ -393,6 +400,7 @@ class Verifier:
             self._scan(target, lines)
             self._trace_digest[target] = h.hexdigest()
             self._trace_facts[h.hexdigest()] = self._facts_by_path.pop(target)
+            self._trace_keys[h.hexdigest()] = replace(before, sha256=h.hexdigest())
         self.trace_inputs[shown] = self._trace_digest[target]
         return self._trace_digest[target]
 
@@ -406,33 +414,32 @@ class Verifier:
         for cid, modes in batch.modes.items():
             facts.modes.setdefault(cid, set()).update(modes)
 
-    def _run_gate(self, a: TraceAnchor, target: Path, sha: str) -> AnchorResult:
-        from residentkv.trace.gates import check_trace
-
+    def _run_gate(self, a: TraceAnchor, sha: str) -> AnchorResult:
         facts = self._trace_facts[sha]
         base = {"id": "", "kind": "trace", "gate": a.gate, "sha256": sha,
                 "claim_modes": tuple(sorted(facts.modes.get(a.claim, ()))),
                 **_provenance_fields(facts)}
-        try:
-            check = check_trace(target, gates=[a.gate], claim_id=a.claim)
+        try:  # one read of the trace serves every anchor citing it, whatever gate or claim
+            run = self.trace_runs.run(self._trace_keys[sha])
         except UserInputError as e:
             return AnchorResult(**base, result="failed", code="A004", detail=f"unreadable: {e}")
-        mine = [r for r in check.results if r.gate == a.gate and r.claim_id == a.claim]
-        fired = tuple(sorted(k for r in mine for k, v in r.controls.items() if v))
-        boundary = mine[0].boundary if mine else None
-        if mine and all(r.passed for r in mine) and not check.problem_count:
-            shown = tuple(sorted({k for r in mine for k in r.evidence}))
-            return AnchorResult(**base, result="verified", controls=fired, boundary=boundary,
-                                shown=shown, detail=f"gate {a.gate} passed for claim {a.claim}")
-        missing = sorted({m for r in mine for m in r.missing})
+        mine = run.result(a.gate, a.claim)
+        fired = tuple(sorted(k for k, v in mine.controls.items() if v))
+        if mine.passed and not run.problem_count:
+            return AnchorResult(**base, result="verified", controls=fired,
+                                boundary=mine.boundary, shown=tuple(sorted(mine.evidence)),
+                                detail=f"gate {a.gate} passed for claim {a.claim}")
         detail = (f"gate {a.gate} failed for claim {a.claim}: missing "
-                  f"{', '.join(missing) or '(trace problems)'}")
+                  f"{', '.join(mine.missing) or '(trace problems)'}")
         if fired:
             detail += f"; controls fired: {', '.join(fired)}"
-        if check.problems:
-            detail += "; trace problems: " + "; ".join(p.message for p in check.problems[:3])
+        problems = run.problems[:3]
+        if a.claim not in run.facts.order:
+            problems = [f"no event for claim {a.claim!r}", *problems]
+        if problems:
+            detail += "; trace problems: " + "; ".join(problems)
         return AnchorResult(**base, result="failed", code="A008" if fired else "A004",
-                            controls=fired, boundary=boundary, detail=detail)
+                            controls=fired, boundary=mine.boundary, detail=detail)
 
 
 _SCAN_BATCH = 4096
