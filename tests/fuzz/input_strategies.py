@@ -1,12 +1,17 @@
 """Structure-aware generators of hostile inputs: traces, artifact traces, descriptors, suite
 cases and archives. Each starts from the shape a real input has and breaks it one way or many:
 wrong types, hostile strings (markup, control characters, surrogates), deep nesting, huge
-integers, NaN, duplicate keys, truncation, binary bytes."""
+integers, NaN, duplicate keys (also in two YAML spellings, ``1`` and ``"1"``), line separators
+other than ``\n`` (form feeds, U+2028 ...), truncation, binary bytes, and archives that expand
+far past their size (tar bombs in gzip, bzip2 and xz, members declaring 32 GiB)."""
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import io
 import json
+import lzma
 import tarfile
 import zipfile
 from typing import Any
@@ -42,6 +47,10 @@ def _text_tricks(line: str) -> st.SearchStrategy[bytes]:
         raw, raw[: max(1, len(raw) // 2)], raw + b"\x00", raw.replace(b"1", b"NaN", 1),
         raw.replace(b'"seq":', b'"seq":1,"seq":', 1), b"[" * 5000 + b"]" * 5000,
         raw.replace(b"0", b"9" * 5000, 1), b"\xff\xfe" + raw, raw + b"\r",
+        raw.replace(b'"resident_claim_id":', b'"resident_claim_id":"c-OTHER",'
+                                             b'"resident_claim_id":', 1),
+        raw.replace(b'"event_sequence":', b'"event_sequence":0,"event_sequence":', 1),
+        raw.replace(b"{", b'{"k":{"a":1,"a":2},', 1),
     ])
 
 
@@ -125,6 +134,15 @@ YAML_TRICKS = st.sampled_from([
     lambda t: t[: len(t) // 2],
     lambda t: t + "\x00",
     lambda t: t.replace("schema:", "schema: &a [*a]\nx:", 1),
+    # anchor ids as YAML integers, and one id in two spellings
+    lambda t: t.replace("s_emit", "1"),
+    lambda t: t.replace("      t_obs: ", "      1: ", 1).replace("[t_obs", "[\"1\"", 1),
+    lambda t: t.replace("      t_obs: ", "      \"1\": {kind: doc, url: x, quote: \"a b c d e f\"}"
+                                          "\n      1: ", 1),
+    lambda t: t.replace("claim_identity:", "true:", 1),
+    # line separators str.splitlines() knows and YAML and Python do not treat alike
+    lambda t: t.replace("mode: \"", "mode: \"\x0c\u2028\x85", 1),
+    lambda t: t.replace("boundary: \"", "boundary: \"\x1c\x1d\x1e\x0b", 1),
 ])
 
 
@@ -145,15 +163,25 @@ def descriptor_text(draw: st.DrawFn, base: str) -> str:
     return text
 
 
+#: Python text holding every separator str.splitlines() knows besides \n (in comments, where
+#: Python allows them), so line windows are counted on them
+SEPARATED = ("# \x0b \x0c \x1c \x1d \x1e \x85 \u2028 \u2029\nX = 1\nX = 1\r\n# \x0c\n"
+             .encode())
+#: a member header that declares 32 GiB (GNU base-256 size), followed by no data
+HUGE_DECLARED = 32 << 30
+
+
 @st.composite
 def archive(draw: st.DrawFn) -> tuple[str, bytes]:
-    """A wheel or an sdist with hostile member names, sizes and bytes."""
+    """A wheel or an sdist with hostile member names, sizes and bytes; sdists compressed with
+    gzip, bzip2 or xz whatever their name says, some of them expanding thousands of times."""
     names = draw(st.lists(st.sampled_from([
         "p/x.py", "p/../../evil.py", "/abs.py", "p/x.py", "p-1/p/x.py", "p/big.py",
         "p-1.dist-info/METADATA", "PKG-INFO", "p/\x00.py", "p/[/x].py",
     ]), min_size=0, max_size=5))
     payloads = st.one_of(st.binary(max_size=200), st.just(b"X = 1\n" * 50),
-                         st.just(b"0" * 300_000))
+                         st.just(b"0" * 300_000), st.just(SEPARATED),
+                         st.just(b"\0" * (4 << 20)))
     kind = draw(st.sampled_from(["whl", "tar.gz"]))
     buf = io.BytesIO()
     if kind == "whl":
@@ -166,12 +194,18 @@ def archive(draw: st.DrawFn) -> tuple[str, bytes]:
                 at = draw(st.integers(0, len(raw) - 1))
                 raw[at] = draw(st.integers(0, 255))
         return "p.whl", bytes(raw)
-    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+    if draw(st.integers(0, 3)) == 0:  # first, a member declaring far more than follows it
+        info = tarfile.TarInfo("p-1/p/huge.py")
+        info.size = HUGE_DECLARED
+        buf.write(info.tobuf(tarfile.GNU_FORMAT))
+        buf.write(b"\0" * draw(st.sampled_from([0, 512, 1 << 20])))
+    with tarfile.open(fileobj=buf, mode="w:", format=tarfile.GNU_FORMAT) as tf:
         for name in names:
             data = draw(payloads)
             info = tarfile.TarInfo(name.replace("\x00", "_"))
             info.size = len(data)
             tf.addfile(info, io.BytesIO(data))
-    raw = buf.getvalue()
+    compress = draw(st.sampled_from([gzip.compress, bz2.compress, lzma.compress]))
+    raw = compress(buf.getvalue())
     cut = draw(st.sampled_from([len(raw), len(raw) // 2, 10]))
     return "p-1.tar.gz", raw[:cut]

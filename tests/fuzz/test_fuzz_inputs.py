@@ -99,11 +99,16 @@ CASE_EDITS = st.sampled_from([
 ])
 
 
+#: what else a case folder may hold: nothing, a FIFO, a sparse 1 TiB file, a sparse 4 MiB one
+EXTRAS = st.sampled_from([None, "fifo", "sparse-1TiB", "sparse-4MiB"])
+
+
 @fuzz
 @given(case=st.sampled_from(CASES), edit=CASE_EDITS,
-       link=st.sampled_from([None, "/", "..", "../..", "loop"]))
+       link=st.sampled_from([None, "/", "..", "../..", "loop", "_shared->/"]), extra=EXTRAS)
 def test_suite_cases_never_crash_or_leave_their_folder(case: str, edit: object,
-                                                       link: str | None) -> None:
+                                                       link: str | None,
+                                                       extra: str | None) -> None:
     folder = _scratch()
     try:
         suite = folder / "suite"
@@ -114,14 +119,35 @@ def test_suite_cases_never_crash_or_leave_their_folder(case: str, edit: object,
         if link == "loop":
             os.symlink(suite / case / "b", suite / case / "a")
             os.symlink(suite / case / "a", suite / case / "b")
+        elif link == "_shared->/":  # the whole shared folder is a link to the root
+            shutil.rmtree(suite / "_shared")
+            os.symlink("/", suite / "_shared")
+            yaml.write_text(yaml.read_text().replace("shared:toyrt", "shared:etc"))
         elif link is not None:
             shutil.rmtree(suite / "_shared" / "toyrt")
             os.symlink(link, suite / "_shared" / "toyrt")
+        refused = _add_extra(suite / case, extra)
         code, _ = assert_no_crash(["suite", str(suite), "--mutants", "3"])
-        if link is not None and link != "loop" and "shared:toyrt" in yaml.read_text():
+        if link not in (None, "loop") and re.search("shared:(toyrt|etc)", yaml.read_text()):
             assert code == 1  # a case reading a shared tree that links out never passes
+        if refused:
+            assert code == 1  # a special or sparse file fails its case before any copy
     finally:
         shutil.rmtree(folder)
+
+
+def _add_extra(case: Path, extra: str | None) -> bool:
+    """Put *extra* into the case folder; whether the suite must refuse it."""
+    if extra == "fifo":
+        os.mkfifo(case / "pipe")
+        return True
+    if extra is None:
+        return False
+    blob = case / "blob"
+    with blob.open("wb") as fh:  # a hole: nothing written, nothing allocated
+        fh.truncate(1 << 40 if extra == "sparse-1TiB" else 4 << 20)
+    # over the size limit, or a hole this file system did not allocate
+    return extra == "sparse-1TiB" or blob.stat().st_blocks * 512 * 2 < blob.stat().st_size
 
 
 ANCHOR_ROW = """schema: residentkv.descriptor/v1
