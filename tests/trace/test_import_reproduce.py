@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
+from markdown_it import MarkdownIt
 
 from residentkv.cli import main
 from residentkv.trace.gates import check_events
@@ -384,3 +386,16 @@ def test_a_claim_named_only_on_a_rejected_line_is_not_listed_as_present(
 def test_a_claim_in_another_spelling_is_named(capsys: pytest.CaptureFixture[str]) -> None:
     err = _claim_error(["--claim", "C-1 ", str(WITNESS)], capsys)
     assert 'claims with a valid claim event: "c-1"' in err and 'did you mean "c-1"?' in err
+
+
+def test_reproduce_markdown_escapes_folder_names(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = tmp_path / "<img src=x>|[a](http:x)" / "rep-001"
+    scenario.mkdir(parents=True)
+    with pytest.raises(SystemExit):
+        main(["trace", "reproduce", str(tmp_path), "--format", "md"])
+    out = capsys.readouterr().out
+    html = MarkdownIt("commonmark").enable("table").render(out)
+    assert "<img" not in html and "<a " not in html and "&lt;img src=x&gt;" in html
+    rows = [line for line in out.splitlines() if line.startswith("| ")]
+    assert {len(re.split(r"(?<!\\)\|", line)) for line in rows} == {9}  # 7 columns

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from residentkv.report.markdown import md_text
 from residentkv.report.registry import RenderOptions, reporter
 from residentkv.report.text import render_table
 from residentkv.trace.reproduce import Row, compared, succeeded
@@ -49,7 +50,7 @@ def render_json(rows: Sequence[Row], _opts: RenderOptions) -> str:
 @reporter("reproduce", "md")
 def render_md(rows: Sequence[Row], _opts: RenderOptions) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in _cells(r)) + " |"
+    lines += ["| " + " | ".join(md_text(c) for c in _cells(r)) + " |"
               for r in rows]
     return "\n".join(lines) + "\n\n" + _summary(rows) + "\n"
 
