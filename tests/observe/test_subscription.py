@@ -1,0 +1,141 @@
+"""The subscription over real ZeroMQ sockets, against a publisher speaking vLLM's wire format."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import msgspec
+import pytest
+import zmq
+
+from residentkv.observe.observer import Observer
+from residentkv.observe.subscriber import Subscription
+from residentkv.observe.synthetic import SyntheticPublisher, chain, removed, stored
+
+from .obskit import BS, PREFIX, claim_dict, named, observed, open_observer
+
+
+@contextmanager
+def running(sub: Subscription, obs: Observer) -> Iterator[threading.Event]:
+    stop = threading.Event()
+    thread = threading.Thread(target=sub.run, args=(obs, stop), daemon=True)
+    thread.start()
+    try:
+        yield stop
+    finally:
+        stop.set()
+        thread.join(10)
+
+
+def wait_for(predicate: object, what: str) -> None:
+    # a bound on waiting, never an assertion about time
+    for _ in range(200):
+        if callable(predicate) and predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+def subscribed(pub: SyntheticPublisher, obs: Observer) -> None:
+    """Publish empty batches until the subscription sees one (PUB drops before it joins)."""
+    while True:
+        pub.publish([])
+        time.sleep(0.05)
+        if obs.expected is not None:
+            return
+
+
+def test_ipc_stream_with_a_dropped_batch_is_replayed(tmp_path: Path) -> None:
+    claims = observed(tmp_path, claim_dict("c-soft"))
+    ep, rep = f"ipc://{tmp_path}/ev.sock", f"ipc://{tmp_path}/replay.sock"
+    pub = SyntheticPublisher(ep, replay_endpoint=rep)
+    sub = Subscription(ep, topic=b"kv", replay_endpoint=rep)
+    obs, writer, out = open_observer(tmp_path, claims, replay=sub.replay)
+    hashes = chain(PREFIX, BS)
+    try:
+        with running(sub, obs):
+            subscribed(pub, obs)
+            pub.publish([stored(PREFIX, BS)])
+            pub.publish([removed(hashes[1:2])], drop=True)   # never sent: replay has it
+            last = pub.publish([])
+            wait_for(lambda: obs.expected == last + 1, "the last batch")
+    finally:
+        sub.close()
+        pub.close()
+    obs.finish()
+    writer.close()
+    # the subscription joined late (batch 0 may be lost): a late start, then no other gap
+    reasons = [g["reason"] for g in named(out, "observation_gap")]
+    assert "sequence_jump" not in reasons
+    assert [e["position"] for e in named(out, "block_evicted")] == [1]
+
+
+def test_tcp_publisher_connects_to_a_bound_observer(tmp_path: Path) -> None:
+    claims = observed(tmp_path, claim_dict("c-soft"))
+    sub = Subscription("tcp://127.0.0.1:0", bind=True, topic=b"kv")
+    endpoint = sub.sub.getsockopt_string(zmq.LAST_ENDPOINT)
+    pub = SyntheticPublisher(endpoint, bind=False)
+    obs, writer, out = open_observer(tmp_path, claims)
+    try:
+        with running(sub, obs):
+            subscribed(pub, obs)
+            pub.publish([stored(PREFIX, BS)])
+            pub.publish([], drop=True)                       # no replay endpoint: a gap
+            last = pub.publish([])
+            wait_for(lambda: obs.expected == last + 1, "the last batch")
+    finally:
+        sub.close()
+        pub.close()
+    writer.close()
+    jumps = [g for g in named(out, "observation_gap") if g["reason"] == "sequence_jump"]
+    assert [(g["missed_from"], g["missed_to"]) for g in jumps] == [(last - 1, last - 1)]
+    assert len(named(out, "claim_materialized")) == 1
+
+
+def test_undecodable_payload_is_a_gap(tmp_path: Path) -> None:
+    claims = observed(tmp_path, claim_dict("c-soft"))
+    ep = f"ipc://{tmp_path}/ev.sock"
+    pub = SyntheticPublisher(ep)
+    sub = Subscription(ep, topic=b"kv")
+    obs, writer, out = open_observer(tmp_path, claims)
+    try:
+        with running(sub, obs):
+            subscribed(pub, obs)
+            seq = pub.seq
+            pub.seq += 1
+            pub.pub.send_multipart([b"kv", seq.to_bytes(8, "big"),
+                                    msgspec.msgpack.encode({"not": "a batch"})])
+            last = pub.publish([])
+            wait_for(lambda: obs.expected == last + 1, "the last batch")
+    finally:
+        sub.close()
+        pub.close()
+    writer.close()
+    bad = [g for g in named(out, "observation_gap") if g["reason"] == "undecodable_batch"]
+    assert [(g["missed_from"], g["missed_to"]) for g in bad] == [(seq, seq)]
+
+
+@pytest.mark.vllm
+def test_vllm_own_structs_decode_into_the_mirror() -> None:
+    from vllm.distributed import kv_events as v
+
+    from residentkv.observe.wire import BlockRemoved, BlockStored, decode_frame
+
+    batch = v.KVEventBatch(ts=1.5, events=[
+        v.BlockStored(block_hashes=[2**64 - 1, 7], parent_block_hash=None, token_ids=[1, 2],
+                      block_size=1, lora_id=None, medium="GPU", lora_name=None,
+                      extra_keys=[None, ("salt",)], group_idx=0, session_id="s"),
+        v.BlockRemoved(block_hashes=[b"\x01\x02"], medium="CPU", group_idx=0),
+        v.AllBlocksCleared()], data_parallel_rank=0)
+    parts = [b"kv", (9).to_bytes(8, "big"), msgspec.msgpack.Encoder().encode(batch)]
+    frame = decode_frame(parts)
+    assert frame.seq == 9 and frame.batch.ts == 1.5
+    s, r, _ = frame.batch.events
+    assert isinstance(s, BlockStored) and s.block_hashes == [2**64 - 1, 7]
+    assert s.extra_keys == [None, ("salt",)] and s.session_id == "s"
+    assert isinstance(r, BlockRemoved) and r.block_hashes == [b"\x01\x02"]
+    assert r.medium == "CPU"
