@@ -49,25 +49,33 @@ def subscribed(pub: SyntheticPublisher, obs: Observer) -> None:
             return
 
 
-def test_ipc_stream_with_a_dropped_batch_is_replayed(tmp_path: Path) -> None:
-    claims = observed(tmp_path, claim_dict("c-soft"))
-    ep, rep = f"ipc://{tmp_path}/ev.sock", f"ipc://{tmp_path}/replay.sock"
-    pub = SyntheticPublisher(ep, replay_endpoint=rep)
-    sub = Subscription(ep, topic=b"kv", replay_endpoint=rep)
-    obs, writer, out = open_observer(tmp_path, claims, replay=sub.replay)
-    hashes = chain(PREFIX, BS)
+@contextmanager
+def stream(tmp: Path, pub: SyntheticPublisher, sub: Subscription,
+           replay: bool = False) -> Iterator[tuple[Observer, Path]]:
+    """An observer of one claim fed by *sub*; on leaving, every batch *pub* sent was applied
+    and the trace is closed."""
+    claims = observed(tmp, claim_dict("c-soft"))
+    obs, writer, out = open_observer(tmp, claims, replay=sub.replay if replay else None)
     try:
         with running(sub, obs):
             subscribed(pub, obs)
-            pub.publish([stored(PREFIX, BS)])
-            pub.publish([removed(hashes[1:2])], drop=True)   # never sent: replay has it
+            yield obs, out
             last = pub.publish([])
             wait_for(lambda: obs.expected == last + 1, "the last batch")
     finally:
         sub.close()
         pub.close()
-    obs.finish()
-    writer.close()
+        obs.finish()
+        writer.close()
+
+
+def test_ipc_stream_with_a_dropped_batch_is_replayed(tmp_path: Path) -> None:
+    ep, rep = f"ipc://{tmp_path}/ev.sock", f"ipc://{tmp_path}/replay.sock"
+    pub = SyntheticPublisher(ep, replay_endpoint=rep)
+    sub = Subscription(ep, topic=b"kv", replay_endpoint=rep)
+    with stream(tmp_path, pub, sub, replay=True) as (_, out):
+        pub.publish([stored(PREFIX, BS)])
+        pub.publish([removed(chain(PREFIX, BS)[1:2])], drop=True)   # never sent: replayed
     # the subscription joined late (batch 0 may be lost): a late start, then no other gap
     reasons = [g["reason"] for g in named(out, "observation_gap")]
     assert "sequence_jump" not in reasons
@@ -75,46 +83,24 @@ def test_ipc_stream_with_a_dropped_batch_is_replayed(tmp_path: Path) -> None:
 
 
 def test_tcp_publisher_connects_to_a_bound_observer(tmp_path: Path) -> None:
-    claims = observed(tmp_path, claim_dict("c-soft"))
     sub = Subscription("tcp://127.0.0.1:0", bind=True, topic=b"kv")
-    endpoint = sub.sub.getsockopt_string(zmq.LAST_ENDPOINT)
-    pub = SyntheticPublisher(endpoint, bind=False)
-    obs, writer, out = open_observer(tmp_path, claims)
-    try:
-        with running(sub, obs):
-            subscribed(pub, obs)
-            pub.publish([stored(PREFIX, BS)])
-            pub.publish([], drop=True)                       # no replay endpoint: a gap
-            last = pub.publish([])
-            wait_for(lambda: obs.expected == last + 1, "the last batch")
-    finally:
-        sub.close()
-        pub.close()
-    writer.close()
+    pub = SyntheticPublisher(sub.sub.getsockopt_string(zmq.LAST_ENDPOINT), bind=False)
+    with stream(tmp_path, pub, sub) as (_, out):
+        pub.publish([stored(PREFIX, BS)])
+        dropped = pub.publish([], drop=True)                       # no replay endpoint: a gap
     jumps = [g for g in named(out, "observation_gap") if g["reason"] == "sequence_jump"]
-    assert [(g["missed_from"], g["missed_to"]) for g in jumps] == [(last - 1, last - 1)]
+    assert [(g["missed_from"], g["missed_to"]) for g in jumps] == [(dropped, dropped)]
     assert len(named(out, "claim_materialized")) == 1
 
 
 def test_undecodable_payload_is_a_gap(tmp_path: Path) -> None:
-    claims = observed(tmp_path, claim_dict("c-soft"))
     ep = f"ipc://{tmp_path}/ev.sock"
     pub = SyntheticPublisher(ep)
-    sub = Subscription(ep, topic=b"kv")
-    obs, writer, out = open_observer(tmp_path, claims)
-    try:
-        with running(sub, obs):
-            subscribed(pub, obs)
-            seq = pub.seq
-            pub.seq += 1
-            pub.pub.send_multipart([b"kv", seq.to_bytes(8, "big"),
-                                    msgspec.msgpack.encode({"not": "a batch"})])
-            last = pub.publish([])
-            wait_for(lambda: obs.expected == last + 1, "the last batch")
-    finally:
-        sub.close()
-        pub.close()
-    writer.close()
+    with stream(tmp_path, pub, Subscription(ep, topic=b"kv")) as (_, out):
+        seq = pub.seq
+        pub.seq += 1
+        pub.pub.send_multipart([b"kv", seq.to_bytes(8, "big"),
+                                msgspec.msgpack.encode({"not": "a batch"})])
     bad = [g for g in named(out, "observation_gap") if g["reason"] == "undecodable_batch"]
     assert [(g["missed_from"], g["missed_to"]) for g in bad] == [(seq, seq)]
 
