@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from residentkv.observe.claims import ClaimsFileError, load_claims
+from residentkv.observe.claims import ClaimsFileError, block_key, load_claims
 
 from .obskit import BS, PREFIX, claim_dict, claims_file
 
@@ -20,8 +20,8 @@ def test_tokens_cut_into_blocks_and_objects_shared(tmp_path: Path) -> None:
     path = tmp_path / "claims.yaml"
     path.write_text(json.dumps({"objects": {"shared": PREFIX}, "claims": [one, two]}))
     a, b = load_claims(path)
-    assert a.blocks == (tuple(PREFIX[:BS]), tuple(PREFIX[BS:2 * BS]),
-                        tuple(PREFIX[2 * BS:3 * BS]))
+    assert a.blocks == (block_key(PREFIX[:BS]), block_key(PREFIX[BS:2 * BS]),
+                        block_key(PREFIX[2 * BS:3 * BS]))
     assert len(b.blocks) == 4 and list(b.needed) == [0, 1]
 
 

@@ -94,8 +94,7 @@ def test_metrics_while_observing(tmp_path: Path) -> None:
 def test_live_table_rows() -> None:
     raw = claim_dict("c-soft")
     del raw["tokens"]
-    oc = ObservedClaim(ResidentClaim.model_validate(raw),
-                       tuple(tuple(PREFIX[i * BS:(i + 1) * BS]) for i in range(3)))
+    oc = ObservedClaim.of(ResidentClaim.model_validate(raw), PREFIX)
     view = ClaimView(Tracked(oc), status=ClaimStatus.LOST, losses=1, last_change=100.0)
     view.tracked.live = [0, 1, 1]
     console = Console(record=True, width=120)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from residentkv.observe.claims import ObservedClaim
+from residentkv.observe.claims import ObservedClaim, block_key
 from residentkv.observe.wire import BlockHash, BlockRemoved, BlockStored
 
 
@@ -56,7 +56,7 @@ class ChainIndex:
     def __init__(self, claims: list[ObservedClaim], device_medium: str | None) -> None:
         self.tracked = [Tracked(c) for c in claims]
         self.device_medium = device_medium
-        self._roots: dict[tuple[int, ...], list[Tracked]] = {}
+        self._roots: dict[bytes, list[Tracked]] = {}
         for t in self.tracked:
             self._roots.setdefault(t.claim.blocks[0], []).append(t)
         self._known: dict[BlockHash, list[tuple[Tracked, int]]] = {}
@@ -100,12 +100,12 @@ class ChainIndex:
         """Claimed positions *h* holds: a root matching a claim's first block, or a child of a
         learned claimed block matching the claim's next block."""
         if parent is None:
-            owners = [(t, 0) for t in self._roots.get(tuple(chunk), ())]
+            owners = [(t, 0) for t in self._roots.get(block_key(chunk), ())]
         else:
             above = self._known.get(parent)
             if not above:
                 return []
-            key = tuple(chunk)
+            key = block_key(chunk)
             owners = [(t, pos + 1) for t, pos in above
                       if pos + 1 < len(t.claim.blocks) and t.claim.blocks[pos + 1] == key]
         if owners:
