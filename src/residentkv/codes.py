@@ -324,12 +324,6 @@ _CODES: list[Code] = [
          "a trace's provenance names the runtime release it shows; an observer cannot know it "
          "from the KV events, and evidence of an unknown release grants nothing",
          "residentkv observe --kv-events ipc:///run/ev.sock --claims c.yaml --out t.jsonl"),
-    Code("T080", "observation_gap",
-         "the observer did not see part of the runtime's event stream",
-         "what happened in the missing batches is unknown; every obligation that depends on "
-         "them is unknown, never a pass",
-         '{"event": "observation_gap", "reason": "sequence_jump", "missed_from": 12, '
-         '"missed_to": 14, ...}'),
 ]
 
 CODES: dict[str, Code] = {c.id: c for c in _CODES}
