@@ -105,6 +105,37 @@ def test_undecodable_payload_is_a_gap(tmp_path: Path) -> None:
     assert [(g["missed_from"], g["missed_to"]) for g in bad] == [(seq, seq)]
 
 
+def test_a_dropped_subscription_is_a_gap(tmp_path: Path) -> None:
+    ep = f"ipc://{tmp_path}/ev.sock"
+    first = SyntheticPublisher(ep)
+    sub = Subscription(ep, topic=b"kv")
+    obs, writer, out = open_observer(tmp_path, observed(tmp_path, claim_dict("c-soft")))
+    with running(sub, obs):
+        subscribed(first, obs)
+        seen = first.publish([])
+        wait_for(lambda: obs.expected == seen + 1, "the first publisher's batches")
+        first.close()                                   # the runtime's socket goes away
+        wait_for(lambda: obs.dropped, "the disconnect")
+        second = SyntheticPublisher(ep)                  # back, 2 batches later
+        second.seq = seen + 3
+        try:
+            while obs.expected == seen + 1:              # until it joined again
+                second.publish([])
+                time.sleep(0.05)
+        finally:
+            second.close()
+        wait_for(lambda: obs.dropped, "the second disconnect")
+    sub.close()
+    obs.finish()
+    writer.close()
+    drops = [g for g in named(out, "observation_gap") if g["reason"] == "subscription_dropped"]
+    # down while seen+1, seen+2 (and whatever the second publisher sent before the subscription
+    # joined it) were published; then down again at the end: open-ended
+    assert len(drops) == 2
+    assert drops[0]["missed_from"] == seen + 1 and drops[0]["missed_to"] >= seen + 2
+    assert drops[1]["missed_from"] > drops[0]["missed_to"] and "missed_to" not in drops[1]
+
+
 @pytest.mark.vllm
 def test_vllm_own_structs_decode_into_the_mirror() -> None:
     from vllm.distributed import kv_events as v
