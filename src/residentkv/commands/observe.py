@@ -79,6 +79,10 @@ def observe_command(kv_events: str, bind: bool, replay: str | None, topic: str, 
             signal.signal(s, handler)
     click.echo(f"observed {seen.batches} batches ({seen.kv_events} KV events), "
                f"{seen.gaps} gaps; trace: {seen.trace}", err=True)
+    published = ", ".join(str(b) for b in sorted(seen.block_sizes))
+    for claim_id in seen.block_size_mismatches():
+        click.echo(f"warning: claim {claim_id!r} has a block size the runtime never published "
+                   f"(it published {published}): it could not be matched", err=True)
     check = check_trace(seen.trace, gates)
     emit("trace", "text", trace_report.to_json_obj([check]), None,
          RenderOptions.for_command("trace-check"))

@@ -63,6 +63,8 @@ class ChainIndex:
         self._live: dict[BlockHash, int] = {}
         self._bits: dict[str | None, int] = {}
         self.unmatched_removals = 0
+        #: block sizes the runtime published (a claim of another block size can never match)
+        self.block_sizes: set[int] = set()
 
     def _bit(self, medium: str | None) -> int:
         bit = self._bits.get(medium)
@@ -81,6 +83,7 @@ class ChainIndex:
         device = ev.medium == self.device_medium
         parent = ev.parent_block_hash
         size = ev.block_size
+        self.block_sizes.add(size)
         tokens = ev.token_ids
         for j, h in enumerate(ev.block_hashes):
             before = self._live.get(h, 0)

@@ -87,6 +87,14 @@ class Observation:
     gaps: int
     metrics_port: int | None = None
     unmatched_removals: int = 0
+    block_sizes: frozenset[int] = frozenset()
+
+    def block_size_mismatches(self) -> list[str]:
+        """Claims whose block size the runtime never published (they can never match)."""
+        if not self.block_sizes:
+            return []
+        return [v.claim.claim_id for v in self.views
+                if v.claim.block_size not in self.block_sizes]
 
 
 def observe(opts: ObserveOptions, stop: threading.Event) -> Observation:
@@ -125,4 +133,5 @@ def observe(opts: ObserveOptions, stop: threading.Event) -> Observation:
         writer.close()
     return Observation(trace=opts.out, views=list(obs.views.values()), batches=obs.batches,
                        kv_events=obs.kv_events, gaps=obs.gaps, metrics_port=port,
-                       unmatched_removals=obs.index.unmatched_removals)
+                       unmatched_removals=obs.index.unmatched_removals,
+                       block_sizes=frozenset(obs.index.block_sizes))
