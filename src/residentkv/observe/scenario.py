@@ -60,6 +60,14 @@ class ObservedRun:
     observer_exit: int | None = None
     logs: dict[str, Path] = field(default_factory=dict)
 
+    def to_json(self) -> dict[str, Any]:
+        """The run as a JSON-able record (paths as strings)."""
+        return {"trace": str(self.trace), "rows": list(self.rows), "runtime": self.runtime,
+                "claims": list(self.claims), "late_start": self.late_start,
+                "replay": self.replay, "requests": self.requests, "evicted": self.evicted,
+                "observer_exit": self.observer_exit,
+                "logs": {k: str(v) for k, v in self.logs.items()}}
+
 
 def runtime_release() -> str:
     """``NAME==VERSION`` of the installed vLLM distribution."""
