@@ -87,3 +87,9 @@ def assert_gap_never_passes(path: Path, claim: str) -> None:
             pytest.xfail("the gates on this branch do not judge observation_gap yet")
         return
     assert not passed and GAP_REQUIREMENT in missing
+
+
+def loss_unreported(missing: list[str]) -> bool:
+    """The lifecycle gate's word for a soft_priority loss never reported as harm: an illegal
+    transition (``legal_transitions``), or a requirement naming the unreported harm."""
+    return "legal_transitions" in missing or any("harm" in m for m in missing)

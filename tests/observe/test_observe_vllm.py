@@ -10,7 +10,7 @@ import pytest
 from residentkv.observe.scenario import OFFLOADABLE, SOFT, run_observed_vllm
 from residentkv.trace.gates import check_trace
 
-from .obskit import assert_gap_never_passes, lifecycle, named
+from .obskit import assert_gap_never_passes, lifecycle, loss_unreported, named
 
 pytestmark = pytest.mark.vllm
 
@@ -41,7 +41,7 @@ def test_claimed_prefixes_evicted_with_no_outcome(tmp_path: Path) -> None:
     assert kinds == {"stream_started", "claim_accepted", "claim_materialized",
                      "block_evicted"}
     passed, missing = lifecycle(trace, SOFT)
-    assert not passed and "legal_transitions" in missing   # loss not reported as harm
+    assert not passed and loss_unreported(missing)
     assert not check_trace(trace, ["lifecycle"], OFFLOADABLE).passed
     assert run.observer_exit == 1                            # the verdict failed
 
