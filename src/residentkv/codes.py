@@ -335,6 +335,23 @@ _CODES: list[Code] = [
          "a claim's KV belongs to the tenant that registered it; another tenant's request "
          "must never receive it, on any replica",
          "claim_reused of c-1 (owner tenant:a) for a request started by tenant:b"),
+
+    # --- residentkv observe: claims on a runtime's own KV event stream (docs/observe.md) ---
+    Code("L030", "invalid_claims_file", "the observer's claims file is not a list of claims "
+         "with their tokens",
+         "the observer watches exactly the claims it is given; a claim it cannot read would "
+         "silently go unwatched",
+         "claims: [{claim_id: c-1, ...}] with an unknown field or without tokens"),
+    Code("L031", "claim_tokens_too_short",
+         "a claim's tokens cover fewer full blocks than its footprint",
+         "the runtime publishes full blocks only: positions without tokens can never be "
+         "matched, so the claim could never materialize",
+         "footprint_blocks: 3 with block_size 128 and 300 tokens"),
+    Code("L032", "no_runtime_provenance",
+         "observe was given neither --runtime NAME==VERSION nor a server to ask for /version",
+         "a trace's provenance names the runtime release it shows; an observer cannot know it "
+         "from the KV events, and evidence of an unknown release grants nothing",
+         "residentkv observe --kv-events ipc:///run/ev.sock --claims c.yaml --out t.jsonl"),
 ]
 
 CODES: dict[str, Code] = {c.id: c for c in _CODES}

@@ -18,9 +18,11 @@ def extra_commands() -> list[click.Command]:
     from residentkv.commands.check import check
     from residentkv.commands.fleet import fleet
     from residentkv.commands.microruntime import litmus, sweep
+    from residentkv.commands.observe import observe_command
     from residentkv.commands.sources import drift, sources
     from residentkv.commands.suite import suite
     from residentkv.commands.witness import witness
 
     anchors.add_command(drift)
-    return [audit, bundles, check, anchors, sources, litmus, sweep, suite, witness, fleet]
+    return [audit, bundles, check, anchors, sources, litmus, sweep, suite, witness, fleet,
+            observe_command]

@@ -84,6 +84,9 @@ class Operator:
         self.outcomes: OrderedDict[str, dict[str, Any]] = OrderedDict()
         #: the scheduler-side connector role, set when vLLM constructs it
         self.scheduler: SchedulerSide | None = None
+        #: the outcome channel a server front end announced (its claim outcome middleware);
+        #: None: claims arriving through vLLM's OpenAI server are refused intake
+        self.outcome_channel: str | None = None
         atexit.register(self.flush)
 
     def emit(self, event: str, **fields: Any) -> dict[str, Any]:
@@ -151,6 +154,11 @@ class Operator:
                 return self.scheduler.live_outcome(match)
             return None
 
+    def announce_outcome_channel(self, channel: str) -> None:
+        """A server front end says its claim outcomes reach the clients (the middleware)."""
+        with self.lock:
+            self.outcome_channel = channel
+
     def release_claims(self, claim_ids: list[str], reason: str = "operator release") -> int:
         """End live claims (emits ``claim_released``, frees their slots); returns how many."""
         with self.lock:
@@ -166,7 +174,8 @@ class Operator:
             claims = sorted(self.scheduler.claims) if self.scheduler is not None else []
             return {"sink": self.sink, "events": self.writer.count,
                     "injections_fired": self.injections_fired, "claims": claims,
-                    "rules": [r.model_dump(mode="json") for r in self._rules]}
+                    "rules": [r.model_dump(mode="json") for r in self._rules],
+                    "outcome_channel": self.outcome_channel}
 
     def flush(self) -> None:
         """Write buffered events through to the sink."""

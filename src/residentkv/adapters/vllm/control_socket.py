@@ -6,7 +6,8 @@ no way to reach it). One JSON object per line in, one per line out:
 
 ``{"op": "configure", "event_sink": "...", "failure_injection": [...], "offload_unclaimed": b}``,
 ``{"op": "release", "claim_ids": [...], "reason": "..."}``, ``{"op": "outcome", "request_id":
-"...", "contains": false}``, ``{"op": "status"}``, ``{"op": "flush"}``, and for the witness
+"...", "contains": false}``, ``{"op": "status"}``, ``{"op": "flush"}``, ``{"op": "announce",
+"channel": "..."}`` (the server's claim outcome middleware says it is there), and for the witness
 harness ``{"op": "counter", "name": ..., "value": ..., "request_id": ...}`` (a
 ``generic_counter`` it read from vLLM's output). Answers are ``{"ok": true, "result": ...}``
 or ``{"ok": false, "error": "..."}``.
@@ -74,13 +75,19 @@ def dispatch(op: Operator, cmd: dict[str, Any]) -> Any:
                          name=str(cmd["name"]), value=int(cmd["value"]))
             op.end_step()
         return ev["seq"]
+    if name == "announce":
+        channel = cmd.get("channel")
+        if not isinstance(channel, str) or not channel:
+            raise ValueError("channel must be a non-empty string")
+        op.announce_outcome_channel(channel)
+        return True
     if name == "status":
         return op.status()
     if name == "flush":
         op.flush()
         return True
     raise ValueError(f"unknown op {name!r}; one of configure, release, outcome, status, flush, "
-                     "counter")
+                     "announce, counter")
 
 
 class _Handler(socketserver.StreamRequestHandler):
@@ -199,6 +206,10 @@ class ControlClient:
         """Sink, events written, injections fired, live claims, rules."""
         result: dict[str, Any] = self.call("status")
         return result
+
+    def announce(self, channel: str) -> None:
+        """Tell the engine that claim outcomes reach the server's clients through *channel*."""
+        self.call("announce", channel=channel)
 
     def counter(self, name: str, value: int, request_id: str | None = None) -> int:
         """Write a ``generic_counter`` read from vLLM's output (harness only); returns its seq."""

@@ -134,23 +134,28 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """vLLM's OpenAI server with the connector and the claim middleware, on 127.0.0.1.
+    """vLLM's OpenAI server on 127.0.0.1: with the connector and the claim middleware, or
+    either left out.
 
     Started in its own process group; :meth:`stop` ends the whole group (API server,
     EngineCore, workers) so no engine process outlives a failed test.
     """
 
-    def __init__(self, model_dir: str | Path, transfer: dict[str, Any], *, log: str | Path,
-                 port: int | None = None, tensor_parallel: int = 1,
-                 extra_args: list[str] | None = None) -> None:
+    def __init__(self, model_dir: str | Path, transfer: dict[str, Any] | None, *,
+                 log: str | Path, port: int | None = None, tensor_parallel: int = 1,
+                 extra_args: list[str] | None = None, middleware: bool = True) -> None:
         self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         shape = "tp2" if tensor_parallel == 2 else "server"
         cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server",
                "--model", str(model_dir), "--host", "127.0.0.1", "--port", str(self.port),
-               "--kv-transfer-config", json.dumps(transfer),
-               "--middleware", "residentkv.adapters.vllm.server.ClaimOutcomeMiddleware",
                "--enable-prompt-tokens-details"]
+        # transfer None: plain vLLM, no connector (what an observer of the runtime's own
+        # events watches); middleware False: the claim outcomes have no channel to clients
+        if transfer is not None:
+            cmd += ["--kv-transfer-config", json.dumps(transfer)]
+        if middleware:
+            cmd += ["--middleware", "residentkv.adapters.vllm.server.ClaimOutcomeMiddleware"]
         for key, value in engine_args(shape).items():
             flag = "--" + key.replace("_", "-")
             if value is True:

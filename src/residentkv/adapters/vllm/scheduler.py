@@ -45,6 +45,7 @@ from residentkv.adapters.vllm.messages import (
     WorkerFact,
 )
 from residentkv.adapters.vllm.metrics import ResidentClaimStats
+from residentkv.adapters.vllm.server import NO_OUTCOME_CHANNEL, lacks_outcome_channel
 from residentkv.model.claim import ProtectionMode, Registration, ResidentClaim
 from residentkv.model.predicate import evaluate_predicate
 from residentkv.model.vocabulary import OutcomeType
@@ -227,7 +228,13 @@ class SchedulerSide:
         raw, ref = params.get(CLAIM_PARAM), params.get(CLAIM_REF_PARAM)
         self.op.emit("request_started", request_id=rid, prompt_tokens=request.num_prompt_tokens,
                      **_started_fields(ref if ref is not None else raw))
-        if raw is not None and ref is not None:
+        carried = ref if ref is not None else raw
+        if carried is not None and lacks_outcome_channel(rid, self.op.outcome_channel is not None):
+            # Through the OpenAI server with no outcome middleware, a refusal would reach the
+            # client as HTTP 500 and its retry would be served: fail closed, take no claim.
+            self._reject(state, carried, "no_outcome_channel", NO_OUTCOME_CHANNEL,
+                         name_claim=False)
+        elif raw is not None and ref is not None:
             # Which of the two would the client mean? Guessing could register a claim the
             # client only meant to reuse, so neither is taken.
             self._reject(state, raw, "invalid", f"a request carries either {CLAIM_PARAM} or "

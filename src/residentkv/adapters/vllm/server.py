@@ -23,6 +23,13 @@ watches requests that carry ``kv_transfer_params.resident_claim`` or a reuse ref
 The engine's control socket is taken from ``RESIDENTKV_CONTROL_SOCKET`` or from
 ``control_socket`` in the server's ``--kv-transfer-config``. Responses of requests without a claim
 pass through untouched.
+
+Before it forwards its first claimed request the middleware **announces** itself on the control
+socket. The engine accepts a claim that arrives through vLLM's OpenAI server only when an outcome
+channel was announced and the request carries the middleware's ticket
+(:func:`lacks_outcome_channel`): without one a refusal would reach the client as an anonymous
+HTTP 500, the client would retry, and the retry would be answered 200 by recompute -- the
+refusal laundered. Such claims are rejected at intake instead (:data:`NO_OUTCOME_CHANNEL`).
 """
 
 from __future__ import annotations
@@ -38,7 +45,8 @@ from typing import Any
 from residentkv.adapters.vllm.config import CLAIM_PARAM, CLAIM_REF_PARAM
 from residentkv.adapters.vllm.control_socket import ControlClient, ControlError
 
-__all__ = ["REFUSAL_STATUS", "ClaimOutcomeMiddleware", "control_socket_path"]
+__all__ = ["NO_OUTCOME_CHANNEL", "REFUSAL_STATUS", "ClaimOutcomeMiddleware",
+           "control_socket_path", "lacks_outcome_channel"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -51,6 +59,28 @@ REFUSAL_STATUS = 409
 PATHS = ("/v1/completions", "/v1/chat/completions")
 OUTCOME_HEADER = b"x-residentkv-claim-outcome"
 CLAIM_HEADER = b"x-residentkv-claim-id"
+#: the middleware's request ids (``X-Request-Id``), which vLLM puts after its own prefix
+TICKET_PREFIX = "rkv-"
+#: request id prefixes of vLLM 0.32's OpenAI server routes that take ``kv_transfer_params``
+#: (completions, chat completions -- also behind the Anthropic route -- and token generation)
+SERVER_REQUEST_PREFIXES = ("cmpl-", "chatcmpl-", "generate-tokens-")
+CHANNEL = "ClaimOutcomeMiddleware"
+NO_OUTCOME_CHANNEL = (
+    "no outcome channel: start the server with --middleware "
+    "residentkv.adapters.vllm.server.ClaimOutcomeMiddleware and control_socket in "
+    "kv_connector_extra_config, so a refusal reaches the client and no retry can launder it")
+
+
+def lacks_outcome_channel(request_id: str, announced: bool) -> bool:
+    """Whether a claim on *request_id* arrived through vLLM's OpenAI server with no claim
+    outcome middleware in front of it (none announced, or the request bypassed it).
+
+    Offline engines (``LLM``: numeric ids) read outcomes from the engine itself and are not
+    affected."""
+    for prefix in SERVER_REQUEST_PREFIXES:
+        if request_id.startswith(prefix):
+            return not (announced and request_id[len(prefix):].startswith(TICKET_PREFIX))
+    return False
 
 
 def control_socket_path(argv: list[str] | None = None) -> str | None:
@@ -122,10 +152,11 @@ class ClaimOutcomeMiddleware:
         self.app = app
         path = control_socket_path()
         self.control = ControlClient(path, timeout=5.0) if path else None
+        self.announced = False
         if self.control is None:
             print("residentkv: ClaimOutcomeMiddleware has no control socket "
-                  "(set control_socket in kv_connector_extra_config); refusals stay HTTP 500",
-                  file=sys.stderr)
+                  "(set control_socket in kv_connector_extra_config); the engine rejects "
+                  "claims sent through this server", file=sys.stderr)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http" or scope.get("method") != "POST" \
@@ -138,12 +169,26 @@ class ClaimOutcomeMiddleware:
         if not claimed:
             await self.app(scope, replay, send)
             return
-        ticket = "rkv-" + uuid.uuid4().hex
+        await self._announce()
+        ticket = TICKET_PREFIX + uuid.uuid4().hex
         headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"x-request-id"]
         scope = dict(scope, headers=[*headers, (b"x-request-id", ticket.encode())])
         watcher = _Watcher(self, send, ticket, stream)
         await self.app(scope, replay, watcher.send)
         await watcher.finish()
+
+    async def _announce(self) -> None:
+        """Tell the engine this server has an outcome channel (before its first claim)."""
+        if self.announced or self.control is None:
+            return
+        control = self.control
+        try:
+            await asyncio.to_thread(control.announce, CHANNEL)
+        except ControlError as exc:
+            # not announced: the engine rejects this claim, and the next one tries again
+            print(f"residentkv: cannot announce the outcome channel: {exc}", file=sys.stderr)
+            return
+        self.announced = True
 
     async def outcome(self, ticket: str) -> dict[str, Any] | None:
         """The claim outcome of the request with this ticket, from the engine."""

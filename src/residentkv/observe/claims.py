@@ -1,0 +1,168 @@
+"""The observer's claims file: which prefixes to watch, under which ResidentClaim.
+
+YAML (or JSON, a subset of YAML)::
+
+    objects:                      # optional: token ids per object_id, shared by claims
+      sys-prompt: [11, 12, ...]
+    claims:
+      - claim_id: c-1             # every ResidentClaim field (``residentkv schema claim``)
+        ...
+        tokens: [11, 12, ...]     # the claimed prefix's token ids, or taken from objects
+
+A claim needs ``footprint_blocks`` full blocks of tokens (``cache_identity.block_size`` each):
+the runtime publishes full blocks only. Every problem is a located ``L030``/``L031`` error.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from residentkv.errors import UserInputError
+from residentkv.limits import read_bounded
+from residentkv.lowering.yamlio import (
+    DescriptorError,
+    load_yaml,
+    locate,
+    plain,
+    validation_findings,
+)
+from residentkv.model.claim import ResidentClaim
+
+INVALID = "L030"
+TOO_SHORT = "L031"
+_TOP_KEYS = frozenset({"claims", "objects"})
+
+
+def block_key(tokens: Sequence[int]) -> bytes:
+    """One block's token ids as compact bytes: compared without building tuples, and never
+    traversed by the garbage collector (10,000 claims hold millions of token ids)."""
+    return array("q", tokens).tobytes()
+
+
+@dataclass(frozen=True)
+class ObservedClaim:
+    """A claim to watch and the token ids of the prefix it names, one key per block
+    (:func:`block_key`)."""
+
+    claim: ResidentClaim
+    blocks: tuple[bytes, ...]
+
+    @classmethod
+    def of(cls, claim: ResidentClaim, tokens: Sequence[int]) -> ObservedClaim:
+        """*claim* over the first ``footprint_blocks`` full blocks of *tokens*."""
+        size = claim.cache_identity.block_size
+        return cls(claim, tuple(block_key(tokens[j * size:(j + 1) * size])
+                                for j in range(claim.footprint_blocks)))
+
+    @property
+    def claim_id(self) -> str:
+        return self.claim.claim_id
+
+    @property
+    def block_size(self) -> int:
+        return self.claim.cache_identity.block_size
+
+    @property
+    def needed(self) -> range:
+        """The positions the predicate needs."""
+        p = self.claim.predicate
+        start = p.start or 0
+        return range(start, start + p.blocks)
+
+
+class ClaimsFileError(UserInputError):
+    """A claims file the observer cannot use (exit code 2)."""
+
+    code = INVALID
+
+
+def load_claims(path: str | Path) -> list[ObservedClaim]:
+    """Read and validate a claims file; the first problem raises :class:`ClaimsFileError`."""
+    shown = str(path)
+    text = read_bounded(path, "claims file").decode("utf-8", errors="replace")
+    try:
+        root = load_yaml(text, shown, code=INVALID)
+        data = plain(root)
+    except DescriptorError as e:
+        limit = e.code == "L003"
+        raise ClaimsFileError(e.message, code=e.code if limit else INVALID, path=shown,
+                              line=e.line, col=e.col) from None
+    if not isinstance(data, dict) or not isinstance(data.get("claims"), list):
+        raise ClaimsFileError("expected a mapping with a list under 'claims'", path=shown,
+                              line=1, col=1)
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        line, col = locate(root, (unknown[0],))
+        raise ClaimsFileError(f"unknown top-level key {unknown[0]!r}; expected claims, objects",
+                              path=shown, line=line, col=col)
+    objects = _objects(data.get("objects", {}), root, shown)
+    out: list[ObservedClaim] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(data["claims"]):
+        claim = _one(entry, i, objects, root, shown)
+        if claim.claim_id in seen:
+            line, col = locate(root, ("claims", i, "claim_id"))
+            raise ClaimsFileError(f"claim_id {claim.claim_id!r} appears twice; expected each "
+                                  "claim once", path=shown, line=line, col=col)
+        seen.add(claim.claim_id)
+        out.append(claim)
+    if not out:
+        raise ClaimsFileError("no claims; expected at least one", path=shown, line=1, col=1)
+    return out
+
+
+def _objects(raw: Any, root: Any, shown: str) -> dict[str, list[int]]:
+    if not isinstance(raw, dict):
+        line, col = locate(root, ("objects",))
+        raise ClaimsFileError("objects: expected a mapping of object_id to token ids",
+                              path=shown, line=line, col=col)
+    return {k: _tokens(v, root, shown, ("objects", k)) for k, v in raw.items()}
+
+
+def _tokens(raw: Any, root: Any, shown: str, loc: tuple[str | int, ...]) -> list[int]:
+    ok = isinstance(raw, list) and raw and all(
+        type(t) is int and 0 <= t < 2**63 for t in raw)
+    if not ok:
+        line, col = locate(root, loc)
+        raise ClaimsFileError(f"{'.'.join(map(str, loc))}: expected a non-empty list of "
+                              "token ids (integers >= 0)", path=shown, line=line, col=col)
+    return list(raw)
+
+
+def _one(entry: Any, i: int, objects: dict[str, list[int]], root: Any,
+         shown: str) -> ObservedClaim:
+    where: tuple[str | int, ...] = ("claims", i)
+    if not isinstance(entry, dict):
+        line, col = locate(root, where)
+        raise ClaimsFileError(f"claims.{i}: expected a claim mapping", path=shown, line=line,
+                              col=col)
+    fields = {k: v for k, v in entry.items() if k != "tokens"}
+    try:
+        claim = ResidentClaim.model_validate(fields)
+    except ValidationError as e:
+        first = validation_findings(e, root, shown, where, default=INVALID)[0]
+        raise ClaimsFileError(first.message, path=shown, line=first.line,
+                              col=first.col) from None
+    if "tokens" in entry:
+        tokens = _tokens(entry["tokens"], root, shown, (*where, "tokens"))
+    elif claim.object_id in objects:
+        tokens = objects[claim.object_id]
+    else:
+        line, col = locate(root, where)
+        raise ClaimsFileError(f"claims.{i}: no tokens for object {claim.object_id!r}; expected "
+                              "'tokens' on the claim or the object under 'objects'",
+                              path=shown, line=line, col=col)
+    size = claim.cache_identity.block_size
+    if len(tokens) < claim.footprint_blocks * size:
+        line, col = locate(root, (*where, "tokens") if "tokens" in entry else where)
+        raise ClaimsFileError(
+            f"claims.{i}: {len(tokens)} tokens cover {len(tokens) // size} full blocks of "
+            f"{size}; expected at least footprint_blocks={claim.footprint_blocks}",
+            code=TOO_SHORT, path=shown, line=line, col=col)
+    return ObservedClaim.of(claim, tokens)
