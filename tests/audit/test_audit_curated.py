@@ -49,9 +49,9 @@ def test_each_public_primitive_has_an_honest_row_and_an_overclaim() -> None:
     for r in rows:
         assert r.mechanism == "native"
         prims.setdefault(r.id.rsplit("/", 1)[0], set()).add((r.asserts, r.expect))
-    # vLLM: 10 primitives per release (0.32.0 and 0.33.0); SGLang 7, TensorRT-LLM 3, Dynamo 6,
-    # LMCache 5
-    assert len(prims) == 41
+    # vLLM: 15 primitives per release (0.32.0 and 0.33.0); SGLang 11, TensorRT-LLM 6, Dynamo 8,
+    # LMCache 7
+    assert len(prims) == 62
     for prim, kinds in prims.items():
         assert ("substrate", "approximation_substrate") in kinds, prim
         assert ("conformance", "rejected_mapping") in kinds, prim
@@ -82,7 +82,7 @@ def test_rows_name_the_release_they_describe() -> None:
     prims = {v: {r.id.split("/", 1)[1] for r in rows
                  if r.runtime.name == "vllm" and r.runtime.version == v}
              for v in ("0.32.0", "0.33.0")}
-    assert prims["0.32.0"] == prims["0.33.0"] and len(prims["0.32.0"]) == 20
+    assert prims["0.32.0"] == prims["0.33.0"] and len(prims["0.32.0"]) == 30
 
 
 def test_reviewed_records_name_the_anchor_release() -> None:
@@ -164,3 +164,38 @@ def test_a_tampered_adapter_trace_drops_the_policy_row(tmp_path: Path, anchor: s
         assert policy.klass == "adapter_policy_evidence"
     assert rows["vllm+residentkv/resident-claim-connector/success-path-only"].klass == (
         "adapter_observational_evidence")
+
+
+#: claim-like primitives of the pinned releases that each have a substrate row and an overclaim
+CLAIM_LIKE = (
+    "vllm/streaming-input-session", "vllm/block-unpin-on-reuse",
+    "vllm/offloading-manager-protection", "vllm/prefix-cache-retention-interval",
+    "vllm/connector-load-errors", "sglang/priority-scheduling", "sglang/pd-kv-hold-timeouts",
+    "sglang/decode-kv-offload", "sglang/external-radix-backends", "lmcache/freeze-mode",
+    "lmcache/kv-events-replay", "dynamo/kvbm-trtllm-connector", "dynamo/kvbm-pd-connector",
+    "tensorrt-llm/decode-retention", "tensorrt-llm/retention-transfer-mode",
+    "tensorrt-llm/cache-salt-id",
+)
+
+
+def test_claim_like_primitives_have_both_rows() -> None:
+    kinds: dict[str, set[str | None]] = {}
+    for r in _rows():
+        kinds.setdefault(r.id.rsplit("/", 1)[0], set()).add(r.expect)
+    for prim in CLAIM_LIKE:
+        assert kinds.get(prim) == {"approximation_substrate", "rejected_mapping"}, prim
+
+
+def test_weak_anchors_are_read_on_the_default_code_path() -> None:
+    rows = {r.id: r for r in _rows()}
+    hicache = rows["sglang/hicache/substrate"].anchors
+    for aid in ("s_hc_write", "s_hc_load"):
+        a = hicache[aid]
+        assert isinstance(a, SourceAnchor) and a.symbol is not None
+        assert a.symbol.startswith("HybridCacheController."), aid
+    kvbm = rows["dynamo/kvbm/substrate"].obligations.claim_scoped_outcomes
+    assert kvbm.status == "contradicted" and "s_dc" in kvbm.evidence
+    l2 = rows["lmcache/mp-coordinator-l2-pins/substrate"].anchors
+    assert {"s_plan", "s_capture", "s_restore"} <= set(l2)
+    approx = rows["dynamo/router-approximate-cache/substrate"]
+    assert "synchronised between router replicas" not in approx.mode
