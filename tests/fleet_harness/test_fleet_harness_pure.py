@@ -181,8 +181,8 @@ def test_table_lists_unmet_checks_under_their_scenario() -> None:
     assert "not met: c" in text and "not met: b" not in text and "rate: 3/3" in text
 
 
-def test_stderr_to_sends_fd_2_to_the_log_and_restores_it(tmp_path: Path,
-                                                          capfd: pytest.CaptureFixture[str]) -> None:
+def test_stderr_to_sends_fd_2_to_the_log_and_restores_it(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     import os
 
     from residentkv.adapters.dynamo.procs import stderr_to
