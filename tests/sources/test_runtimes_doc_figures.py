@@ -22,6 +22,7 @@ def blocks() -> list[tuple[str, list[str]]]:
 def test_the_page_has_figure_blocks() -> None:
     cmds = [cmd for cmd, _ in blocks()]
     assert any("anchors drift" in c for c in cmds) and any("anchors review" in c for c in cmds)
+    assert any(c.startswith("residentkv audit") for c in cmds)
 
 
 def _in_order(shown: list[str], out: list[str]) -> bool:

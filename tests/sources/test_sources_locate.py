@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sourcekit import pair_descriptor
 
 from residentkv.lowering.anchors import make_anchor
 from residentkv.lowering.sources import open_root
@@ -34,39 +35,7 @@ GONE = "import os\n\n\n" + FILLER + "\n\ndef keep(pool, block):\n    return bloc
 
 
 def _descriptor(folder: Path, anchor: dict[str, str]) -> Path:
-    block = "\n".join(f'        {k}: "{v}"' for k, v in anchor.items())
-    path = folder / "rt.yaml"
-    path.write_text(f"""schema: residentkv.descriptor/v1
-rows:
-  - id: rt/evict/substrate
-    runtime: {{name: rt, version: "2.0"}}
-    mode: "eviction"
-    mechanism: native
-    lowers: soft_priority
-    asserts: substrate
-    obligations: &obl
-      claim_identity: {{status: absent, evidence: [s_range]}}
-      materialization_predicate: {{status: absent, evidence: [s_range]}}
-      ordered_lifecycle: {{status: absent, evidence: [s_range]}}
-      claim_scoped_outcomes: {{status: contradicted, evidence: [s_range]}}
-    anchors: &anc
-      s_range:
-{block}
-    expect: approximation_substrate
-    boundary: "test wheels"
-
-  - id: rt/evict/hard_protected
-    runtime: {{name: rt, version: "2.0"}}
-    mode: "eviction read as protection"
-    mechanism: native
-    lowers: hard_protected
-    asserts: conformance
-    obligations: *obl
-    anchors: *anc
-    expect: rejected_mapping
-    boundary: "test wheels"
-""")
-    return path
+    return pair_descriptor(folder, "evict", {"s_range": anchor}, ("s_range",) * 4)
 
 
 def _where(source: str, needle: str) -> str:

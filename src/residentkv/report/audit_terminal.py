@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from residentkv.audit.curation import REVIEW_STATES
 from residentkv.audit.matrix import runtime_matrix
 from residentkv.audit.render import render_audit_text
 from residentkv.lowering.bundles import OBLIGATIONS
@@ -91,6 +92,8 @@ def render_audit_terminal(result: AuditResult, *, rows: bool = False, width: int
     out = [witness, result.suite["detail"], "", *_matrix_lines(doc), ""]
     out.append(f"verdicts ({len(doc['rows'])} rows):")
     out += [f"  {v:>4} {k}" for k, v in doc["summary"].items()]
+    out.append("anchors into pinned releases: " + ", ".join(
+        f"{k} {result.reviews.get(k, 0)}" for k in REVIEW_STATES))
     attention = _attention(result)
     if attention:
         out.append(f"needs attention ({len(attention)}):")
