@@ -37,7 +37,7 @@ def _matrix_lines(doc: dict[str, Any]) -> list[str]:
     name_w = max([len("runtime release"), *(len(e["runtime"]) for e in entries)])
     head = f"{'runtime release':<{name_w}} {'rows':>4}  " + "".join(
         f"{b:<8}" for b in ("B1", "B2", "B3", "B4")) + "strongest"
-    lines = [head]
+    lines = ["runtime x obligation", head]
     for e in entries:
         cells = "".join(
             f"{_STATUS.get(c['effective'], c['effective'])} {_MARK.get(c['strength'], '?')}"
