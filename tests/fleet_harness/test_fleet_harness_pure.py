@@ -179,3 +179,18 @@ def test_table_lists_unmet_checks_under_their_scenario() -> None:
     text = format_table(verdicts, {"rate": "3/3"})
     assert "one" in text and "HELD" in text and "FAILED" in text
     assert "not met: c" in text and "not met: b" not in text and "rate: 3/3" in text
+
+
+def test_stderr_to_sends_fd_2_to_the_log_and_restores_it(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    from residentkv.adapters.dynamo.procs import stderr_to
+
+    log = tmp_path / "logs" / "client.log"
+    with stderr_to(log):
+        os.write(2, b"INFO router.route_request: route request completed\n")
+    os.write(2, b"fleet: step failed\n")
+    err = capfd.readouterr().err
+    assert "route request completed" in log.read_text() and "route request" not in err
+    assert "fleet: step failed" in err and "step failed" not in log.read_text()

@@ -35,3 +35,4 @@ def wheel_factory(tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
+

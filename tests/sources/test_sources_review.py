@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from sourcekit import pair_descriptor
 
 from residentkv.cli import cli
 from residentkv.commands import anchors as anchors_cmd
@@ -28,44 +29,8 @@ NEW = OLD.replace("        self.blocks.remove(block)\n",
 
 
 def _descriptor(folder: Path, evict: dict[str, str], keep: dict[str, str]) -> Path:
-    def block(a: dict[str, str]) -> str:
-        return "\n".join(f'        {k}: "{v}"' for k, v in a.items())
-
-    path = folder / "rt.yaml"
-    path.write_text(f"""# a curated file: this comment must survive the review
-schema: residentkv.descriptor/v1
-rows:
-  - id: rt/pool/substrate
-    runtime: {{name: rt, version: "2.0"}}   # the release this row describes
-    mode: "eviction order"
-    mechanism: native
-    lowers: soft_priority
-    asserts: substrate
-    obligations: &obl
-      claim_identity: {{status: absent, evidence: [s_keep]}}
-      materialization_predicate: {{status: absent, evidence: [s_keep]}}
-      ordered_lifecycle: {{status: absent, evidence: [s_evict]}}
-      claim_scoped_outcomes: {{status: contradicted, evidence: [s_evict]}}
-    anchors: &anc
-      s_evict:
-{block(evict)}
-      s_keep:
-{block(keep)}
-    expect: approximation_substrate
-    boundary: "test wheels"
-
-  - id: rt/pool/hard_protected
-    runtime: {{name: rt, version: "2.0"}}
-    mode: "eviction order read as protection"
-    mechanism: native
-    lowers: hard_protected
-    asserts: conformance
-    obligations: *obl
-    anchors: *anc
-    expect: rejected_mapping
-    boundary: "test wheels"
-""")
-    return path
+    return pair_descriptor(folder, "pool", {"s_evict": evict, "s_keep": keep},
+                           ("s_keep", "s_keep", "s_evict", "s_evict"))
 
 
 @pytest.fixture

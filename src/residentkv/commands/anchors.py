@@ -115,6 +115,9 @@ def make(target: str, source: str, version: str | None, anchor_id: str) -> None:
               help="Root holding the anchors' own (old) release (default: the release cache).")
 @click.option("--anchor", "only", multiple=True, metavar="ID|ROW:ID",
               help="Review only these anchors (repeatable; default: all of the rows).")
+@click.option("--at", "at_opts", multiple=True, metavar="ID|ROW:ID=START-END",
+              help="The new lines of a line-range anchor whose old text was not found "
+                   "(repeatable); it is then diffed and approvable against those lines.")
 @click.option("--approve", is_flag=True,
               help="Approve every changed anchor shown (non-interactive; needs --reason).")
 @click.option("--reason", default=None, help="One-line reason recorded with the approval.")
@@ -127,7 +130,8 @@ def make(target: str, source: str, version: str | None, anchor_id: str) -> None:
 @output_options("review")
 @click.pass_context
 def review(ctx: click.Context, descriptors: tuple[str, ...], target: str, release: str | None,
-           baseline_opts: tuple[str, ...], only: tuple[str, ...], approve: bool,
+           baseline_opts: tuple[str, ...], only: tuple[str, ...], at_opts: tuple[str, ...],
+           approve: bool,
            reason: str | None,
            date_: str | None, cache: str | None, no_fetch: bool, fmt: str,
            output: str | None) -> None:
@@ -143,22 +147,25 @@ def review(ctx: click.Context, descriptors: tuple[str, ...], target: str, releas
         raise UsageError("--approve needs --reason \"...\" (one line: why the status holds)")
     if date_ is not None and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", date_):
         raise UsageError(f"--date {date_!r}: expected YYYY-MM-DD")
+    at = _explicit_lines(at_opts)
     folder = cache_dir(cache)
     package, version, label, root = _review_target(target, release, folder, not no_fetch)
     given = open_sources(baseline_opts)
     baseline = {k: r for k, r in cached_roots(folder)[0].items() if k.split("==")[0] not in given}
     baseline.update(given)
     paths = list(descriptors) or [str(p) for p in runtime_descriptor_paths()]
-    items = review_items(paths, package, version, baseline, root)
+    items = review_items(paths, package, version, baseline, root, at=at)
     interactive = not approve and _stdin_is_tty() and fmt == "text"
     for it in items:
         # --anchor narrows what is shown and up for approval; every anchor counts as pending
-        picked = not only or it.anchor in only or f"{it.row}:{it.anchor}" in only
+        picked = not only or it.anchor in only or any(f"{r}:{it.anchor}" in only
+                                                      for r in it.cited_by)
         if fmt == "text" and picked:
             _show(it)
         if it.status in REVIEWABLE and picked:
+            rows = ", ".join(it.cited_by)
             it.approved = approve or (interactive and click.confirm(
-                f"  the status of {it.row} still holds on {label}: approve?", default=False))
+                f"  the status of {rows} still holds on {label}: approve?", default=False))
     if any(it.approved for it in items) and not reason:
         reason = click.prompt("  one-line reason recorded with the approval")
     when = date_ or datetime.now(UTC).date().isoformat()
@@ -168,6 +175,18 @@ def review(ctx: click.Context, descriptors: tuple[str, ...], target: str, releas
                          "items": [it.to_json() for it in items], "written": written,
                          "pending": len(pending)}, output)
     ctx.exit(1 if pending else 0)
+
+
+def _explicit_lines(specs: tuple[str, ...]) -> dict[str, str]:
+    """``--at ID=START-END`` options as {ID or ROW:ID: "START-END"}."""
+    out = {}
+    for spec in specs:
+        key, sep, lines = spec.rpartition("=")
+        m = re.fullmatch(r"(\d+)-(\d+)", lines)
+        if not sep or not key or m is None or not 0 < int(m[1]) <= int(m[2]):
+            raise UsageError(f"--at {spec!r}: expected ID=START-END (1-based, START <= END)")
+        out[key] = lines
+    return out
 
 
 def _stdin_is_tty() -> bool:
@@ -190,10 +209,8 @@ def _review_target(spec: str, release: str | None, folder: Path,
 
 
 def _show(it: ReviewItem) -> None:
-    head = f"{it.status:11} {it.row} {it.anchor} {it.where}"
-    if it.status in ("unchanged", "moved"):
-        click.echo(f"{head}: {it.detail}")
-        return
+    head = f"{it.status:11} {it.anchor} {it.where}"
     click.echo(f"{head}: {it.detail}")
-    if it.old_text:
+    click.echo(f"            cited by {', '.join(it.cited_by)}")
+    if it.status == "changed" and it.old_text:  # never a diff against lines not found
         click.echo(it.diff(), nl=False)

@@ -9,6 +9,7 @@ import click
 import residentkv.report.audit_report  # noqa: F401  (registers the audit reporters)
 from residentkv.audit.job import AuditOptions, run_audit
 from residentkv.errors import UsageError
+from residentkv.report.audit_terminal import render_audit_terminal
 from residentkv.report.registry import RenderOptions, emit, output_options, render
 from residentkv.sources.cache import ENV_CACHE
 
@@ -29,10 +30,13 @@ __all__ = ["audit"]
               help="Directory of extra obligation bundles.")
 @click.option("--html", "write_html", is_flag=True,
               help="Also write report.html: one self-contained page (no network, printable).")
+@click.option("--rows", "show_rows", is_flag=True,
+              help="Also print the row table (it is always in the reports).")
 @output_options("audit")
 @click.pass_context
 def audit(ctx: click.Context, out: str, cache: str | None, offline: bool, live: bool,
-          bundles_dir: str | None, write_html: bool, fmt: str, output: str | None) -> None:
+          bundles_dir: str | None, write_html: bool, show_rows: bool, fmt: str,
+          output: str | None) -> None:
     """Fetch pinned sources, verify anchors, run the witness, classify every curated row.
 
     Exit 0 when every row has its expected class, every anchor into a pinned release verified,
@@ -54,5 +58,8 @@ def audit(ctx: click.Context, out: str, cache: str | None, offline: bool, live: 
         except OSError as e:
             raise UsageError(f"cannot write {page}: {e.strerror or e}", path=str(page)) from None
         result.files["report.html"] = str(page)
-    emit("audit", fmt, result, output, RenderOptions.for_command("audit"))
+    if fmt == "text" and output is None:  # the terminal: matrix, counts, attention, report path
+        click.echo(render_audit_terminal(result, rows=show_rows), nl=False)
+    else:
+        emit("audit", fmt, result, output, RenderOptions.for_command("audit"))
     ctx.exit(result.exit_code)

@@ -8,7 +8,9 @@ and placed in one of:
 ``moved``
     same content (same sha256 / quote), new lines in the same file: the anchor still verifies;
 ``changed``
-    the file and symbol exist but the content differs (the verifier's ``drifted``);
+    the file and symbol exist but the content differs (the verifier's ``drifted``); a line-range
+    anchor is first searched for by content (:mod:`residentkv.sources.locate`) and reported as
+    ``found at A-B (similarity s)`` or ``not found``, never as "now at" its old lines;
 ``relocated``
     the anchor's file or symbol is gone, but a symbol with the same name and the same content
     exists elsewhere in the new release (reported as a hint; the anchor as written is missing);
@@ -17,12 +19,14 @@ and placed in one of:
 ``failed``
     the verifier refused the anchor (unsafe path, unparsable file).
 
-Then every row with a compared anchor is classified against the baseline and against the new
-release. Anchors naming a release other than the baseline's (rows of another release kept side
-by side, e.g. vLLM 0.33.0 beside 0.32.0) are not compared. Fail-closed: a
-row with any anchor that changed, was relocated or vanished is *stale* -- its curated review
-describes code that is no longer there -- and falls to ``unknown_evidence`` until it is
-re-reviewed and re-anchored (``residentkv anchors make``); nothing is re-anchored automatically.
+An anchor shared by several rows (a primitive's two rows share one YAML block) is listed and
+counted once, with the rows citing it. Then every row with a compared anchor is classified
+against the baseline and against the new release. Anchors naming a release other than the
+baseline's (rows of another release kept side by side, e.g. vLLM 0.33.0 beside 0.32.0) are not
+compared. Fail-closed: a row with any anchor that changed, was relocated or vanished is *stale*
+-- its curated review describes code that is no longer there -- and falls to
+``unknown_evidence`` until it is re-reviewed and re-anchored (``residentkv anchors make``);
+nothing is re-anchored automatically.
 (``residentkv check`` against the new release judges obligation by obligation and may keep such
 a row where its remaining anchors put it; ``drift`` is stricter on purpose.) Nothing here
 touches the network.
@@ -34,7 +38,7 @@ import re
 import tarfile
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
@@ -50,6 +54,7 @@ from residentkv.lowering.bundles import load_bundles
 from residentkv.lowering.check import CheckResult, run_check
 from residentkv.lowering.descriptor import SourceAnchor, read_descriptor
 from residentkv.lowering.sources import PathRefused, SourceRoot
+from residentkv.sources.locate import locate
 
 __all__ = ["AnchorDrift", "DriftReport", "RowDrift", "drift", "find_relocation", "python_files"]
 
@@ -71,11 +76,14 @@ class AnchorDrift:
     status: DriftStatus
     detail: str
     now: str | None = None
+    #: every row citing this anchor (the first is ``row``)
+    rows: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"row": self.row, "anchor": self.anchor, "package": self.package,
-                "path": self.path, "symbol": self.symbol, "lines": self.lines,
-                "status": self.status, "detail": self.detail, "now": self.now}
+        return {"row": self.row, "rows": list(self.rows or (self.row,)), "anchor": self.anchor,
+                "package": self.package, "path": self.path, "symbol": self.symbol,
+                "lines": self.lines, "status": self.status, "detail": self.detail,
+                "now": self.now}
 
 
 @dataclass(frozen=True)
@@ -117,6 +125,7 @@ class DriftReport:
             "schema": "residentkv.drift/v1",
             "baseline": self.baseline, "target": self.target,
             "summary": dict(sorted(counts.items())),
+            "rows_citing": len({r for a in self.anchors for r in (a.rows or (a.row,))}),
             "anchors": [a.to_json() for a in self.anchors],
             "rows": [{"id": r.row, "before": r.before, "after": r.after, "fell": r.fell}
                      for r in self.rows],
@@ -190,11 +199,14 @@ def find_relocation(root: SourceRoot, a: SourceAnchor) -> str | None:
 
 
 def _classify_anchor(row: str, aid: str, a: SourceAnchor, r: AnchorResult,
-                     root: SourceRoot) -> AnchorDrift:
+                     root: SourceRoot, old_text: str | None) -> AnchorDrift:
     def mk(status: DriftStatus, detail: str, now: str | None = None) -> AnchorDrift:
         return AnchorDrift(row=row, anchor=aid, package=a.package, path=a.path,
                            symbol=a.symbol, lines=a.lines, status=status, detail=detail,
                            now=now)
+
+    if r.result == "drifted" and a.symbol is None:
+        return mk("changed", *_located(a, root, old_text))
 
     if r.result == "verified":
         if a.lines is not None and r.lines is not None and r.lines != a.lines:
@@ -212,6 +224,28 @@ def _classify_anchor(row: str, aid: str, a: SourceAnchor, r: AnchorResult,
     return mk("failed", r.detail)
 
 
+def _located(a: SourceAnchor, root: SourceRoot, old_text: str | None) -> tuple[str, str | None]:
+    """(detail, now) of a changed line-range anchor: where its old text is in the new file."""
+    if old_text is None:
+        return (f"content of lines {a.lines} changed; the old text is not available, so it was "
+                "not searched for", None)
+    try:
+        data = root.read(a.path)
+    except PathRefused as e:
+        return f"content changed; {a.path} refused: {e}", None
+    found = locate(old_text, data.decode("utf-8", "replace")) if data is not None else None
+    if found is None:
+        return f"content of lines {a.lines} changed; not found in the new release", None
+    now = f"{a.path}:{found.lines}" if found.found else None
+    return f"content of lines {a.lines} changed; {found.describe()}", now
+
+
+def old_text(verifier: Verifier, aid: str, a: SourceAnchor, base_dir: Path) -> str | None:
+    """The anchored text in the anchor's own release, when a root holds it and it verifies."""
+    r = verifier.verify(aid, a, base_dir)
+    return verifier.verified_text(a, r)
+
+
 def drift(descriptors: Sequence[str | Path], baseline: Mapping[str, SourceRoot],
           target: Mapping[str, SourceRoot], *, bundles_dir: str | Path | None = None,
           labels: Mapping[str, str] | None = None) -> DriftReport:
@@ -225,8 +259,9 @@ def drift(descriptors: Sequence[str | Path], baseline: Mapping[str, SourceRoot],
         baseline={n: labels.get(f"baseline:{n}", str(r.location)) for n, r in baseline.items()},
         target={n: labels.get(f"target:{n}", str(r.location)) for n, r in target.items()})
     modes = set(load_bundles(bundles_dir))
-    verifier = Verifier(dict(target))
+    verifier, base_verifier = Verifier(dict(target)), Verifier(dict(baseline))
     considered: set[str] = set()
+    shared: dict[tuple[str, str, str], tuple[AnchorDrift, list[str]]] = {}
     for path in descriptors:
         for lr in read_descriptor(path, modes).rows:
             if lr.row is None:
@@ -236,13 +271,20 @@ def drift(descriptors: Sequence[str | Path], baseline: Mapping[str, SourceRoot],
                     if _other_release(anchor, baseline.get(anchor.package)):
                         continue  # a row of another release (e.g. vllm 0.33.0 beside 0.32.0)
                     considered.add(lr.row_id)
+                    key = (str(path), aid, anchor.model_dump_json())
+                    if key in shared:  # the same anchor block cited by another row
+                        shared[key][1].append(lr.row_id)
+                        continue
                     res = verifier.verify(aid, anchor, Path(path).parent)
-                    report.anchors.append(_classify_anchor(lr.row_id, aid, anchor, res,
-                                                           target[anchor.package]))
+                    old = (old_text(base_verifier, aid, anchor, Path(path).parent)
+                           if res.result == "drifted" and anchor.symbol is None else None)
+                    shared[key] = (_classify_anchor(lr.row_id, aid, anchor, res,
+                                                    target[anchor.package], old), [lr.row_id])
+    report.anchors = [replace(a, rows=tuple(rows)) for a, rows in shared.values()]
     before = run_check(descriptors, bundles_dir=bundles_dir, verifier=Verifier(dict(baseline)))
     after = run_check(descriptors, bundles_dir=bundles_dir,
                       verifier=Verifier({**baseline, **target}))
-    stale = {a.row for a in report.anchors if a.status in BROKEN}
+    stale = {r for a in report.anchors if a.status in BROKEN for r in a.rows}
     report.rows = [r for r in _row_drift(before, after, stale) if r.row in considered]
     return report
 
@@ -271,11 +313,14 @@ def render_drift_text(report: DriftReport) -> str:
         if a.status == "unchanged":
             continue
         where = f"{a.path}:{a.symbol or a.lines}"
-        out.append(f"  {a.status:9} {a.row} {a.anchor} {where}: {a.detail}")
+        out.append(f"  {a.status:9} {a.anchor} {where}: {a.detail}")
+        out.append(f"            cited by {', '.join(a.rows or (a.row,))}")
     fell = [r for r in report.rows if r.fell]
     for r in fell:
         out.append(f"  row {r.row}: {r.before} -> {r.after} (fail-closed)")
-    counts = report.to_json()["summary"]
+    doc = report.to_json()
+    counts = doc["summary"]
     out.append("anchors: " + (", ".join(f"{k} {v}" for k, v in counts.items()) or "none compared")
+               + f" ({len(report.anchors)} distinct, cited by {doc['rows_citing']} rows)"
                + f"; rows whose class changed: {len(fell)}")
     return "\n".join(out) + "\n"

@@ -8,15 +8,24 @@ release, every source anchor of the target package is compared with that release
     release needs no judgement and is written with the next approved review;
 ``changed``
     the file and symbol exist but the text differs: the old text (from the anchor's own release,
-    the *baseline*) and the new text are shown as a unified diff. Only an approval -- interactive,
-    or ``--approve --reason`` -- writes the new ``sha256``/``lines``/``version`` plus a
-    ``reviewed: {release, date, reason}`` record into the descriptor. Until then the anchor
-    stays *pending* and fails closed (it does not verify against the release its row names);
+    the *baseline*) and the new text are shown as a unified diff. A line-range anchor is located
+    first: its old text is searched for by content in the new file
+    (:mod:`residentkv.sources.locate`), and the diff is against the lines found there (``found
+    at A-B (similarity s)``), never against whatever now sits at the old line numbers. Only an
+    approval -- interactive, or ``--approve --reason`` -- writes the new
+    ``sha256``/``lines``/``version`` plus a ``reviewed: {release, date, reason}`` record into
+    the descriptor. Until then the anchor stays *pending* and fails closed (it does not verify
+    against the release its row names);
+``not-found``
+    a line-range anchor whose old text is not found in the new file: it cannot be approved until
+    its new lines are given explicitly (``--at ID=START-END``), which makes it ``changed`` against
+    those lines;
 ``vanished`` / ``failed``
     nothing to review: re-anchor with ``residentkv anchors make``;
 ``no-baseline``
     the old text cannot be found (no root holds the anchor's own release): no diff, no approval.
 
+An anchor shared by several rows (a YAML alias) is one item, listing every row that cites it.
 Descriptors are edited with ruamel's round-trip dumper, so comments, quoting, key order and the
 YAML aliases shared by a primitive's two rows are preserved. Nothing here touches the network.
 """
@@ -35,10 +44,12 @@ from residentkv.lowering.bundles import load_bundles
 from residentkv.lowering.descriptor import SourceAnchor, parse_lines, read_descriptor
 from residentkv.lowering.sources import PathRefused, SourceRoot
 from residentkv.lowering.yamlio import round_trip_yaml
+from residentkv.sources.locate import locate, similarity
 
 __all__ = ["ReviewItem", "apply_review", "review_items"]
 
-ReviewStatus = Literal["unchanged", "moved", "changed", "vanished", "failed", "no-baseline"]
+ReviewStatus = Literal["unchanged", "moved", "changed", "not-found", "vanished", "failed",
+                       "no-baseline"]
 #: statuses an approval can resolve (the others need a new anchor)
 REVIEWABLE: frozenset[str] = frozenset({"changed"})
 
@@ -62,6 +73,14 @@ class ReviewItem:
     new_text: str = ""
     approved: bool = False
     keeps_quote: bool = True
+    #: every row citing this anchor (a primitive's two rows share one anchor block)
+    rows: list[str] | None = None
+    #: the anchored lines in the old release (the diff's left side)
+    old_lines: str | None = None
+
+    @property
+    def cited_by(self) -> list[str]:
+        return self.rows or [self.row]
 
     @property
     def where(self) -> str:
@@ -71,10 +90,12 @@ class ReviewItem:
         """Unified diff of the anchored text, old release -> new release."""
         return "".join(difflib.unified_diff(
             _with_ends(self.old_text), _with_ends(self.new_text),
-            fromfile=f"{self.where} ({self.old_release})", tofile=f"{self.where} (new)"))
+            fromfile=f"{self.path}:{self.symbol or self.old_lines} ({self.old_release})",
+            tofile=f"{self.where} (new)"))
 
     def to_json(self) -> dict[str, Any]:
-        return {"descriptor": self.descriptor, "row": self.row, "anchor": self.anchor,
+        return {"descriptor": self.descriptor, "row": self.row, "rows": self.cited_by,
+                "anchor": self.anchor,
                 "path": self.path, "symbol": self.symbol, "status": self.status,
                 "detail": self.detail, "old_release": self.old_release,
                 "new_lines": self.new_lines, "new_sha256": self.new_sha256,
@@ -96,7 +117,8 @@ def _text(root: SourceRoot, path: str, lines: str) -> str:
 
 
 def _item(descriptor: str, index: int, row: str, aid: str, a: SourceAnchor,
-          baseline: Verifier, target: Verifier, target_root: SourceRoot) -> ReviewItem:
+          baseline: Verifier, target: Verifier, target_root: SourceRoot,
+          at: str | None = None) -> ReviewItem:
     def mk(status: ReviewStatus, detail: str, **kw: Any) -> ReviewItem:
         return ReviewItem(descriptor=descriptor, row_index=index, row=row, anchor=aid,
                           path=a.path, symbol=a.symbol, status=status, detail=detail,
@@ -110,28 +132,58 @@ def _item(descriptor: str, index: int, row: str, aid: str, a: SourceAnchor,
         return mk("vanished", f"{new.detail}; re-anchor with `residentkv anchors make`")
     if new.result != "drifted" or new.lines is None:
         return mk("failed", new.detail)
-    new_text = _text(target_root, a.path, new.lines)
-    sha = digest(source_lines(new_text))
     old = baseline.verify(aid, a, Path(descriptor).parent)
     broot = baseline.root_for(a)
     old_lines = old.lines or a.lines
     if old.result != "verified" or broot is None or old_lines is None:
+        new_text = _text(target_root, a.path, new.lines)
         return mk("no-baseline", f"the old text is not available ({old.detail}); give --from "
                                  f"{a.package}=PATH of {a.version or 'its release'}",
-                  new_lines=new.lines, new_sha256=sha, new_text=new_text)
-    return mk("changed", new.detail, new_lines=new.lines, new_sha256=sha,
-              old_text=_text(broot, a.path, old_lines), new_text=new_text,
+                  new_lines=new.lines, new_sha256=digest(source_lines(new_text)),
+                  new_text=new_text)
+    old_text = _text(broot, a.path, old_lines)
+    lines: str | None = new.lines
+    detail = new.detail
+    if a.symbol is None:  # a line range names no code: find the old text before diffing
+        lines, detail = _relocated_range(aid, a, old_text, target_root, at)
+    if lines is None:
+        return mk("not-found", detail, old_text=old_text, old_lines=old_lines)
+    new_text = _text(target_root, a.path, lines)
+    return mk("changed", detail, new_lines=lines, new_sha256=digest(source_lines(new_text)),
+              old_text=old_text, new_text=new_text, old_lines=old_lines,
               keeps_quote=a.quote is None or squash(a.quote) in squash(new_text))
+
+
+def _relocated_range(aid: str, a: SourceAnchor, old_text: str, root: SourceRoot,
+                     at: str | None) -> tuple[str | None, str]:
+    """(new lines or None, detail) of a changed line-range anchor in the new release."""
+    data = root.read(a.path)
+    source = data.decode("utf-8", errors="replace") if data is not None else ""
+    if at is not None:
+        first, last = parse_lines(at)
+        given = "\n".join(source_lines(source)[first - 1: last])
+        return at, (f"content of lines {a.lines} changed; at {at} as given with --at "
+                    f"(similarity {similarity(old_text, given):.2f})")
+    found = locate(old_text, source)
+    if found is None or not found.found:
+        why = found.describe() if found is not None else "not found (no line in common)"
+        return None, (f"content of lines {a.lines} changed; {why}; it cannot be approved until "
+                      f"its new lines are given with --at {aid}=START-END")
+    return found.lines, f"content of lines {a.lines} changed; {found.describe()}"
 
 
 def review_items(descriptors: Sequence[str | Path], package: str, release: str,
                  baseline: Mapping[str, SourceRoot], target_root: SourceRoot, *,
-                 bundles_dir: str | Path | None = None) -> list[ReviewItem]:
+                 bundles_dir: str | Path | None = None,
+                 at: Mapping[str, str] | None = None) -> list[ReviewItem]:
     """Every source anchor of *package* in the rows whose ``runtime.version`` is *release*.
 
     *baseline* holds roots for the anchors' own releases (keyed like the audit's roots), the
     *target_root* the new release. Anchors shared by two rows (a YAML alias) are one item.
+    *at* gives explicit new lines (``START-END``) for line-range anchors, keyed ``ID`` or
+    ``ROW:ID``.
     """
+    at = at or {}
     modes = set(load_bundles(bundles_dir))
     base_v, target_v = Verifier(dict(baseline)), Verifier({package: target_root})
     items: list[ReviewItem] = []
@@ -148,13 +200,16 @@ def review_items(descriptors: Sequence[str | Path], package: str, release: str,
                     continue
                 key = (str(path), id(node[aid]))
                 if key in seen:  # the same YAML mapping, reached through an alias
+                    seen[key].cited_by.append(lr.row_id)
                     continue
+                given = at.get(f"{lr.row_id}:{aid}", at.get(aid))
                 try:
                     it = _item(str(path), lr.index, lr.row_id, aid, a, base_v, target_v,
-                               target_root)
+                               target_root, given)
                 except PathRefused as e:
                     it = ReviewItem(str(path), lr.index, lr.row_id, aid, a.path, a.symbol,
                                     "failed", f"path refused: {e}", None)
+                it.rows = [lr.row_id]
                 seen[key] = it
                 items.append(it)
     return items

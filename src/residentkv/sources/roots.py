@@ -21,7 +21,7 @@ __all__ = [
 #: the curated descriptor files, one per runtime release, in report order
 RUNTIME_FILES: tuple[str, ...] = (
     "vllm.yaml", "vllm_0_33.yaml", "sglang.yaml", "tensorrt_llm.yaml", "dynamo.yaml",
-    "lmcache.yaml", "residentkv_vllm_adapter.yaml",
+    "lmcache.yaml", "residentkv_vllm_adapter.yaml", "dynamo_residentkv_adapter.yaml",
 )
 
 

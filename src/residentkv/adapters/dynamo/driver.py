@@ -74,8 +74,9 @@ class Driver:
         import os
 
         # the runtime reads its discovery root and namespace from the environment only, and its
-        # log level when it is imported: the processes' logs go to fleet-out/logs, and this
-        # client's per-request INFO lines would bury the scenario table on the terminal
+        # log level when it is imported; its logs go to stderr, which run() sends to
+        # fleet-out/logs/client.log while the scenarios run (DYN_LOG does not reach the
+        # per-request span lines: docs/fleet.md)
         os.environ.update(self.layout.base_env())
         os.environ["DYN_LOG"] = "warn"
         from dynamo.runtime import DistributedRuntime  # type: ignore[import-not-found]
@@ -163,6 +164,15 @@ class Driver:
         for name, proc in self.workers.items():
             if proc.alive():
                 await self.flush(name)
+
+    async def inject_load_failure(self, replica: str, claim_id: str) -> None:
+        """Make every host-tier load of *claim_id* on *replica* fail (its control socket)."""
+        from residentkv.adapters.vllm.config import InjectionRule
+        from residentkv.adapters.vllm.control_socket import ControlClient
+
+        client = ControlClient(self.replica(replica).control_socket)
+        await asyncio.to_thread(client.configure,
+                                failure_injection=[InjectionRule(claim_id=claim_id)])
 
     def kill(self, replica: str) -> int:
         """SIGKILL every process of *replica*; return the monotonic time of the kill (ns)."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from residentkv.fleet import FleetJudgement, judge_fleet
 
-__all__ = ["fleet_judgement", "observation_passes"]
+__all__ = ["failure_outcome_passes", "fleet_judgement", "observation_passes"]
 
 
 def fleet_judgement(paths: Sequence[Path]) -> FleetJudgement:
@@ -17,9 +17,18 @@ def fleet_judgement(paths: Sequence[Path]) -> FleetJudgement:
     return judge_fleet([str(p) for p in paths])
 
 
-def observation_passes(path: Path, claim_id: str) -> bool:
-    """Whether gate ``observation`` passes for *claim_id* on the stream at *path*."""
+def _gate_passes(gate: str, path: Path, claim_id: str) -> bool:
     from residentkv.trace.gates import check_trace
 
-    result = check_trace(path, gates=("observation",), claim_id=claim_id)
+    result = check_trace(path, gates=(gate,), claim_id=claim_id)
     return bool(result.results) and all(r.passed for r in result.results)
+
+
+def observation_passes(path: Path, claim_id: str) -> bool:
+    """Whether gate ``observation`` passes for *claim_id* on the stream at *path*."""
+    return _gate_passes("observation", path, claim_id)
+
+
+def failure_outcome_passes(path: Path, claim_id: str) -> bool:
+    """Whether gate ``failure_outcome`` passes for *claim_id* on the stream at *path*."""
+    return _gate_passes("failure_outcome", path, claim_id)

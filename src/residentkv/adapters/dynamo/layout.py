@@ -130,6 +130,11 @@ class FleetLayout:
             "PYTHONUNBUFFERED": "1",
         }
 
+    @property
+    def client_log(self) -> Path:
+        """The harness's own Dynamo client's log (its stderr while the scenarios run)."""
+        return self.run_dir / "logs" / "client.log"
+
     def frontend_command(self) -> list[str]:
         return [self.python, "-m", "dynamo.frontend", "--router-mode", "kv",
                 "--http-host", HOST, "--http-port", str(FRONTEND_PORT),

@@ -11,15 +11,16 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-__all__ = ["Proc", "StepError", "http_get", "loopback_up", "start", "wait_until"]
+__all__ = ["Proc", "StepError", "http_get", "loopback_up", "start", "stderr_to", "wait_until"]
 
 
 class StepError(Exception):
@@ -105,6 +106,28 @@ def start(name: str, cmd: list[str], env: dict[str, str], log: Path, cwd: Path) 
     popen = subprocess.Popen(cmd, env={**os.environ, **env}, stdout=fh, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL, cwd=cwd, start_new_session=True)
     return Proc(name, popen, log, fh)
+
+
+@contextlib.contextmanager
+def stderr_to(log: Path) -> Iterator[None]:
+    """Send this process's file descriptor 2 to *log* for the block, then restore it.
+
+    Dynamo's runtime writes its logs to stderr; the harness's own Dynamo client logs every
+    routed or direct request there, and no DYN_LOG directive or logging config file reaches
+    those per-request span lines (docs/fleet.md). The harness prints nothing itself inside the
+    block: its results and errors come after it, on the restored stderr.
+    """
+    log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with log.open("ab") as fh:
+        os.dup2(fh.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def loopback_up() -> None:

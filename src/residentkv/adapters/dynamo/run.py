@@ -19,7 +19,11 @@ from typing import Any
 
 from residentkv.adapters.dynamo import scenarios as sc
 from residentkv.adapters.dynamo.driver import Driver, instance_ids
-from residentkv.adapters.dynamo.judging import fleet_judgement, observation_passes
+from residentkv.adapters.dynamo.judging import (
+    failure_outcome_passes,
+    fleet_judgement,
+    observation_passes,
+)
 from residentkv.adapters.dynamo.layout import MAX_MODEL_LEN, SERVED_MODEL_NAME, FleetLayout
 from residentkv.adapters.dynamo.procs import (
     Proc,
@@ -28,6 +32,7 @@ from residentkv.adapters.dynamo.procs import (
     in_private_netns,
     loopback_up,
     start,
+    stderr_to,
     wait_until,
 )
 from residentkv.adapters.dynamo.promtext import parse, total
@@ -124,6 +129,7 @@ async def drive(layout: FleetLayout, procs: dict[str, Proc], result: dict[str, A
     await sc.owner_restore(driver, log)
     await sc.not_held_elsewhere(driver, log)
     await sc.cross_tenant(driver, log)
+    await sc.claimed_load_failure(driver, log)
     result["worker_metrics_before_kill"] = scrape_workers(driver)
     await sc.home_killed(driver, log)
     result["worker_metrics_after_kill"] = scrape_workers(driver)
@@ -149,7 +155,7 @@ def judge(layout: FleetLayout, result: dict[str, Any]) -> dict[str, Any]:
     traces = {name: read_events(p) for name, p in paths.items()}
     fleet = fleet_judgement(list(paths.values()))
     verdicts = judge_scenarios(driver.sent, traces, paths, log.claims, log.killed, fleet,
-                               observation_passes)
+                               observation_passes, failure_outcome_passes)
     own = verdicts[0].figures
     numbers = {
         "routed_to_owner (session affinity)": own.get("routed_to_owner"),
@@ -217,7 +223,8 @@ def run(out: Path) -> int:
     judged = None
     try:
         launch(layout, procs)
-        asyncio.run(drive(layout, procs, result))
+        with stderr_to(layout.client_log):  # the harness's own Dynamo client logs
+            asyncio.run(drive(layout, procs, result))
     except StepError as exc:
         result["error"] = str(exc)
         print(f"fleet: step '{exc.step}' failed: {exc.message}", file=sys.stderr)

@@ -74,6 +74,7 @@ async def run_scenarios(driver: Driver) -> RunLog:
     await owner_restore(driver, log)
     await not_held_elsewhere(driver, log)
     await cross_tenant(driver, log)
+    await claimed_load_failure(driver, log)
     await home_killed(driver, log)
     return log
 
@@ -136,6 +137,23 @@ async def cross_tenant(d: Driver, log: RunLog) -> None:
         await d.direct(f"{sc}/b-quotes-a-on-{r.name}", sc, r.name, shared, kv=forged)
     await d.flush_all()
     await d.router(f"{sc}/b-reuses-own", sc, shared, kv=claim_ref(b), session="session-tb")
+
+
+async def claimed_load_failure(d: Driver, log: RunLog) -> None:
+    """A claim whose host-tier load fails on its home (injected through the home's control
+    socket): the owner's reuse through the router must end in the claim-scoped refusal."""
+    sc = "claimed_load_failure"
+    claim = make_claim("fleet-fail-0", "tenant:c/session:0", "obj-fail-0")
+    log.claims[claim["claim_id"]] = claim
+    reg = await d.router(f"{sc}/register", sc, prompt(sc, 0), kv=transfer_params(claim),
+                         session="session-c0")
+    home = home_of(d, reg)
+    if home is None:
+        log.notes.append(f"{sc}: no home found for {claim['claim_id']}")
+        return
+    await d.inject_load_failure(home, claim["claim_id"])
+    await d.flush_all()
+    await d.router(f"{sc}/reuse", sc, prompt(sc, 0), kv=claim_ref(claim), session="session-c0")
 
 
 async def home_killed(d: Driver, log: RunLog) -> None:

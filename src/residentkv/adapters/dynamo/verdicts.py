@@ -220,11 +220,35 @@ def _owner(s: Served) -> str | None:
 def judge_scenarios(sent: Sequence[Sent], traces: Mapping[str, Sequence[Event]],
                     paths: Mapping[str, Path], claims: Mapping[str, dict[str, Any]],
                     killed: Mapping[str, int], fleet: FleetJudgement,
-                    observation: Any) -> list[Verdict]:
+                    observation: Any, failure: Any) -> list[Verdict]:
     res = resolve(sent, traces)
     everything = served({}, None, traces)
     return [owner_restore(res, claims, paths, observation),
             not_held_elsewhere(res, fleet),
             cross_tenant(res, claims, everything, fleet),
             home_killed(res, killed, fleet),
+            claimed_load_failure(res, paths, failure, fleet),
             fleet_gate(fleet)]
+
+
+def claimed_load_failure(res: Mapping[str, Resolved], traces: Mapping[str, Path], failure: Any,
+                         fleet: FleetJudgement) -> Verdict:
+    """The routed reuse of a claim whose load fails on its home: refused, naming the claim."""
+    v = Verdict("claimed_load_failure")
+    reg, reuse = res.get("claimed_load_failure/register"), res.get("claimed_load_failure/reuse")
+    home = _home(res, "claimed_load_failure/register")
+    claim = reg.sent.claim_id if reg is not None else None
+    v.checks["the claim was registered and offloaded on one replica"] = (
+        reg is not None and reg.one is not None and claim is not None
+        and bool(reg.one.named("claim_offloaded", claim)))
+    s = reuse.one if reuse is not None else None
+    v.checks["the routed reuse was served by the claim's home"] = (
+        s is not None and home is not None and s.replica == home)
+    v.checks[f"failure_outcome gate passes for {claim} on replica {home}'s stream"] = (
+        home is not None and claim is not None and bool(failure(traces[home], claim)))
+    row = fleet_request(fleet, s.request_id) if s is not None else None
+    v.checks["fleet view: one decision naming the claim (refused)"] = (
+        row is not None and row.passed and row.decision == "refused")
+    if row is not None:
+        v.figures["decision"] = row.decision
+    return v
