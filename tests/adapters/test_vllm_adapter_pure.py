@@ -169,6 +169,39 @@ def test_a_run_matches_only_with_spec_gates_and_all_checks() -> None:
     assert "3/4 (pass)" in table and "restored_tokens_equal_cold" in table
 
 
+@pytest.mark.parametrize("half", ["owner_reuse_restored", "no_restore_for_other_tenant"])
+def test_the_isolation_pair_fails_when_either_half_fails(half: str) -> None:
+    # With caching off the other tenant's half holds trivially; with isolation broken the
+    # owner's half does: the scenario matches only with both.
+    from residentkv.adapters.vllm.witness import CHECKS, EXPECTED, ScenarioRun
+
+    checks = dict.fromkeys(CHECKS["cross_tenant_reuse"], True)
+    both = ScenarioRun("cross_tenant_reuse", 0, "t", gates=dict(EXPECTED["cross_tenant_reuse"]),
+                       checks=checks)
+    one = ScenarioRun("cross_tenant_reuse", 1, "t", gates=dict(EXPECTED["cross_tenant_reuse"]),
+                      checks={**checks, half: False})
+    assert both.matched and not one.matched
+
+
+def test_the_corrupted_restore_report_shows_the_unverified_difference() -> None:
+    from residentkv.adapters.vllm.witness import (
+        CHECKS,
+        EXPECTED,
+        ScenarioRun,
+        format_table,
+        summarize,
+    )
+
+    run = ScenarioRun("corrupted_restore", 0, "t", gates=dict(EXPECTED["corrupted_restore"]),
+                      checks=dict.fromkeys(CHECKS["corrupted_restore"], True), shape="server",
+                      notes=["verification off, same corruption: served, 5 of 8 tokens differ"])
+    assert not run.matched  # the server shape also needs the client to have seen the 409
+    run.checks["client_saw_refusal"] = True
+    assert run.matched
+    table = format_table(summarize([run]))
+    assert "corrupted_restore: verification off, same corruption" in table
+
+
 def test_control_socket_round_trip_and_owner_only_mode(tmp_path: Path) -> None:
     import os
 

@@ -72,7 +72,8 @@ def w_model() -> str:
 
 
 @pytest.mark.parametrize("scenario", ["success_path", "claimed_load_failure",
-                                      "cross_tenant_reuse", "multi_claim_targeted_failure"])
+                                      "cross_tenant_reuse", "multi_claim_targeted_failure",
+                                      "corrupted_restore"])
 def test_server_scenarios_give_spec_gate_results(served: Witness, tmp_path: Path,
                                                  scenario: str) -> None:
     run = served.run(scenario, 0, tmp_path)
