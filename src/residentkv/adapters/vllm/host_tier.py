@@ -170,6 +170,7 @@ class HostPool:
 
         self._torch = torch
         self._xxh3 = xxhash.xxh3_128
+        self._xxh3_digest = xxhash.xxh3_128_digest
         self.layers = list(kv_caches)
         self.num_slots = num_slots
         first = next(iter(kv_caches.values()))
@@ -192,6 +193,10 @@ class HostPool:
         # contiguous CPU memory (vLLM's CPU backend); elsewhere a load verifies the host slots
         # it reads instead of the destination blocks.
         self._slot_bytes = [self._byte_rows(self.pool[n]) for n in self.layers]
+        # each slot's per-layer buffers, built on first use and kept: a claim's store and
+        # restore digest the same slots every time, and taking numpy rows per call costs as
+        # much as hashing a small block
+        self._slot_buffers: list[list[Any] | None] = [None] * num_slots
         dev = [self._byte_rows(kv_caches[n]) for n in self.layers]
         self._block_bytes: list[Any] | None = (
             None if self._cuda or any(r is None for r in dev) else dev)
@@ -243,21 +248,28 @@ class HostPool:
                 self.pool[name].index_copy_(0, dst_idx, data)
         return len(block_ids) * self.bytes_per_block
 
-    def _digest(self, rows: list[Any], index: int) -> bytes:
+    def _digest(self, buffers: Sequence[Any]) -> bytes:
         """XXH3-128 of one block: its bytes in every layer, in layer order."""
-        h = self._xxh3()
-        for layer in rows:
-            h.update(layer[index])
-        return bytes(h.digest())
+        h = self._xxh3(buffers[0])
+        for buf in buffers[1:]:
+            h.update(buf)
+        return h.digest()
+
+    def _buffers(self, slot: int) -> list[Any]:
+        found = self._slot_buffers[slot]
+        if found is None:
+            found = self._slot_buffers[slot] = [memoryview(layer[slot])
+                                                for layer in self._slot_bytes]
+        return found
 
     def seal(self, slots: Sequence[int]) -> bytes:
         """Digest the stored bytes of *slots* and keep each digest with its slot; returns the
         digest over all of them (in slot order), which the trace records for the store."""
-        digests = []
+        digests = self.digests
         for slot in slots:
-            d = self.digests[slot] = self._digest(self._slot_bytes, slot)
-            digests.append(d)
-        return combine_digests(digests)
+            digests[slot] = self._digest(self._buffers(slot))
+        # the same fold as combine_digests, without its import on the store path
+        return self._xxh3_digest(b"".join(digests[slot] or b"" for slot in slots))
 
     def verify(self, slots: Sequence[int], block_ids: Sequence[int]) -> list[int]:
         """Check the bytes read back against the digests kept with *slots*: the destination
@@ -268,8 +280,8 @@ class HostPool:
         bad: list[int] = []
         for slot, block in zip(slots, block_ids, strict=True):
             want = self.digests[slot]
-            got = (self._digest(rows, block) if rows is not None
-                   else self._digest(self._slot_bytes, slot))
+            got = self._digest([layer[block] for layer in rows] if rows is not None
+                               else self._buffers(slot))
             if want is None or got != want:
                 bad.append(block)
         return bad
