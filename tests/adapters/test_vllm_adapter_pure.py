@@ -169,6 +169,39 @@ def test_a_run_matches_only_with_spec_gates_and_all_checks() -> None:
     assert "3/4 (pass)" in table and "restored_tokens_equal_cold" in table
 
 
+@pytest.mark.parametrize("half", ["owner_reuse_restored", "no_restore_for_other_tenant"])
+def test_the_isolation_pair_fails_when_either_half_fails(half: str) -> None:
+    # With caching off the other tenant's half holds trivially; with isolation broken the
+    # owner's half does: the scenario matches only with both.
+    from residentkv.adapters.vllm.witness import CHECKS, EXPECTED, ScenarioRun
+
+    checks = dict.fromkeys(CHECKS["cross_tenant_reuse"], True)
+    both = ScenarioRun("cross_tenant_reuse", 0, "t", gates=dict(EXPECTED["cross_tenant_reuse"]),
+                       checks=checks)
+    one = ScenarioRun("cross_tenant_reuse", 1, "t", gates=dict(EXPECTED["cross_tenant_reuse"]),
+                      checks={**checks, half: False})
+    assert both.matched and not one.matched
+
+
+def test_the_corrupted_restore_report_shows_the_unverified_difference() -> None:
+    from residentkv.adapters.vllm.witness import (
+        CHECKS,
+        EXPECTED,
+        ScenarioRun,
+        format_table,
+        summarize,
+    )
+
+    run = ScenarioRun("corrupted_restore", 0, "t", gates=dict(EXPECTED["corrupted_restore"]),
+                      checks=dict.fromkeys(CHECKS["corrupted_restore"], True), shape="server",
+                      notes=["verification off, same corruption: served, 5 of 8 tokens differ"])
+    assert not run.matched  # the server shape also needs the client to have seen the 409
+    run.checks["client_saw_refusal"] = True
+    assert run.matched
+    table = format_table(summarize([run]))
+    assert "corrupted_restore: verification off, same corruption" in table
+
+
 def test_control_socket_round_trip_and_owner_only_mode(tmp_path: Path) -> None:
     import os
 
@@ -494,3 +527,146 @@ def test_the_middleware_watches_reference_requests(monkeypatch: pytest.MonkeyPat
     plain = asyncio.run(call({}))[0]
     assert b"x-residentkv-claim-outcome" not in dict(plain["headers"])
     assert seen["headers"][b"x-request-id"] == b"mine"
+
+
+# ---------------------------------------------------------------- content digests
+
+
+def _pool(layout: str = "block-first") -> tuple[Any, dict[str, Any]]:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("xxhash")
+    from residentkv.adapters.vllm.host_tier import HostPool
+
+    gen = torch.Generator().manual_seed(0)
+    kv = {f"layer{n}": torch.randn(6, 2, 4, 8, generator=gen) for n in range(2)}
+    if layout == "strided":
+        # the same shape over memory laid out otherwise: the pool verifies the host slots
+        kv = {k: torch.randn(8, 4, 2, 6, generator=gen).permute(3, 2, 1, 0) for k in kv}
+    return HostPool(kv, num_slots=4), kv
+
+
+@pytest.mark.parametrize("layout", ["block-first", "strided"])
+def test_stored_blocks_verify_and_corrupted_ones_do_not(layout: str) -> None:
+    pool, kv = _pool(layout)
+    pool.store(kv, [1, 2], [0, 1])
+    whole = pool.seal([0, 1])
+    assert len(whole) == 16 and all(pool.digests[s] is not None for s in (0, 1))
+    pool.load(kv, [0, 1], [4, 5])
+    assert pool.verify([0, 1], [4, 5]) == []
+    assert all(bool((kv[k][4] == kv[k][1]).all()) for k in kv)
+    pool.corrupt([1])  # the second slot's bytes change; its digest stays as stored
+    pool.load(kv, [0, 1], [4, 5])
+    assert pool.verify([0, 1], [4, 5]) == [5]
+    assert all(bool((kv[k][5] == -kv[k][2]).all()) for k in kv)  # sign flipped, finite
+    # a store voids the old digests until it is sealed: an unsealed slot never verifies
+    pool.store(kv, [3], [2])
+    pool.load(kv, [2], [4])
+    assert pool.verify([2], [4]) == [4]
+
+
+def test_a_block_digest_covers_every_layer() -> None:
+    pool, kv = _pool()
+    pool.store(kv, [1], [0])
+    pool.seal([0])
+    pool.pool["layer1"][0, 1, 2, 3] += 1.0  # one value of the last layer
+    pool.load(kv, [0], [4])
+    assert pool.verify([0], [4]) == [4]
+
+
+def test_corrupt_rules_are_single_use_and_corrupt() -> None:
+    rule = InjectionRule(claim_id="c1", mode="corrupt")
+    assert rule.single_use and rule.corrupts
+    assert InjectionRule(claim_id="c1", mode="once").single_use
+    persistent = InjectionRule(claim_id="c1")
+    assert not persistent.single_use and not persistent.corrupts
+    cfg = parse_connector_config({"host_tier_bytes": 1, "event_sink": "t.jsonl",
+                                  "failure_injection": [{"claim_id": "c1", "mode": "corrupt"}]})
+    assert cfg.verify_content and cfg.failure_injection[0].corrupts
+    with pytest.raises(ConnectorConfigError, match="verify_content"):
+        parse_connector_config({"host_tier_bytes": 1, "event_sink": "t.jsonl",
+                                "verify_content": "no"})
+
+
+def _store_with_digest(engine: _Engine, cid: str, shares: list[bytes]) -> Any:
+    from residentkv.adapters.vllm.messages import WorkerFact
+
+    req = engine.start({"resident_claim": claim(cid)})
+    engine.side.update_state_after_alloc(req, None, 0)
+    (store,) = engine.step(req).stores
+    assert store.digest  # verification is on: the worker digests what it stores
+    engine.facts(*[WorkerFact("store", store.job_id, rank, True, 1, 2, nbytes=1, digest=d)
+                   for rank, d in enumerate(shares)])
+    engine.finish(req)
+    return store
+
+
+def test_the_store_records_its_digest_and_the_restore_says_it_was_verified(
+        engine: _Engine) -> None:
+    from residentkv.adapters.vllm.messages import WorkerFact
+
+    _store_with_digest(engine, "c1", [b"\x01" * 16])
+    (stored,) = engine.events("kv_store_finished")
+    assert stored["content_digest"] == "xxh3-128:" + "01" * 16
+    req = engine.start(ref("c1"))
+    engine.lookup(req)
+    (load,) = engine.alloc(req, 256)
+    assert load.verify and not load.corrupt
+    engine.facts(WorkerFact("load", load.job_id, 0, True, 1, 2, nbytes=1, verified=True))
+    (restored,) = engine.events("claim_restored")
+    assert restored["content_verified"] is True
+
+
+def test_a_digest_mismatch_is_a_failed_load_and_a_claim_scoped_refusal(
+        engine: _Engine) -> None:
+    from residentkv.adapters.vllm.messages import LoadFailure, WorkerFact
+
+    _store_with_digest(engine, "c1", [b"\x01" * 16])
+    engine.side.op.configure(failure_injection=[InjectionRule(claim_id="c1", mode="corrupt")])
+    req = engine.start(ref("c1"))
+    engine.lookup(req)
+    (load,) = engine.alloc(req, 256)
+    assert load.corrupt and load.verify and not load.inject
+    engine.finish(req, "FINISHED_ERROR")
+    engine.facts(WorkerFact("load", load.job_id, 0, False, 1, 2, nbytes=1, injected=True,
+                            invalid_block_ids=list(load.block_ids),
+                            reason=LoadFailure.DIGEST_MISMATCH),
+                 invalid=tuple(load.block_ids))
+    (failed,) = engine.events("kv_load_failed")
+    assert failed["reason"] == "digest_mismatch" and failed["injected"] is True
+    (restore_failed,) = engine.events("claim_restore_failed")
+    assert "digest" in restore_failed["reason"]
+    assert engine.events("active_request_refused")
+    assert not engine.events("claim_restored")
+    assert engine.side.op.outcome_for(req.request_id)["outcome"] == "refused"
+    # the rule was spent by that load
+    assert engine.side.op.status()["rules"] and engine.side.op.take_injection("c1", OWNER) is None
+
+
+def test_tensor_parallel_shares_fold_into_one_digest_in_rank_order(engine: _Engine) -> None:
+    pytest.importorskip("xxhash")
+    from residentkv.adapters.vllm.host_tier import combine_digests
+
+    shares = [b"\x01" * 16, b"\x02" * 16]
+    _store_with_digest(engine, "c1", shares)
+    (stored,) = engine.events("kv_store_finished")
+    assert stored["content_digest"] == "xxh3-128:" + combine_digests(shares).hex()
+
+
+def test_with_verification_off_nothing_is_digested_and_the_restore_says_unverified(
+        engine: _Engine) -> None:
+    from residentkv.adapters.vllm.messages import WorkerFact
+
+    engine.side.op.configure(verify_content=False)
+    req = engine.start({"resident_claim": claim("c1")})
+    engine.side.update_state_after_alloc(req, None, 0)
+    (store,) = engine.step(req).stores
+    assert not store.digest
+    engine.facts(WorkerFact("store", store.job_id, 0, True, 1, 2, nbytes=1))
+    engine.finish(req)
+    assert engine.events("kv_store_finished")[0].get("content_digest") is None
+    req = engine.start(ref("c1"))
+    engine.lookup(req)
+    (load,) = engine.alloc(req, 256)
+    assert not load.verify
+    engine.facts(WorkerFact("load", load.job_id, 0, True, 1, 2, nbytes=1))
+    assert engine.events("claim_restored")[0]["content_verified"] is False

@@ -72,7 +72,8 @@ def w_model() -> str:
 
 
 @pytest.mark.parametrize("scenario", ["success_path", "claimed_load_failure",
-                                      "cross_tenant_reuse", "multi_claim_targeted_failure"])
+                                      "cross_tenant_reuse", "multi_claim_targeted_failure",
+                                      "corrupted_restore"])
 def test_server_scenarios_give_spec_gate_results(served: Witness, tmp_path: Path,
                                                  scenario: str) -> None:
     run = served.run(scenario, 0, tmp_path)
@@ -131,6 +132,37 @@ def test_default_client_sees_the_refusal_and_does_not_retry(served: Witness,
     assert later.parse().kv_transfer_params["resident_claim"]["outcome"] == "rejected"
     # not retried: two stores, two refused requests, one later request -- nothing else
     assert len([e for e in _events(trace) if e["event"] == "request_started"]) == 5
+
+
+def test_a_corrupted_restore_reaches_the_default_client_as_a_409_never_a_completion(
+        served: Witness, tmp_path: Path) -> None:
+    trace = tmp_path / "corrupted.jsonl"
+    cid = "server-corrupt-1"
+    served.op.configure(event_sink=trace)
+    prompt = served.prompt("server-corrupt", 0)
+    claim = make_claim(cid, "tenant:a/session:1", served.model_id, "obj-corrupt")
+    client = _client(served)  # default retries: a 409 without x-should-retry would be retried
+    try:
+        served.reset()
+        assert _ask(client, prompt, claim).kv_transfer_params["resident_claim"]["outcome"] \
+            == "offloaded"
+        served.op.configure(failure_injection=[InjectionRule(claim_id=cid, mode="corrupt")])
+        served.reset()
+        with pytest.raises(openai.ConflictError) as info:
+            _ask(client, prompt, claim)
+    finally:
+        served.op.configure(failure_injection=[])
+        served.op.release_claims([cid])
+    outcome = info.value.body["resident_claim"]
+    assert outcome["outcome"] == "refused" and "digest" in outcome["reason"]
+    events = _events(trace)
+    (failed,) = [e for e in events if e["event"] == "kv_load_failed"]
+    assert failed["reason"] == "digest_mismatch" and failed["claim_id"] == cid
+    assert not [e for e in events if e["event"] == "claim_restored"]
+    # not retried: the store and the refused request only
+    assert len([e for e in events if e["event"] == "request_started"]) == 2
+    (result,) = check_trace(trace, gates=("failure_outcome",), claim_id=cid).results
+    assert result.passed, result.missing
 
 
 def test_served_without_its_claim_is_unmistakable(served: Witness, tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ def tp2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Witness]:
 
 
 @pytest.mark.parametrize("scenario", ["success_path", "claimed_load_failure",
-                                      "multi_claim_targeted_failure"])
+                                      "multi_claim_targeted_failure", "corrupted_restore"])
 def test_tp2_scenarios_give_spec_gate_results(tp2: Witness, tmp_path: Path,
                                               scenario: str) -> None:
     run = tp2.run(scenario, 0, tmp_path)
@@ -45,3 +45,7 @@ def test_tp2_scenarios_give_spec_gate_results(tp2: Witness, tmp_path: Path,
     failed = [e for e in worker if e["event"] == "kv_load_failed"]
     assert all(e["source"] == "residentkv.vllm.worker/rank=0,1" for e in failed)
     assert [e["seq"] for e in events] == list(range(len(events)))
+    # each rank digests its own share; the stream records one digest folded over both
+    assert all(str(e.get("content_digest", "")).startswith("xxh3-128:") for e in events
+               if e["event"] == "kv_store_finished" and e["success"]
+               and e["claim_id"] != "corrupted_restore-0-unverified")

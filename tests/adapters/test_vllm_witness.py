@@ -57,7 +57,8 @@ FAIL_POLICY_RUNS = [
     ("unclaimed_load_failure", 1),
     ("generic_counter_only", 1),
     ("multi_claim_targeted_failure", 1),
-    ("cross_tenant_reuse", 1),
+    ("cross_tenant_reuse", 2),
+    ("corrupted_restore", 2),
 ]
 
 
@@ -89,6 +90,30 @@ def test_claimed_load_failure_order_is_what_the_gate_saw(witness: Witness,
     assert finish[0]["finish_reason"] == "error"  # vLLM's own reason, as observed
     hits = [e for e in events if e["event"] == "kv_lookup" and e["hit_tokens"]]
     assert hits and all(e["async_load"] for e in hits)  # vLLM's async-load protocol
+
+
+def test_a_corrupted_restore_is_refused_before_the_finish_and_unverified_it_is_wrong(
+        witness: Witness, out_dir: Path) -> None:
+    run = witness.run("corrupted_restore", 98, out_dir)
+    assert run.matched, (run.error, run.gates, run.checks)
+    cid = "corrupted_restore-98-target"
+    (result,) = check_trace(run.trace, gates=("failure_outcome",), claim_id=cid).results
+    order = ["store_succeeded", "restore_required", "claim_load_failed",
+             "scheduler_failure_branch", "restore_failed_scoped", "refusal_attributed"]
+    seqs = [min(result.evidence[k]) for k in order]
+    assert seqs == sorted(seqs), dict(zip(order, seqs, strict=True))
+    events = _events(run.trace)
+    (mismatch,) = [e for e in events if e["event"] == "kv_load_failed"
+                   and e["claim_id"] == cid]
+    assert mismatch["reason"] == "digest_mismatch" and mismatch["invalid_block_ids"]
+    (finish,) = [e for e in events if e["event"] == "request_finished"
+                 and e["status"] == "refused"]
+    assert finish["seq"] > seqs[-1] and finish["request_id"] == mismatch["request_id"]
+    # the comparison without verification: served, restored, and wrong
+    unverified = run.outcomes["unverified_tokens"]
+    assert unverified != run.outcomes["cold_tokens"]
+    assert len(unverified) == len(run.outcomes["cold_tokens"])
+    assert run.notes and "differ from a cold run" in run.notes[0]
 
 
 def test_invalid_claim_is_rejected_with_reason_and_served_ordinarily(

@@ -129,12 +129,22 @@ def test_home_killed_fails_when_the_answer_is_not_claim_scoped() -> None:
     assert not vd.home_killed(f.res(), {"A": 0}, _judged(f, lost=("c",))).held
 
 
-def test_cross_tenant_restore_on_any_replica_fails_the_scenario() -> None:
-    claims = {"a": {"owner_scope": "tenant:a"}, "b": {"owner_scope": "tenant:b"}}
+TENANTS = {"a": {"owner_scope": "tenant:a"}, "b": {"owner_scope": "tenant:b"}}
+
+
+def _tenant_b_quotes() -> Fleet:
+    """Tenant b quotes tenant a's claim three times, each rejected."""
     f = Fleet()
     for n, replica in enumerate(("A", "B", "A")):
         f.request(f"cross_tenant/b-quotes-a-{n}", replica, "a",
                   _ev("claim_rejected", None, claim_id=None, reason="bound to another owner"))
+    return f
+
+
+def test_cross_tenant_restore_on_any_replica_fails_the_scenario() -> None:
+    claims = TENANTS
+    f = _tenant_b_quotes()
+    f.request("cross_tenant/a-reuses-own", "A", "a", _restored("a"))
     clean = vd.cross_tenant(f.res(), claims, vd.served({}, None, f.traces), _judged(f))
     assert clean.held, clean.checks
     judged_leak = _judged(f, missing=("no_cross_tenant",))
@@ -143,6 +153,15 @@ def test_cross_tenant_restore_on_any_replica_fails_the_scenario() -> None:
     f.traces["B"].append(_ev("kv_load_started", "x", claim_id="a"))
     leaked = vd.cross_tenant(f.res(), claims, vd.served({}, None, f.traces), _judged(f))
     assert not leaked.checks["no cross-tenant restore on any replica"]
+
+
+def test_cross_tenant_fails_when_the_owner_half_of_the_pair_did_not_restore() -> None:
+    # caching off: tenant b gets nothing, and neither does the owner -- proves nothing
+    f = _tenant_b_quotes()
+    f.request("cross_tenant/a-reuses-own", "A", "a")  # served by recompute
+    verdict = vd.cross_tenant(f.res(), TENANTS, vd.served({}, None, f.traces), _judged(f))
+    assert not verdict.held
+    assert not verdict.checks["tenant a's own reuse restored from the host tier in the same run"]
 
 
 def test_fleet_gate_holds_only_when_the_fleet_view_passes() -> None:

@@ -133,12 +133,15 @@ def control_release(ctx: click.Context, claim_ids: tuple[str, ...], reason: str)
 @click.option("--claim-id", default=None)
 @click.option("--owner-scope", default=None)
 @click.option("--unclaimed", is_flag=True)
-@click.option("--mode", type=click.Choice(["once", "persistent"]), default="persistent",
-              show_default=True)
+@click.option("--mode", type=click.Choice(["once", "persistent", "corrupt"]),
+              default="persistent", show_default=True,
+              help="once: fail the next load; persistent: fail every load; corrupt: flip the "
+                   "stored bytes before the next load reads them (its digest check fails).")
 @click.pass_context
 def control_inject(ctx: click.Context, claim_id: str | None, owner_scope: str | None,
                    unclaimed: bool, mode: str) -> None:
-    """Fail the next host-tier load(s) of a claim, an owner's claims, or unclaimed entries."""
+    """Fail (or corrupt) the next host-tier load(s) of a claim, an owner's claims, or unclaimed
+    entries."""
     rule = {"claim_id": claim_id, "owner_scope": owner_scope, "unclaimed": unclaimed,
             "mode": mode}
     _call(ctx, lambda c: c.configure(failure_injection=[rule]))

@@ -13,7 +13,8 @@ Order matters: the hard kill comes last, after every scenario that needs both re
   claim's home (Dynamo 1.6.1 cannot steer a ``/inference/v1/generate`` request to a chosen
   worker, see docs/fleet.md).
 - ``cross_tenant``: two tenants claim the same prefix; tenant b then quotes tenant a's claim by
-  reference, through the router and straight to each replica.
+  reference, through the router and straight to each replica; last, tenant a's own reuse (the
+  pair's other half: it must restore, or "no restore for b" would hold with caching off).
 - ``home_killed``: the home of an offloaded claim is SIGKILLed; the owner's next reuse goes
   through the router until a replica answers.
 """
@@ -137,6 +138,10 @@ async def cross_tenant(d: Driver, log: RunLog) -> None:
         await d.direct(f"{sc}/b-quotes-a-on-{r.name}", sc, r.name, shared, kv=forged)
     await d.flush_all()
     await d.router(f"{sc}/b-reuses-own", sc, shared, kv=claim_ref(b), session="session-tb")
+    # The pair's other half, in the same run: the owner's reuse restores from its home's host
+    # tier, so caching and the tier are live and "no restore for tenant b" means something.
+    await d.flush_all()
+    await d.router(f"{sc}/a-reuses-own", sc, shared, kv=claim_ref(a), session="session-ta")
 
 
 async def claimed_load_failure(d: Driver, log: RunLog) -> None:

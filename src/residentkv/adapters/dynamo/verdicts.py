@@ -161,6 +161,10 @@ def cross_tenant(res: Mapping[str, Resolved], claims: Mapping[str, dict[str, Any
     v.figures["quote_reasons"] = {r.sent.label: (r.one.rejection() or {}).get("reason")
                                   for r in quotes if r.one is not None}
     v.checks["fleet view: no_cross_tenant met"] = "no_cross_tenant" not in fleet.missing
+    # the pair's other half: without it every check above also holds with caching off
+    own = _once(_with(res, "cross_tenant/a-reuses-own"))
+    v.checks["tenant a's own reuse restored from the host tier in the same run"] = bool(
+        own) and all(x.restored_from_host for _, x in own)
     return v
 
 

@@ -13,7 +13,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    model_validator,
+)
 
 from residentkv.errors import UserInputError
 
@@ -44,7 +51,10 @@ class InjectionRule(BaseModel):
     """Fail the host-tier load of one claim, one owner's claims, or unclaimed offloads.
 
     Exactly one selector is set. ``once`` fails the first matching load and is then spent;
-    ``persistent`` fails every matching load (so a retried load cannot succeed by accident).
+    ``persistent`` fails every matching load (so a retried load cannot succeed by accident);
+    ``corrupt`` raises no I/O error at all: before the first matching load reads them, it flips
+    bytes of the stored slots in the host tier (wrong content, which the load's digest check
+    catches), and is then spent -- the tier keeps the wrong bytes.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -52,7 +62,7 @@ class InjectionRule(BaseModel):
     claim_id: str | None = Field(default=None, min_length=1)
     owner_scope: str | None = Field(default=None, min_length=1)
     unclaimed: bool = False
-    mode: Literal["once", "persistent"] = "persistent"
+    mode: Literal["once", "persistent", "corrupt"] = "persistent"
 
     @model_validator(mode="after")
     def _one_selector(self) -> InjectionRule:
@@ -64,6 +74,16 @@ class InjectionRule(BaseModel):
                 f" (got {', '.join(chosen) or 'none'})"
             )
         return self
+
+    @property
+    def single_use(self) -> bool:
+        """Whether the rule is spent by its first match."""
+        return self.mode != "persistent"
+
+    @property
+    def corrupts(self) -> bool:
+        """Whether the rule corrupts the stored bytes instead of failing the load's copy."""
+        return self.mode == "corrupt"
 
     def matches(self, claim_id: str | None, owner_scope: str | None) -> bool:
         """Whether a load of (*claim_id*, *owner_scope*) is selected by this rule."""
@@ -99,6 +119,13 @@ class ConnectorConfig(BaseModel):
     control_socket: str | None = Field(
         default=None, min_length=1,
         description="unix socket path for operator control while serving (mode 0600)",
+    )
+    # strict: a string such as "no" must not switch verification off by coercion
+    verify_content: StrictBool = Field(
+        default=True,
+        description="digest every stored block and verify the bytes read back at load; "
+        "false only to measure or demonstrate what verification buys (a corrupted tier then "
+        "restores wrong KV unnoticed)",
     )
     replica: str | None = Field(
         default=None, min_length=1, pattern=r"\S",

@@ -73,6 +73,7 @@ class Operator:
         #: and the control socket never interleave inside one step's bookkeeping.
         self.lock = threading.RLock()
         self.offload_unclaimed = config.offload_unclaimed
+        self.verify_content = config.verify_content
         self._rules: list[InjectionRule] = list(config.failure_injection)
         self._spent: set[int] = set()
         self.injections_fired = 0
@@ -103,8 +104,10 @@ class Operator:
         event_sink: str | Path | None = None,
         failure_injection: list[InjectionRule] | tuple[InjectionRule, ...] | None = None,
         offload_unclaimed: bool | None = None,
+        verify_content: bool | None = None,
     ) -> None:
-        """Swap the sink (a new stream), the injection rules or the unclaimed-offload switch."""
+        """Swap the sink (a new stream), the injection rules, the unclaimed-offload switch or
+        content verification (which applies to stores planned from now on)."""
         with self.lock:
             if event_sink is not None:
                 self.writer.close()
@@ -116,6 +119,8 @@ class Operator:
                 self._spent.clear()
             if offload_unclaimed is not None:
                 self.offload_unclaimed = offload_unclaimed
+            if verify_content is not None:
+                self.verify_content = verify_content
 
     def take_injection(self, claim_id: str | None, owner_scope: str | None) -> InjectionRule | None:
         """The rule that fails this load, if any; a ``once`` rule is spent by its first match."""
@@ -123,7 +128,7 @@ class Operator:
             for i, rule in enumerate(self._rules):
                 if i in self._spent or not rule.matches(claim_id, owner_scope):
                     continue
-                if rule.mode == "once":
+                if rule.single_use:
                     self._spent.add(i)
                 self.injections_fired += 1
                 return rule
@@ -174,6 +179,7 @@ class Operator:
             claims = sorted(self.scheduler.claims) if self.scheduler is not None else []
             return {"sink": self.sink, "events": self.writer.count,
                     "injections_fired": self.injections_fired, "claims": claims,
+                    "verify_content": self.verify_content,
                     "rules": [r.model_dump(mode="json") for r in self._rules],
                     "outcome_channel": self.outcome_channel}
 

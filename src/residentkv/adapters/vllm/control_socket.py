@@ -4,7 +4,8 @@ When ``control_socket`` is configured, the scheduler process listens on that pat
 mode 0600: the file system permission is the credential; an ordinary API client of the server has
 no way to reach it). One JSON object per line in, one per line out:
 
-``{"op": "configure", "event_sink": "...", "failure_injection": [...], "offload_unclaimed": b}``,
+``{"op": "configure", "event_sink": "...", "failure_injection": [...], "offload_unclaimed": b,
+"verify_content": b}``,
 ``{"op": "release", "claim_ids": [...], "reason": "..."}``, ``{"op": "outcome", "request_id":
 "...", "contains": false}``, ``{"op": "status"}``, ``{"op": "flush"}``, ``{"op": "announce",
 "channel": "..."}`` (the server's claim outcome middleware says it is there), and for the witness
@@ -50,11 +51,15 @@ def dispatch(op: Operator, cmd: dict[str, Any]) -> Any:
     """Run one control command against *op*."""
     name = cmd.get("op")
     if name == "configure":
+        verify = cmd.get("verify_content")
+        if verify is not None and not isinstance(verify, bool):
+            raise ValueError("verify_content must be true or false")
         op.configure(
             event_sink=cmd.get("event_sink"),
             failure_injection=_rules(cmd["failure_injection"])
             if "failure_injection" in cmd else None,
             offload_unclaimed=cmd.get("offload_unclaimed"),
+            verify_content=verify,
         )
         return op.status()
     if name == "release":
@@ -179,8 +184,10 @@ class ControlClient:
 
     def configure(self, *, event_sink: str | Path | None = None,
                   failure_injection: Sequence[InjectionRule | dict[str, Any]] | None = None,
-                  offload_unclaimed: bool | None = None) -> dict[str, Any]:
-        """Swap the sink, the injection rules or the unclaimed-offload switch."""
+                  offload_unclaimed: bool | None = None,
+                  verify_content: bool | None = None) -> dict[str, Any]:
+        """Swap the sink, the injection rules, the unclaimed-offload switch or content
+        verification."""
         args: dict[str, Any] = {}
         if event_sink is not None:
             args["event_sink"] = str(event_sink)
@@ -190,6 +197,8 @@ class ControlClient:
                 if isinstance(r, InjectionRule) else r for r in failure_injection]
         if offload_unclaimed is not None:
             args["offload_unclaimed"] = offload_unclaimed
+        if verify_content is not None:
+            args["verify_content"] = verify_content
         result: dict[str, Any] = self.call("configure", **args)
         return result
 

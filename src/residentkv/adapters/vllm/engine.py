@@ -1,7 +1,12 @@
 """A tiny local Llama, and vLLM running ResidentClaimConnector in each deployment shape.
 
-No weights or tokenizer are downloaded: ``config.json`` is written at run time, weights are
-vLLM's dummy initialization (deterministic under a fixed seed), prompts are token ids.
+No weights or tokenizer are downloaded: ``config.json`` and ``model.safetensors`` are written at
+run time, prompts are token ids. The weights are made here from a fixed seed, scaled like a
+trained model's (unit embeddings and norms, linear layers 1/sqrt(fan-in)), because vLLM's dummy
+initialization (uniform in +-1e-3) leaves attention's share of the output far below the greedy
+margin: with it the output does not depend on the prompt's prefix at all, so "restored output
+equals a cold run" (or "another tenant's output equals a cold run") would hold whatever KV the
+prefix had. With these weights a different prefix, or a corrupted restore, changes the tokens.
 
 Shapes: ``inproc`` (``LLM`` with ``VLLM_ENABLE_V1_MULTIPROCESSING=0``: scheduler and worker in
 the caller's process), ``mp`` (``LLM`` with vLLM's default multiprocessing: EngineCore and Worker
@@ -57,11 +62,50 @@ SERVED_MODEL_NAME = "tiny-llama"
 SHAPES: tuple[str, ...] = ("inproc", "mp", "server", "tp2")
 
 
+#: seed of the tiny model's weights (the same model in every run and process)
+WEIGHT_SEED = 0
+
+
+def _tiny_weights() -> dict[str, Any]:
+    import torch
+
+    gen = torch.Generator().manual_seed(WEIGHT_SEED)
+    c = TINY_LLAMA
+    hidden, inter = int(c["hidden_size"]), int(c["intermediate_size"])
+    kv = int(c["num_key_value_heads"]) * hidden // int(c["num_attention_heads"])
+
+    def linear(out: int, fan_in: int) -> Any:
+        return torch.randn(out, fan_in, generator=gen) / fan_in ** 0.5
+
+    weights = {"model.embed_tokens.weight": torch.randn(int(c["vocab_size"]), hidden,
+                                                        generator=gen),
+               "model.norm.weight": torch.ones(hidden),
+               "lm_head.weight": linear(int(c["vocab_size"]), hidden)}
+    for layer in range(int(c["num_hidden_layers"])):
+        pre = f"model.layers.{layer}."
+        weights |= {
+            pre + "self_attn.q_proj.weight": linear(hidden, hidden),
+            pre + "self_attn.k_proj.weight": linear(kv, hidden),
+            pre + "self_attn.v_proj.weight": linear(kv, hidden),
+            pre + "self_attn.o_proj.weight": linear(hidden, hidden),
+            pre + "mlp.gate_proj.weight": linear(inter, hidden),
+            pre + "mlp.up_proj.weight": linear(inter, hidden),
+            pre + "mlp.down_proj.weight": linear(hidden, inter),
+            pre + "input_layernorm.weight": torch.ones(hidden),
+            pre + "post_attention_layernorm.weight": torch.ones(hidden),
+        }
+    return weights
+
+
 def write_tiny_model(directory: str | Path) -> Path:
-    """Write the tiny model's ``config.json`` into *directory* and return the directory."""
+    """Write the tiny model (``config.json`` and seeded ``model.safetensors``, about 1.5 MB)
+    into *directory* and return the directory."""
+    from safetensors.torch import save_file  # a dependency of vLLM, like torch
+
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.json").write_text(json.dumps(TINY_LLAMA, indent=2), encoding="utf-8")
+    save_file(_tiny_weights(), str(path / "model.safetensors"))
     return path
 
 
@@ -95,7 +139,7 @@ def engine_args(shape: str) -> dict[str, Any]:
     args: dict[str, Any] = {
         # a stable name, so cache identities in traces do not carry a temporary path
         "served_model_name": SERVED_MODEL_NAME,
-        "load_format": "dummy",
+        "load_format": "safetensors",
         "skip_tokenizer_init": True,
         "enforce_eager": True,
         "enable_prefix_caching": True,

@@ -11,6 +11,7 @@ every process layout. Everything here pickles (vLLM moves it between processes).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from vllm.distributed.kv_transfer.kv_connector.v1.base import (
@@ -20,6 +21,7 @@ from vllm.distributed.kv_transfer.kv_connector.v1.base import (
 
 __all__ = [
     "JobKind",
+    "LoadFailure",
     "LoadJob",
     "ResidentConnectorMetadata",
     "ResidentWorkerMetadata",
@@ -28,6 +30,13 @@ __all__ = [
 ]
 
 JobKind = str  # "store" | "load"
+
+
+class LoadFailure(StrEnum):
+    """Why a load failed, where a fixed word applies (``kv_load_failed.reason``)."""
+
+    #: the bytes read back differ from the digest recorded at store (or no digest was kept)
+    DIGEST_MISMATCH = "digest_mismatch"
 
 
 @dataclass
@@ -42,14 +51,18 @@ class StoreJob:
     generation: int | None = None
     identity: dict[str, str] | None = None
     predicate: Any = None  # PredicateSpec of the claim, for the materialization check
+    digest: bool = False  # digest the stored blocks (the engine verifies content)
 
 
 @dataclass
 class LoadJob:
     """Copy ``slots`` (host) into ``block_ids`` (device) for a request about to run.
 
-    ``inject`` is the operator's failure injection, decided by the scheduler side when it
-    planned the load (the rules live only there), so every rank fails the same job.
+    ``inject`` and ``corrupt`` are the operator's failure injection, decided by the scheduler
+    side when it planned the load (the rules live only there), so every rank fails the same
+    job: ``inject`` skips the copy, ``corrupt`` flips bytes of the source slots in the host tier
+    first. ``verify`` checks the bytes read back against the digests recorded at store (set
+    when the store recorded one), before the load is reported to vLLM.
     """
 
     job_id: int
@@ -62,6 +75,8 @@ class LoadJob:
     async_load: bool = False
     lost: bool = False  # the planned source vanished: the load must fail
     inject: bool = False
+    corrupt: bool = False
+    verify: bool = False
 
 
 @dataclass
@@ -92,6 +107,12 @@ class WorkerFact:
     #: the claim predicate evaluated on the computed positions (store of a claim only):
     #: (surviving, leading, required, holds)
     materialized: tuple[int, int, int, bool] | None = None
+    #: store: this rank's digest of the stored blocks (raw XXH3-128), when it made one
+    digest: bytes | None = None
+    #: load: the bytes read back were checked against the stored digests and matched
+    verified: bool = False
+    #: load: why it failed, where a fixed word applies
+    reason: LoadFailure | None = None
 
 
 @dataclass

@@ -36,8 +36,9 @@ from vllm.v1.request import RequestStatus
 
 from residentkv.adapters.vllm.config import CLAIM_PARAM, CLAIM_REF_PARAM, ConnectorConfig
 from residentkv.adapters.vllm.control import Operator
-from residentkv.adapters.vllm.host_tier import SlotAllocator
+from residentkv.adapters.vllm.host_tier import SlotAllocator, combine_digests, format_digest
 from residentkv.adapters.vllm.messages import (
+    LoadFailure,
     LoadJob,
     ResidentConnectorMetadata,
     ResidentWorkerMetadata,
@@ -133,6 +134,7 @@ class _Claim:
     offloaded: bool = False
     store_planned: bool = False
     closed: bool = False  # failed_closed: no further restores are attempted
+    digest: str | None = None  # content digest its store recorded; loads verify against it
 
 
 @dataclass
@@ -166,6 +168,9 @@ class _Resolved:
     failed_ranks: list[int]
     invalid: set[int]
     materialized: tuple[int, int, int, bool] | None
+    digest: str | None = None  # store: over every rank's share, in rank order
+    verified: bool = False  # load: every rank checked its bytes against the stored digests
+    reason: LoadFailure | None = None  # load: why a rank failed, where a fixed word applies
 
     @classmethod
     def fold(cls, facts: list[WorkerFact]) -> _Resolved:
@@ -175,13 +180,20 @@ class _Resolved:
             # Every rank evaluates the same positions; the claim holds only if it holds on all.
             surviving, leading, required, _ = mats[0]
             mat = (surviving, leading, required, all(m[3] for m in mats))
+        shares = [f.digest for f in facts if f.digest is not None]
+        digest = None
+        if shares and len(shares) == len(facts):
+            # one rank: its digest; several: one digest over theirs, in rank order
+            digest = format_digest(shares[0] if len(shares) == 1 else combine_digests(shares))
         return cls(
             success=all(f.success for f in facts), injected=any(f.injected for f in facts),
             nbytes=sum(f.nbytes for f in facts),
             started_ns=min(f.started_ns for f in facts),
             finished_ns=max(f.finished_ns for f in facts), ranks=[f.rank for f in facts],
             failed_ranks=[f.rank for f in facts if not f.success],
-            invalid={b for f in facts for b in f.invalid_block_ids}, materialized=mat)
+            invalid={b for f in facts for b in f.invalid_block_ids}, materialized=mat,
+            digest=digest, verified=all(f.verified for f in facts),
+            reason=next((f.reason for f in facts if f.reason is not None), None))
 
 
 class SchedulerSide:
@@ -462,7 +474,8 @@ class SchedulerSide:
                          tokens=num_external_tokens, **rec.identity)
             state.restore_required_ns = time.monotonic_ns()
             job = LoadJob(next(self._job_ids), state.request_id, ref, rec.claim.owner_scope, dst,
-                          rec.slots[first:n], rec.generation, self.async_load)
+                          rec.slots[first:n], rec.generation, self.async_load,
+                          verify=rec.digest is not None)
         else:
             entry = self.slots.find_unclaimed(ref)
             assert entry is not None
@@ -470,10 +483,13 @@ class SchedulerSide:
             self.op.emit("kv_lookup", request_id=state.request_id,
                          hit_tokens=num_external_tokens, async_load=self.async_load)
             job = LoadJob(next(self._job_ids), state.request_id, None, None, dst,
-                          entry.slots[first:n], None, self.async_load)
+                          entry.slots[first:n], None, self.async_load,
+                          verify=entry.digest is not None)
         # The injection decision is the operator's, taken here where the rules live, so every
-        # worker rank fails the same job.
-        job.inject = self.op.take_injection(job.claim_id, job.owner_scope) is not None
+        # worker rank fails (or corrupts) the same job.
+        rule = self.op.take_injection(job.claim_id, job.owner_scope)
+        job.inject = rule is not None and not rule.corrupts
+        job.corrupt = rule is not None and rule.corrupts
         self._plan_load(state, job, (kind, ref))
 
     def _plan_load(self, state: _Req, job: LoadJob, hit: tuple[str, Any]) -> None:
@@ -520,7 +536,7 @@ class SchedulerSide:
             rec.store_planned = True
             job = StoreJob(next(self._job_ids), state.request_id, rec.claim.claim_id,
                            block_ids, list(rec.slots), rec.generation, rec.identity,
-                           rec.claim.predicate)
+                           rec.claim.predicate, digest=self.op.verify_content)
         else:
             unclaimed = self._plan_unclaimed_store(state, computed_after)
             if unclaimed is None:
@@ -549,7 +565,8 @@ class SchedulerSide:
         if slots is None:
             return None
         block_ids = list(manager.get_block_ids(state.request_id)[0][:n])
-        job = StoreJob(next(self._job_ids), state.request_id, None, block_ids, slots)
+        job = StoreJob(next(self._job_ids), state.request_id, None, block_ids, slots,
+                       digest=self.op.verify_content)
         self._unclaimed_jobs[job.job_id] = key
         return job
 
@@ -604,7 +621,8 @@ class SchedulerSide:
                      bytes=len(job.block_ids) * self.block_bytes, ts_ns=res.started_ns,
                      **tiers, **common)
         self.op.emit("kv_store_finished", job_id=job.job_id, bytes=res.nbytes,
-                     success=res.success, ts_ns=res.finished_ns, **tiers, **common)
+                     success=res.success, ts_ns=res.finished_ns,
+                     content_digest=res.digest if res.success else None, **tiers, **common)
 
     def _write_load(self, job: LoadJob, res: _Resolved) -> None:
         common: dict[str, Any] = {"claim_id": job.claim_id, "request_id": job.request_id,
@@ -618,6 +636,7 @@ class SchedulerSide:
         if not res.success:
             self.op.emit("kv_load_failed", invalid_block_ids=sorted(res.invalid),
                          injected=res.injected, ts_ns=res.finished_ns,
+                         reason=res.reason.value if res.reason is not None else None,
                          source=worker_source(res.failed_ranks), **common)
 
     def _store_done(self, job: StoreJob, res: _Resolved, state: _Req | None) -> None:
@@ -625,7 +644,7 @@ class SchedulerSide:
             key = self._unclaimed_jobs.pop(job.job_id, None)
             if key is not None:
                 if res.success:
-                    self.slots.commit_unclaimed(key)
+                    self.slots.commit_unclaimed(key, res.digest)
                 else:
                     self.slots.drop_unclaimed(key)
             return
@@ -636,6 +655,7 @@ class SchedulerSide:
         if not res.success:
             return  # the claim stays materialized on the device only; no offload happened
         rec.offloaded = True
+        rec.digest = res.digest
         ev = self.op.emit("claim_offloaded", claim_id=job.claim_id, request_id=job.request_id,
                           generation=rec.generation, from_tier=DEVICE_TIER, to_tier=HOST_TIER,
                           block_count=len(job.block_ids), **rec.identity)
@@ -652,7 +672,7 @@ class SchedulerSide:
                 entry.pinned = max(entry.pinned - 1, 0)
         failed_blocks = sorted((invalid | res.invalid).intersection(job.block_ids))
         if res.success and not failed_blocks:
-            self._restored(job, state)
+            self._restored(job, res, state)
             return
         if job.claim_id is None and state is not None and state.hit is not None \
                 and state.hit[0] == "unclaimed":
@@ -660,12 +680,15 @@ class SchedulerSide:
             self.slots.drop_unclaimed(state.hit[1])
         self._load_failed(job, res, state, failed_blocks)
 
-    def _restored(self, job: LoadJob, state: _Req | None) -> None:
+    def _restored(self, job: LoadJob, res: _Resolved, state: _Req | None) -> None:
         rec = self.claims.get(job.claim_id) if job.claim_id is not None else None
         if rec is None or state is None:
             return
+        # Verified only when the worker ranks checked the bytes against the store's digest:
+        # a store without a digest (verification off) restores unverified, and says so.
         ev = self.op.emit("claim_restored", claim_id=job.claim_id, request_id=job.request_id,
-                          generation=job.generation, source="offload_tier", **rec.identity)
+                          generation=job.generation, source="offload_tier",
+                          content_verified=job.verify and res.verified, **rec.identity)
         self.stats.count("claims_restored")
         if state.restore_required_ns is not None:
             self.stats.latency((time.monotonic_ns() - state.restore_required_ns) / 1e9)
@@ -693,7 +716,10 @@ class SchedulerSide:
         rec = self.claims.get(job.claim_id) if job.claim_id is not None else None
         if rec is None or state is None or job.lost:
             return
-        reason = "injected load failure" if res.injected else "host-tier load failed"
+        if res.reason is LoadFailure.DIGEST_MISMATCH:
+            reason = "restored content does not match its stored digest"
+        else:
+            reason = "injected load failure" if res.injected else "host-tier load failed"
         self._close(rec)
         if finished:
             self.op.emit("claim_restore_failed", claim_id=job.claim_id, request_id=job.request_id,

@@ -19,6 +19,7 @@ from vllm.logger import init_logger
 
 from residentkv.adapters.vllm.host_tier import HostPool
 from residentkv.adapters.vllm.messages import (
+    LoadFailure,
     LoadJob,
     ResidentWorkerMetadata,
     StoreJob,
@@ -93,7 +94,8 @@ class WorkerSide:
 
     def _copy_in(self, job: LoadJob) -> WorkerFact:
         started = time.monotonic_ns()
-        ok, nbytes = False, 0
+        ok, nbytes, verified, reason = False, 0, False, None
+        invalid = sorted(job.block_ids)
         if job.lost or job.inject:
             # Not copied: the destination blocks hold no valid KV, and vLLM is told so through
             # get_block_ids_with_load_errors().
@@ -101,14 +103,27 @@ class WorkerSide:
         else:
             assert self.pool is not None and self.kv_caches is not None
             try:
+                if job.corrupt:
+                    self.pool.corrupt(job.slots)
                 nbytes = self.pool.load(self.kv_caches, job.slots, job.block_ids)
                 ok = True
+                if job.verify:
+                    # Before the load is reported, so vLLM never computes on these blocks
+                    # unless their bytes are the ones stored; the blocks that differ are a
+                    # failed load like any other.
+                    bad = self.pool.verify(job.slots, job.block_ids)
+                    ok = verified = not bad
+                    if bad:
+                        reason, invalid = LoadFailure.DIGEST_MISMATCH, sorted(bad)
             except Exception as exc:  # a real copy failure is reported like any failed load
+                ok = verified = False
                 logger.error("ResidentClaimConnector: load job %s failed on rank %s: %s",
                              job.job_id, self.rank, exc)
         return WorkerFact("load", job.job_id, self.rank, ok, started, time.monotonic_ns(),
-                          nbytes=nbytes, injected=job.inject and not job.lost,
-                          invalid_block_ids=[] if ok else sorted(job.block_ids))
+                          nbytes=nbytes,
+                          injected=(job.inject or job.corrupt) and not job.lost,
+                          invalid_block_ids=[] if ok else invalid, verified=verified,
+                          reason=reason)
 
     def _report(self, fact: WorkerFact) -> None:
         self._load_errors.update(fact.invalid_block_ids)
@@ -143,14 +158,17 @@ class WorkerSide:
             materialized = (r.surviving, r.leading, r.required, r.holds)
         started = time.monotonic_ns()
         assert self.pool is not None and self.kv_caches is not None
+        digest = None
         try:
             copied, ok = self.pool.store(self.kv_caches, job.block_ids, job.slots), True
+            if job.digest:
+                digest = self.pool.seal(job.slots)
         except Exception as exc:
             logger.error("ResidentClaimConnector: store job %s failed on rank %s: %s",
                          job.job_id, self.rank, exc)
             copied, ok = 0, False
         return WorkerFact("store", job.job_id, self.rank, ok, started, time.monotonic_ns(),
-                          nbytes=copied, materialized=materialized)
+                          nbytes=copied, materialized=materialized, digest=digest)
 
     # ------------------------------------------------------------------ to the scheduler
 
