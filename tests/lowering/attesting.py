@@ -32,10 +32,11 @@ keys:
     return key, policy
 
 
-def attested(folder: Path, traces: Iterable[Path], emitters: Iterable[str] = ("toyrt.scheduler",),
-             runtimes: Iterable[str] = ("toyrt",)) -> TraceTrust:
+def attested(folder: Path, traces: Iterable[Path],
+             emitters: Iterable[str] = ("toyrt.scheduler",),
+             runtimes: Iterable[str] = ("toyrt",), name: str = "key") -> TraceTrust:
     """Attest every trace with a new key; the roots of trust that trust it for these names."""
-    key, policy = policy_file(folder, emitters, runtimes)
+    key, policy = policy_file(folder, emitters, runtimes, name=name)
     signer = load_private_key(key)
     for t in traces:
         attest_trace(t, signer, ARTIFACT)

