@@ -232,9 +232,9 @@ def _rooted(r: AnchorResult, a: Anchor, row: Row, base_dir: Path,
     path = confined(base_dir.resolve(), a.path)
     if path is None:  # (the verifier refused it already; kept fail-closed)
         return r
-    r = root_view(r, trust.root_of(path, r.sha256))
-    return native_root_view(r, trust.root_of(path, r.sha256), row.runtime) \
-        if row.mechanism == "native" else r
+    root = trust.root_of(path, r.sha256)
+    r = root_view(r, root)
+    return native_root_view(r, root, row.runtime) if row.mechanism == "native" else r
 
 
 def _with_roots(verdict: Verdict, results: dict[str, AnchorResult]) -> Verdict:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from securesystemslib.signer import CryptoSigner
+from securesystemslib.signer._crypto_signer import CryptoSigner
 
 from residentkv.errors import UsageError, UserInputError
 from residentkv.trust.envelope import (

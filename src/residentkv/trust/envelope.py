@@ -27,7 +27,8 @@ from cryptography.hazmat.primitives.serialization import (
 )
 from securesystemslib.dsse import Envelope
 from securesystemslib.exceptions import VerificationError
-from securesystemslib.signer import CryptoSigner, Key, SSlibKey
+from securesystemslib.signer._crypto_signer import CryptoSigner
+from securesystemslib.signer._key import Key, SSlibKey
 
 from residentkv.errors import UserInputError
 from residentkv.limits import read_bounded

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from securesystemslib.signer import SSlibKey
+from securesystemslib.signer._key import SSlibKey
 
 from residentkv.errors import UserInputError
 from residentkv.limits import read_bounded
