@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 from attesting import attested
 
 from residentkv.lowering.anchors import Verifier
-from residentkv.lowering.bundles import load_bundles
+from residentkv.lowering.bundles import shipped_bundle_dir
 from residentkv.lowering.check import run_check
 from residentkv.lowering.classify import GRANTING
 from residentkv.lowering.yamlio import DescriptorError
@@ -98,30 +99,51 @@ def test_2_another_runtime_at_the_same_version_is_not_bound(tmp_path: Path) -> N
     assert any(a.code == "A032" for r in rows for a in r.anchors)
 
 
-def test_3_site_packages_text_never_vouches_for_another_distribution(tmp_path: Path) -> None:
-    # one line of a real installed package (pydantic) + a typed trace naming pydantic-core
-    import pydantic
+def _site(tmp: Path) -> Path:
+    """A site-packages-like root holding two distributions: toyrt 0.1 (whose code imports the
+    other) and betart 2.0."""
+    site = tmp / "site"
+    shutil.copytree(TREE, site)
+    (site / "toyrt" / "compat.py").write_text("import betart.scheduler  # betart.scheduler\n")
+    (site / "betart").mkdir()
+    (site / "betart" / "__init__.py").write_text('"""betart."""\n')
+    (site / "betart-2.0.dist-info").mkdir()
+    (site / "betart-2.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: betart\nVersion: 2.0\n")
+    return site
 
-    site = Path(pydantic.__file__).resolve().parents[1]
-    text = (site / "pydantic" / "__init__.py").read_text().splitlines()
-    n = next(i for i, line in enumerate(text, 1) if "pydantic_core" in line)
-    sha = _typed(tmp_path, "pydantic-core", "pydantic-core", pydantic.VERSION)
-    src = f'{{kind: source, package: pydantic, path: pydantic/__init__.py, lines: "{n}-{n}"}}'
-    path = _row(tmp_path, sha, runtime="pydantic-core", version=pydantic.VERSION, source=src)
-    klass = _klass(path, sources=(f"pydantic={site}", f"pydantic-core={site}"))
-    assert klass not in GRANTING
+
+def test_3_one_distributions_text_never_vouches_for_anothers_emitter(tmp_path: Path) -> None:
+    # toyrt's anchored line names betart's emitter; a typed trace says betart.scheduler
+    # emitted it on betart 2.0; the root declares both releases
+    site = _site(tmp_path)
+    sha = _typed(tmp_path, "betart.scheduler", "betart", "2.0")
+    src = ("{kind: source, package: toyrt, path: toyrt/compat.py, lines: \"1-1\", "
+           "quote: \"import betart.scheduler\"}")
+    path = _row(tmp_path, sha, runtime="betart", version="2.0", source=src)
+    assert _klass(path, sources=(f"toyrt={site}",)) not in GRANTING
 
 
 def test_4_a_user_bundle_admitting_source_for_b3_b4_is_refused(tmp_path: Path) -> None:
-    from residentkv.lowering.bundles import shipped_bundle_dir
-
+    # a bundle that keeps every gate (so its requirements stay reportable) and adds a source
+    # alternative for B3 and B4; a native row then cites one source anchor and no trace
     text = shipped_bundle_dir().joinpath("offloadable.yaml").read_text(encoding="utf-8")
-    lax = text.replace("satisfied_by: [[lifecycle], [observation, failure_outcome]]",
-                       "satisfied_by: [[lifecycle], [source]]")
-    assert lax != text
-    (tmp_path / "offloadable.yaml").write_text(lax)
+    lax = text.replace("[[lifecycle], [observation, failure_outcome]]",
+                       "[[lifecycle], [observation, failure_outcome], [source]]").replace(
+        "[[failure_outcome], [attribution]]", "[[failure_outcome], [attribution], [source]]")
+    assert lax.count("[source]]") == 4
+    (tmp_path / "bundles").mkdir()
+    (tmp_path / "bundles" / "offloadable.yaml").write_text(lax)
+    row = _row(tmp_path, "0" * 64).read_text()
+    for ob in ("claim_identity", "materialization_predicate", "ordered_lifecycle",
+               "claim_scoped_outcomes"):
+        row = re.sub(rf"{ob}: {{status: satisfied, evidence: \[[a-z, ]+\]}}",
+                     f"{ob}: {{status: satisfied, evidence: [s]}}", row)
+    row = re.sub(r"\n      [olf]: \{kind: trace[^\n]*", "", row)
+    assert "kind: trace" not in row and row.count("evidence: [s]") == 4
+    (tmp_path / "d.yaml").write_text(row)
     with pytest.raises(DescriptorError) as info:
-        load_bundles(tmp_path)
+        run_check([tmp_path / "d.yaml"], [f"toyrt={TREE}"], tmp_path / "bundles")
     assert info.value.code == "O014" and info.value.line is not None
 
 
