@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,44 @@ def test_the_package_root_is_a_place_and_a_digest(tmp_path: Path) -> None:
     assert isinstance(trust.root_of(shipped, sha), Grant)
     assert trust.root_of(shipped, sha).root is Root.PACKAGE  # type: ignore[union-attr]
     assert isinstance(trust.root_of(copy, sha), Refusal)
+
+
+def test_a_source_root_vouches_only_for_the_distribution_it_holds(tmp_path: Path) -> None:
+    from residentkv.lowering.sources import PathRefused, SourceError, open_root
+
+    site = _site(tmp_path)
+    # narrowed to the distribution NAME selects: its metadata only, its files only
+    toyrt = open_root("toyrt", site)
+    assert toyrt.releases() == {("toyrt", "0.1")}
+    assert toyrt.read("toyrt/compat.py") is not None
+    with pytest.raises(PathRefused):
+        toyrt.read("betart/__init__.py")
+    assert open_root("betart", site).releases() == {("betart", "2.0")}
+    # a name that selects none of them: refused, located at the root
+    with pytest.raises(SourceError) as info:
+        open_root("gammart", site)
+    assert info.value.code == "A034" and info.value.path == str(site)
+    assert "betart" in info.value.message and "toyrt" in info.value.message
+
+
+def test_a_real_site_packages_root_is_narrowed_by_record() -> None:
+    import pydantic
+
+    from residentkv.lowering.sources import PathRefused, open_root
+
+    site = Path(pydantic.__file__).resolve().parents[1]
+    root = open_root("pydantic", site)
+    assert {n for n, _ in root.releases()} == {"pydantic"}
+    assert root.read("pydantic/__init__.py") is not None
+    with pytest.raises(PathRefused):  # pydantic-core's files are not pydantic's
+        root.read("pydantic_core/__init__.py")
+
+
+def test_check_refuses_a_site_packages_root_naming_no_distribution(
+        tmp_path: Path, cli_run: Callable[..., tuple[int, str, str]]) -> None:
+    site = _site(tmp_path)
+    sha = _typed(tmp_path, "betart.scheduler", "betart", "2.0")
+    path = _row(tmp_path, sha, runtime="betart", version="2.0")
+    code, _out, err = cli_run("check", str(path), "--source", f"site={site}")
+    assert code == 2
+    assert f"{site}: error[A034 source_root_not_one_distribution]" in err
