@@ -229,3 +229,62 @@ def test_check_refuses_a_site_packages_root_naming_no_distribution(
     code, _out, err = cli_run("check", str(path), "--source", f"site={site}")
     assert code == 2
     assert f"{site}: error[A034 source_root_not_one_distribution]" in err
+
+
+EXPIRING = Path(__file__).resolve().parents[2] / "src/residentkv/data/traces/" \
+    "expiring_release_before_loss.jsonl"
+
+
+def _expiring(tmp: Path, *, materialized: bool) -> str:
+    """The shipped expiring trace behind a toyrt stream_started; without its
+    claim_materialized line the lifecycle path is vacuous (accept, then expire)."""
+    start = json.loads((DATA / "traces" / "witness.jsonl").read_text().splitlines()[0])
+    events = [start] + [json.loads(line) for line in EXPIRING.read_text().splitlines()
+                        if materialized or "claim_materialized" not in line]
+    for seq, e in enumerate(events):
+        e["seq"], e["ts_ns"], e["source"] = seq, 1000 * (seq + 1), "testdata"
+    (tmp / "t.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    return hashlib.sha256((tmp / "t.jsonl").read_bytes()).hexdigest()
+
+
+def _expiring_row(tmp: Path, sha: str) -> Path:
+    path = tmp / "d.yaml"
+    path.write_text(f"""schema: residentkv.descriptor/v1
+rows:
+  - id: r
+    runtime: {{name: toyrt, version: "0.1"}}
+    mode: "claims expire after a TTL, the expiry recorded before any loss"
+    mechanism: native
+    lowers: expiring
+    asserts: conformance
+    obligations:
+      claim_identity: {{status: satisfied, evidence: [l, s]}}
+      materialization_predicate: {{status: satisfied, evidence: [l]}}
+      ordered_lifecycle: {{status: satisfied, evidence: [l]}}
+      claim_scoped_outcomes: {{status: satisfied, evidence: [l]}}
+    anchors:
+      s: {{kind: source, package: toyrt, version: "0.1", path: toyrt/events.py, symbol: EMITTER,
+          sha256: {EMIT_SHA}}}
+      l: {{kind: trace, path: t.jsonl, gate: lifecycle, claim: c-e, sha256: {sha}}}
+    boundary: "test"
+""")
+    return path
+
+
+@pytest.mark.parametrize("materialized", [True, False])
+def test_no_b2_rests_on_a_vacuous_lifecycle(tmp_path: Path, materialized: bool) -> None:
+    # accept + expire and no materialization: even where the lifecycle gate passes, and on a
+    # trace attested by a key trusted for toyrt's own emitter, B2 is never established
+    sha = _expiring(tmp_path, materialized=materialized)
+    trust = attested(tmp_path, [tmp_path / "t.jsonl"])
+    (row,) = run_check([_expiring_row(tmp_path, sha)], [f"toyrt={TREE}"], trust=trust).rows
+    lifecycle = next(a for a in row.anchors if a.id == "l")
+    b2 = row.verdict.obligations["materialization_predicate"]
+    assert lifecycle.result == "verified"  # the gate passes either way (today's gate)
+    if materialized:
+        # the control: B2 rests on this trace exactly when its gate evidence reports the
+        # materialization (the expiring lifecycle path lists it once the gate requires it)
+        assert b2.established == ("materialized" in lifecycle.shown)
+    else:
+        assert "materialized" not in lifecycle.shown
+        assert not b2.established and row.klass not in GRANTING
