@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from securesystemslib.signer._crypto_signer import CryptoSigner
+
 from residentkv import __version__
 from residentkv.audit.curation import annotate, curated_rows, review_counts
 from residentkv.errors import UsageError
@@ -32,8 +34,9 @@ from residentkv.sources.cache import cache_dir, find_archive
 from residentkv.sources.fetch import FetchResult, Runner, fetch, sha256_file
 from residentkv.sources.pins import PINS, Pin
 from residentkv.sources.roots import cached_roots, runtime_descriptor_paths, runtimes_dir
+from residentkv.trust.attest import attest_recorded
 from residentkv.trust.policy import TrustPolicy
-from residentkv.trust.roots import TraceTrust
+from residentkv.trust.roots import ATTESTATION_SUFFIX, TraceTrust
 
 __all__ = [
     "ADAPTER_FILE",
@@ -73,6 +76,8 @@ class AuditOptions:
     witness_runner: WitnessRunner | None = None
     #: the trust policy (``--trust``): keys whose trace attestations may grant
     trust_policy: TrustPolicy | None = None
+    #: ``--attest KEY`` with ``--live``: sign the traces the live witness records
+    trace_signer: CryptoSigner | None = None
     progress: Callable[[str], None] = lambda _msg: None
 
 
@@ -221,6 +226,10 @@ def _live_witness(opts: AuditOptions, descriptors: list[Path],
     for saved in sorted((live_dir / TRACE_DIR).glob("*.jsonl")):
         # the live root: these bytes were produced by the witness this process just ran
         trust.add_live(saved, "the vLLM witness run by this audit (--live)")
+    if opts.trace_signer is not None:
+        signed = attest_recorded(sorted((live_dir / TRACE_DIR).glob("*.jsonl")),
+                                 opts.trace_signer)
+        opts.progress(f"signed {len(signed)} live trace(s): TRACE{ATTESTATION_SUFFIX}")
     shipped = runtimes_dir() / ADAPTER_FILE
     live_desc = live_dir / ADAPTER_FILE
     shutil.copyfile(shipped, live_desc)

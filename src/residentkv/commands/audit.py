@@ -35,7 +35,8 @@ __all__ = ["audit"]
 @click.option("--trust", "trust", type=click.Path(dir_okay=False), default=None,
               help="Trust policy: the keys whose trace attestations may grant, and for what.")
 @click.option("--attest", "attest_key", type=click.Path(dir_okay=False), default=None,
-              help="Sign the verdict with this ed25519 key: OUT/verdict.intoto.json (SLSA VSA).")
+              help="Sign the verdict with this ed25519 key: OUT/verdict.intoto.json (SLSA VSA); "
+                   "with --live, also each trace the witness records (TRACE.intoto.json).")
 @output_options("audit")
 @click.pass_context
 def audit(ctx: click.Context, out: str, cache: str | None, offline: bool, live: bool,
@@ -54,7 +55,8 @@ def audit(ctx: click.Context, out: str, cache: str | None, offline: bool, live: 
     signer = load_private_key(Path(attest_key)) if attest_key else None
     opts = AuditOptions(out=Path(out), cache=Path(cache) if cache else None,
                         fetch=not offline, live=live, bundles_dir=bundles_dir,
-                        progress=progress, trust_policy=load_policy(trust) if trust else None)
+                        progress=progress, trust_policy=load_policy(trust) if trust else None,
+                        trace_signer=signer if live else None)
     result = run_audit(opts)
     if signer is not None:
         signed = attest_verdict(dict(result.doc, exit_code=result.exit_code), "audit", signer,

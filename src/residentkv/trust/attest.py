@@ -6,7 +6,7 @@ import hashlib
 import importlib.metadata
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,12 @@ from residentkv.trust.statements import (
     verdict_statement,
 )
 
-__all__ = ["Checked", "artifact_digest", "attest_trace", "attest_verdict", "verify_attestation"]
+__all__ = ["INSTALLED", "Checked", "artifact_digest", "attest_recorded", "attest_trace",
+           "attest_verdict", "verify_attestation"]
 
 _SHA = re.compile(r"(?:sha256:)?([0-9a-f]{64})")
+#: ``--artifact installed``: the runtime distribution installed here (the one a run just used)
+INSTALLED = "installed"
 
 
 def artifact_digest(spec: str, runtime: str) -> str:
@@ -43,7 +46,7 @@ def artifact_digest(spec: str, runtime: str) -> str:
     m = _SHA.fullmatch(spec.strip().lower())
     if m:
         return m[1]
-    if spec == "installed":
+    if spec == INSTALLED:
         try:
             dist = importlib.metadata.distribution(runtime)
         except importlib.metadata.PackageNotFoundError:
@@ -75,6 +78,14 @@ def attest_trace(trace: Path, signer: CryptoSigner, artifact: str) -> Path:
     statement = trace_statement(trace.name, sha, facts.provenance, facts.modes, digest)
     return _write(trace.with_name(trace.name + ATTESTATION_SUFFIX),
                   sign_statement(statement, signer))
+
+
+def attest_recorded(traces: Iterable[Path], signer: CryptoSigner,
+                    artifact: str = INSTALLED) -> list[Path]:
+    """Sign the traces a run just recorded on the runtime installed here (``witness run
+    --attest``, ``audit --live --attest``): one ``TRACE.intoto.json`` beside each, so that
+    whoever trusts the key may later grant on them (SPEC §7.1 *attested*)."""
+    return [attest_trace(t, signer, artifact) for t in traces]
 
 
 def attest_verdict(doc: Mapping[str, Any], command: str, signer: CryptoSigner,
