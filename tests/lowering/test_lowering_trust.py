@@ -159,6 +159,8 @@ def test_5_an_anchor_version_is_never_trusted_over_its_roots_metadata(tmp_path: 
     s = next(a for a in row.anchors if a.id == "s")
     assert (s.result, s.code) == ("failed", "A031")
     assert any(f.code == "A031" and f.severity == "error" for f in row.findings)
+    # an error of the descriptor makes the row invalid, and no trust note blames the traces
+    assert row.klass == "unknown_evidence" and not any(f.code == "O015" for f in row.findings)
 
 
 def test_6_an_attested_trace_grants_and_names_its_root(tmp_path: Path) -> None:

@@ -198,7 +198,7 @@ def _check_row(lr: LoadedRow, bundles: dict[str, Bundle], verifier: Verifier,
                for aid, r in bound.items()}
     if row.mechanism == "native":  # what a trusted root could not change either
         bound = {aid: native_shape_view(r) for aid, r in bound.items()}
-    verdict = _with_roots(classify(row, results, bundle), results)
+    verdict = _invalid_view(_with_roots(classify(row, results, bundle), results), results)
     findings = (_anchor_findings(lr, results) + _obligation_findings(lr, verdict)
                 + _untrusted_findings(lr, row, bound, results, verdict, bundle))
     return _finish(lr, RowResult(**base, klass=verdict.klass, rule=verdict.rule,
@@ -246,6 +246,18 @@ def _with_roots(verdict: Verdict, results: dict[str, AnchorResult]) -> Verdict:
         "reasons": [*verdict.reasons, "roots of trust: " + "; ".join(rooted)]})
 
 
+def _invalid_view(verdict: Verdict, results: dict[str, AnchorResult]) -> Verdict:
+    """An anchor that is an error of the descriptor itself (an anchor version its root's
+    metadata denies, A031) makes the row invalid: unknown_evidence, whatever else it shows."""
+    bad = sorted(f"{aid} ({r.code})" for aid, r in results.items() if r.code in ERROR_CODES)
+    if not bad:
+        return verdict
+    return verdict.model_copy(update={
+        "klass": "unknown_evidence", "rule": 0,
+        "reasons": [*verdict.reasons, f"row invalid: anchor(s) {', '.join(bad)} contradict "
+                                      "their source root: unknown_evidence (fail-closed)"]})
+
+
 def _untrusted_findings(lr: LoadedRow, row: Row, bound: dict[str, AnchorResult],
                         results: dict[str, AnchorResult], verdict: Verdict,
                         bundle: Bundle) -> list[Finding]:
@@ -258,6 +270,8 @@ def _untrusted_findings(lr: LoadedRow, row: Row, bound: dict[str, AnchorResult],
         return []
     cited = sorted(aid for aid, r in results.items()
                    if r.code in ("A030", "A035", "A013") and bound[aid].result == "verified")
+    if not cited:  # it falls short for another reason than trust (e.g. an invalid anchor)
+        return []
     line, col = lr.loc("id")
     return [Finding(code="O015", path=lr.path, line=line, col=col, severity="note",
                     message=f"evidence cited, not trusted: on trace(s) {', '.join(cited)} this "
