@@ -40,6 +40,7 @@ from fuzz_harness import LONG, SHORT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lowering.attesting import two_distribution_site
 from residentkv.errors import UserInputError
 from residentkv.lowering.anchors import Verifier
 from residentkv.lowering.bundles import shipped_bundle_dir
@@ -151,14 +152,7 @@ def _world() -> World:
                      f"[{', '.join(RUNTIMES)}]\n    verdicts: true\n")
     policies = {"none": None, "shipped": load_policy(DATA / "trust" / "policy.yaml"),
                 "broad": load_policy(broad)}
-    site = folder / "site"
-    shutil.copytree(TREE, site)
-    (site / "toyrt" / "compat.py").write_text("import betart.scheduler  # betart.scheduler\n")
-    (site / "betart").mkdir()
-    (site / "betart" / "__init__.py").write_text('"""betart."""\n')
-    (site / "betart-2.0.dist-info").mkdir()
-    (site / "betart-2.0.dist-info" / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: betart\nVersion: 2.0\n")
+    site = two_distribution_site(folder)
     roots: dict[str, tuple[str, SourceRoot]] = {
         "toyrt@tree": ("toyrt", open_root("toyrt", TREE)),
         "toyrt@site": ("toyrt", open_root("toyrt", site)),

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from attesting import attested
+from attesting import attested, two_distribution_site
 
 from residentkv.lowering.anchors import Verifier
 from residentkv.lowering.bundles import shipped_bundle_dir
@@ -100,24 +100,10 @@ def test_2_another_runtime_at_the_same_version_is_not_bound(tmp_path: Path) -> N
     assert any(a.code == "A032" for r in rows for a in r.anchors)
 
 
-def _site(tmp: Path) -> Path:
-    """A site-packages-like root holding two distributions: toyrt 0.1 (whose code imports the
-    other) and betart 2.0."""
-    site = tmp / "site"
-    shutil.copytree(TREE, site)
-    (site / "toyrt" / "compat.py").write_text("import betart.scheduler  # betart.scheduler\n")
-    (site / "betart").mkdir()
-    (site / "betart" / "__init__.py").write_text('"""betart."""\n')
-    (site / "betart-2.0.dist-info").mkdir()
-    (site / "betart-2.0.dist-info" / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: betart\nVersion: 2.0\n")
-    return site
-
-
 def test_3_one_distributions_text_never_vouches_for_anothers_emitter(tmp_path: Path) -> None:
     # toyrt's anchored line names betart's emitter; a typed trace says betart.scheduler
     # emitted it on betart 2.0; the root declares both releases
-    site = _site(tmp_path)
+    site = two_distribution_site(tmp_path)
     sha = _typed(tmp_path, "betart.scheduler", "betart", "2.0")
     src = ("{kind: source, package: toyrt, path: toyrt/compat.py, lines: \"1-1\", "
            "quote: \"import betart.scheduler\"}")
@@ -195,7 +181,7 @@ def test_the_package_root_is_a_place_and_a_digest(tmp_path: Path) -> None:
 def test_a_source_root_vouches_only_for_the_distribution_it_holds(tmp_path: Path) -> None:
     from residentkv.lowering.sources import PathRefused, SourceError, open_root
 
-    site = _site(tmp_path)
+    site = two_distribution_site(tmp_path)
     # narrowed to the distribution NAME selects: its metadata only, its files only
     toyrt = open_root("toyrt", site)
     assert toyrt.releases() == {("toyrt", "0.1")}
@@ -225,7 +211,7 @@ def test_a_real_site_packages_root_is_narrowed_by_record() -> None:
 
 def test_check_refuses_a_site_packages_root_naming_no_distribution(
         tmp_path: Path, cli_run: Callable[..., tuple[int, str, str]]) -> None:
-    site = _site(tmp_path)
+    site = two_distribution_site(tmp_path)
     sha = _typed(tmp_path, "betart.scheduler", "betart", "2.0")
     path = _row(tmp_path, sha, runtime="betart", version="2.0")
     code, _out, err = cli_run("check", str(path), "--source", f"site={site}")

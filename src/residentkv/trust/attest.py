@@ -14,6 +14,7 @@ from typing import Any
 from securesystemslib.signer._crypto_signer import CryptoSigner
 
 from residentkv.errors import UsageError, UserInputError
+from residentkv.sources.fetch import sha256_file
 from residentkv.trust.envelope import (
     EnvelopeError,
     VerificationError,
@@ -26,7 +27,6 @@ from residentkv.trust.roots import ATTESTATION_SUFFIX, Grant, TraceTrust, trace_
 from residentkv.trust.statements import (
     TRACE_PREDICATE,
     VERDICT_PREDICATE,
-    file_sha256,
     trace_statement,
     verdict_statement,
 )
@@ -60,7 +60,7 @@ def artifact_digest(spec: str, runtime: str) -> str:
     if not path.is_file():
         raise UsageError(f"--artifact {spec!r}: expected sha256:HEX, a wheel or sdist file, "
                          "or 'installed'")
-    return file_sha256(path)
+    return sha256_file(path)
 
 
 def attest_trace(trace: Path, signer: CryptoSigner, artifact: str) -> Path:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from residentkv import __version__
@@ -97,14 +96,6 @@ def trace_statement_problem(statement: dict[str, Any], sha256: str,
         return "it names no runtime artifact digest (sha256)"
     return None
 
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file, read in chunks."""
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def verdict_statement(doc: Mapping[str, Any], command: str) -> dict[str, Any]:
