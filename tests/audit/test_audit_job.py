@@ -13,8 +13,10 @@ import pytest
 
 from residentkv.audit import AuditOptions, run_audit
 from residentkv.audit.job import WITNESS_SCENARIOS, suite_summary
+from residentkv.report.registry import render
 from residentkv.sources import PINS
 from residentkv.sources.roots import runtimes_dir
+from residentkv.trust.envelope import generate_key_pair, load_private_key
 
 ADAPTER = "vllm+residentkv/resident-claim-connector/offloadable"
 
@@ -212,12 +214,13 @@ def test_live_audit_signs_the_traces_it_records(tmp_path: Path, pinned_cache: Pa
                                                 no_suite: None,
                                                 cli_run: Callable[..., tuple[int, str, str]]
                                                 ) -> None:
-    from residentkv.trust.envelope import generate_key_pair, load_private_key
-
     generate_key_pair(tmp_path / "k")
-    run_audit(AuditOptions(out=tmp_path / "r", cache=pinned_cache, fetch=False, live=True,
-                           witness_runner=_replay(),
-                           trace_signer=load_private_key(tmp_path / "k")))
+    result = run_audit(AuditOptions(out=tmp_path / "r", cache=pinned_cache, fetch=False,
+                                    live=True, witness_runner=_replay(),
+                                    trace_signer=load_private_key(tmp_path / "k")))
+    # the HTML report names the root of every granting trace: here, this run
+    page = render("audit", "html", result)
+    assert "roots of trust: t_obs: live (produced in this run" in page
     folder = tmp_path / "r" / "witness" / "live" / "traces" / "witness"
     signed = sorted(folder.glob("*.jsonl.intoto.json"))
     assert [p.name for p in signed] == sorted(f"{s}.jsonl.intoto.json" for s in WITNESS_SCENARIOS)
