@@ -219,6 +219,56 @@ _CODES: list[Code] = [
          "describes (source read there, or trace recorded there)",
          "one release's code or trace shows nothing about another; it is cited, never verified",
          "runtime: {name: vllm, version: \"0.33.0\"} citing package: vllm, version: \"0.32.0\""),
+    # --- roots of trust and binding (SPEC §7.1) ---
+    Code("A030", "trace_untrusted",
+         "a passing trace has no root of trust: not produced in this run, not shipped in the "
+         "residentkv package, not attested by a trusted key",
+         "every field of a trace can be typed; a pin only proves the file did not change, so "
+         "the trace is cited: it may refuse conformance, never grant it",
+         "a hand-written trace with stream_started, pinned, and no t.jsonl.intoto.json"),
+    Code("A031", "anchor_version_disagrees",
+         "a source anchor's version differs from the release its source root declares",
+         "the anchored text was read in another release than the anchor says: the anchor's "
+         "own field is never trusted over the root's metadata",
+         "version: \"0.32.0\" verified against a root whose METADATA says 0.1"),
+    Code("A032", "trace_runtime_mismatch",
+         "a trace was recorded on another runtime (by name) than the row describes, or the "
+         "row names no version to bind it to",
+         "a row is bound to its trace's runtime by name and version, both",
+         "runtime: {name: sglang, version: \"0.32.0\"} citing a vllm 0.32.0 trace"),
+    Code("A034", "source_root_not_one_distribution",
+         "a source directory holds several distributions and none is the one --source names",
+         "a source root vouches only for the distribution it holds; a site-packages folder "
+         "would vouch for every package installed in it",
+         "--source pydantic=.venv/lib/python3.11/site-packages naming pydantic-core anchors"),
+    Code("A035", "attestation_invalid",
+         "a trace's attestation does not verify: not signed by a trusted key, a key not trusted "
+         "for this emitter or runtime, or a statement that does not match the trace",
+         "a signature vouches only for the trace, emitter, runtime, claims and modes it "
+         "names, and only through the trust policy",
+         "t.jsonl.intoto.json signed by a key the policy lists for another emitter"),
+    Code("O014", "bundle_admits_source_for_behaviour",
+         "a bundle admits source (or doc) evidence for B3 or B4",
+         "ordered lifecycle and claim-scoped outcomes are behaviour: only a passing trace shows "
+         "them, so a user bundle may tighten evidence, never admit source for them",
+         "ordered_lifecycle: {satisfied_by: [[source]]}"),
+    Code("O015", "evidence_cited_not_trusted",
+         "a row would have granted on traces that have no root of trust",
+         "the class stays at what trusted evidence shows; the note says how to attest the "
+         "traces so that they may grant",
+         "an adapter row citing copies of the witness traces outside the package"),
+    Code("L010", "trust_policy_invalid", "a trust policy file cannot be used",
+         "a key becomes trusted only through a well-formed policy; a broken one trusts nothing "
+         "and is an error, never ignored",
+         "residentkv check --trust policy.yaml with a key entry that lists no emitters"),
+    Code("L011", "key_invalid", "a key file is not an ed25519 PEM key",
+         "signatures are checked only with a key of the one supported type",
+         "residentkv attest t.jsonl --key id_rsa"),
+    Code("L012", "attestation_malformed",
+         "an attestation file is not a DSSE envelope of an in-toto Statement, or its signature "
+         "does not verify with any trusted key",
+         "an attestation that cannot be checked vouches for nothing",
+         "residentkv attest verify t.jsonl.intoto.json with a truncated file"),
     Code("L003", "input_limit", "an input exceeds a documented limit (size, depth, count)",
          "bounded reads keep hostile inputs from exhausting memory or time (docs/limits.md)",
          "a 1 GiB wheel member, a JSON line nested 100,000 deep"),

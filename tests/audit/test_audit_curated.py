@@ -14,6 +14,7 @@ from residentkv.lowering.descriptor import SourceAnchor, TraceAnchor, read_descr
 from residentkv.sources import PINS, cached_roots, runtime_descriptor_paths
 from residentkv.sources.roots import RUNTIME_FILES, runtimes_dir
 from residentkv.trace.gates import check_trace
+from residentkv.trust.roots import TraceTrust
 
 PUBLIC = ("vllm", "sglang", "tensorrt-llm", "dynamo", "lmcache")
 POSITIVE = {"native_conformance", "adapter_policy_evidence", "adapter_observational_evidence"}
@@ -144,6 +145,10 @@ def test_a_tampered_adapter_trace_drops_the_policy_row(tmp_path: Path, anchor: s
     desc = tmp_path / "rt" / "residentkv_vllm_adapter.yaml"
     name = {"t_fail": "claimed_load_failure", "t_attr": "multi_claim_targeted_failure"}[anchor]
     trace = tmp_path / "rt" / "traces" / "witness" / f"{name}.jsonl"
+    # the copies have no package root: stand in for the witness run that produced them
+    trust = TraceTrust()
+    for produced in trace.parent.glob("*.jsonl"):
+        trust.add_live(produced, "the witness (test stand-in)")
     lines = trace.read_text().splitlines()
     # the refusal now blames every claim: a blocking-claim smear
     for i, line in enumerate(lines):
@@ -152,7 +157,7 @@ def test_a_tampered_adapter_trace_drops_the_policy_row(tmp_path: Path, anchor: s
             event["blocking_claim_ids"] = [*event["blocking_claim_ids"], "someone-else"]
             lines[i] = json.dumps(event)
     trace.write_text("\n".join(lines) + "\n")
-    result = run_check([desc], verifier=Verifier(cached_roots(pinned_cache)[0]))
+    result = run_check([desc], verifier=Verifier(cached_roots(pinned_cache)[0]), trust=trust)
     rows = {r.id: r for r in result.rows}
     policy = rows["vllm+residentkv/resident-claim-connector/offloadable"]
     assert {a.id: a.result for a in policy.anchors}[anchor] == "failed"

@@ -13,8 +13,10 @@ import pytest
 
 from residentkv.audit import AuditOptions, run_audit
 from residentkv.audit.job import WITNESS_SCENARIOS, suite_summary
+from residentkv.report.registry import render
 from residentkv.sources import PINS
 from residentkv.sources.roots import runtimes_dir
+from residentkv.trust.envelope import generate_key_pair, load_private_key
 
 ADAPTER = "vllm+residentkv/resident-claim-connector/offloadable"
 
@@ -206,3 +208,34 @@ def test_cli_audit_out_on_a_file_is_a_usage_error(cli_run: Callable[..., tuple[i
     code, _, err = cli_run("audit", "--offline", "--cache", str(tmp_path / "c"),
                            "--out", str(blocker / "sub"))
     assert code == 2 and "cannot create the report folder" in err and "Traceback" not in err
+
+
+def test_live_audit_signs_the_traces_it_records(tmp_path: Path, pinned_cache: Path,
+                                                no_suite: None,
+                                                cli_run: Callable[..., tuple[int, str, str]]
+                                                ) -> None:
+    generate_key_pair(tmp_path / "k")
+    result = run_audit(AuditOptions(out=tmp_path / "r", cache=pinned_cache, fetch=False,
+                                    live=True, witness_runner=_replay(),
+                                    trace_signer=load_private_key(tmp_path / "k")))
+    # the HTML report names the root of every granting trace: here, this run
+    page = render("audit", "html", result)
+    assert "roots of trust: t_obs: live (produced in this run" in page
+    folder = tmp_path / "r" / "witness" / "live" / "traces" / "witness"
+    signed = sorted(folder.glob("*.jsonl.intoto.json"))
+    assert [p.name for p in signed] == sorted(f"{s}.jsonl.intoto.json" for s in WITNESS_SCENARIOS)
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("schema: residentkv.trust/v1\nkeys:\n  ci: {public_key: k.pub, "
+                      "emitters: [residentkv.vllm], runtimes: [vllm]}\n")
+    code, out, err = cli_run("attest", "verify", *map(str, signed), "--trust", str(policy))
+    assert code == 0, out + err
+    assert out.count("attested (signed by key 'ci'") == len(WITNESS_SCENARIOS)
+
+
+def test_witness_run_refuses_a_bad_key_before_any_run(
+        tmp_path: Path, cli_run: Callable[..., tuple[int, str, str]]) -> None:
+    pytest.importorskip("vllm")
+    (tmp_path / "k").write_text("not a key\n")
+    code, _, err = cli_run("witness", "run", "--scenario", "success_path", "--out",
+                           str(tmp_path / "w"), "--attest", str(tmp_path / "k"))
+    assert code == 2 and "L011" in err and not (tmp_path / "w").exists()

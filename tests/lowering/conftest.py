@@ -11,6 +11,8 @@ import pytest
 DATA = Path(__file__).resolve().parents[1] / "data" / "lowering"
 TREE = DATA / "tree"
 SIX = DATA / "six_classes.yaml"
+#: the test key's policy: it attests the toy traces of tests/data/lowering (TRACE.intoto.json)
+TRUST = DATA / "trust" / "policy.yaml"
 
 RunCli = Callable[..., tuple[int, str, str]]
 

@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from attesting import attested
 from lowering_rows import anchor_spec, make_row, result
 
 from residentkv.lowering.bundles import OBLIGATIONS, load_bundles
 from residentkv.lowering.check import run_check
 from residentkv.lowering.classify import GRANTING, effective
 from residentkv.trace.writer import EventWriter, Provenance, reset_seq
+from residentkv.trust.roots import TraceTrust
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "lowering"
 TREE = DATA / "tree"
@@ -73,8 +75,9 @@ rows:
     return path
 
 
-def check(path: Path) -> tuple[str, dict[str, tuple[str, str | None]]]:
-    (row,) = run_check([path], [f"toyrt={TREE}"]).rows
+def check(path: Path, trust: TraceTrust | None = None
+          ) -> tuple[str, dict[str, tuple[str, str | None]]]:
+    (row,) = run_check([path], [f"toyrt={TREE}"], trust=trust).rows
     return row.klass, {a.id: (a.result, a.code) for a in row.anchors}
 
 
@@ -130,7 +133,11 @@ def test_the_positive_path_grants(tmp_path: Path) -> None:
         f"claim: c-1, sha256: {sha}}}\n      l: {{kind: trace, path: w.jsonl, gate: lifecycle, "
         f"claim: c-1, sha256: {sha}}}\n      t: {{kind: trace")
     path.write_text(text)
-    assert check(path)[0] == "native_conformance"
+    # a root of trust: a key the policy trusts for toyrt's own emitter signed the trace
+    assert check(path, attested(tmp_path, [tmp_path / "w.jsonl"]))[0] == "native_conformance"
+    # without one, the same trace is cited and never grants
+    klass, anchors = check(path)
+    assert klass not in GRANTING and anchors["t"] == ("unverifiable", "A030")
 
 
 def test_an_unpinned_trace_never_grants(tmp_path: Path) -> None:
@@ -159,18 +166,28 @@ def test_a_release_no_source_of_the_descriptor_verifies_never_grants(tmp_path: P
 
 @pytest.mark.parametrize(("emitter", "code"), [
     ("ResidentKV.vllm.scheduler", "A009"), (" residentkv_vllm", "A009"),
-    ("toyrt.recorder", "A013"),  # named after the runtime, but not in its anchored source
-    ("someone.else", "A013"),
+    ("someone.else", "A013"),  # trusted by the key, but not named after the runtime
+    ("toyrt.recorder", None),  # named after it, and the key vouches for it as its own
 ])
 def test_a_native_row_needs_the_runtimes_own_emitter(tmp_path: Path, emitter: str,
-                                                     code: str) -> None:
+                                                     code: str | None) -> None:
     sha = soft_priority_trace(tmp_path / "t.jsonl", Provenance(emitter, "1", "toyrt", "0.1"))
-    _, anchors = check(descriptor(tmp_path, "soft_priority", "t.jsonl", sha))
-    assert anchors["t"] == ("unverifiable", code)
-    # the same trace is usable evidence for an adapter row
+    trust = attested(tmp_path, [tmp_path / "t.jsonl"], emitters=[emitter.strip()])
+    _, anchors = check(descriptor(tmp_path, "soft_priority", "t.jsonl", sha), trust)
+    assert anchors["t"] == ("verified" if code is None else "unverifiable", code)
+    # the same attested trace is usable evidence for an adapter row
     _, anchors = check(descriptor(tmp_path, "soft_priority", "t.jsonl", sha,
-                                  mechanism="adapter"))
+                                  mechanism="adapter"), trust)
     assert anchors["t"] == ("verified", None)
+
+
+def test_a_key_trusted_for_another_emitter_vouches_for_nothing(tmp_path: Path) -> None:
+    sha = soft_priority_trace(tmp_path / "t.jsonl")
+    trust = attested(tmp_path, [tmp_path / "t.jsonl"], emitters=["toyrt.other"])
+    for mechanism in ("native", "adapter"):
+        klass, anchors = check(descriptor(tmp_path, "soft_priority", "t.jsonl", sha,
+                                          mechanism=mechanism), trust)
+        assert anchors["t"] == ("unverifiable", "A035") and klass not in GRANTING
 
 
 def test_a_simulated_trace_never_grants(tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ from lowering_rows import anchor_spec, make_row, result
 from residentkv.lowering.bundles import OBLIGATIONS, load_bundles
 from residentkv.lowering.check import run_check
 from residentkv.lowering.classify import classify, effective
+from residentkv.trust.policy import load_policy
+from residentkv.trust.roots import TraceTrust
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "lowering"
 BUNDLES = load_bundles()
@@ -174,7 +176,7 @@ EXPECTED = {
 
 
 def test_six_classes_end_to_end() -> None:
-    result = run_check([DATA / "six_classes.yaml"], [f"toyrt={DATA / 'tree'}"])
+    result = run_check([DATA / "six_classes.yaml"], [f"toyrt={DATA / 'tree'}"], trust=TRUSTED)
     assert {r.id: r.klass for r in result.rows} == EXPECTED
     assert result.exit_code == 0
     drifted = next(r for r in result.rows if r.id == "toy/drifted/soft_priority")
@@ -194,7 +196,7 @@ def test_expect_mismatch_is_an_error_never_an_override(data_copy: Path) -> None:
     path = data_copy / "six_classes.yaml"
     path.write_text(path.read_text().replace("expect: native_conformance",
                                              "expect: adapter_policy_evidence"))
-    result = run_check([path], [f"toyrt={data_copy / 'tree'}"])
+    result = run_check([path], [f"toyrt={data_copy / 'tree'}"], trust=TRUSTED)
     row = result.rows[0]
     assert row.klass == "native_conformance"
     assert [(f.code, f.severity, f.line) for f in row.findings] == [("O010", "error", 27)]
@@ -224,3 +226,16 @@ def test_duplicate_row_id_across_files(data_copy: Path) -> None:
     result = run_check([path, path], [f"toyrt={data_copy / 'tree'}"])
     assert all(r.klass == "unknown_evidence" for r in result.rows[6:])
     assert {f.code for r in result.rows[6:] for f in r.findings} >= {"D010"}
+
+
+TRUSTED = TraceTrust(policy=load_policy(DATA / "trust" / "policy.yaml"))
+
+
+def test_six_classes_without_a_root_of_trust_grant_nothing() -> None:
+    # the same descriptor, the same verified traces, no --trust: every granting row falls
+    # back, and says that its evidence is cited, not trusted (O015)
+    result = run_check([DATA / "six_classes.yaml"], [f"toyrt={DATA / 'tree'}"])
+    assert not any(r.klass in ("native_conformance", "adapter_policy_evidence",
+                               "adapter_observational_evidence") for r in result.rows)
+    notes = [f for r in result.rows for f in r.findings if f.code == "O015"]
+    assert notes and all("evidence cited, not trusted" in f.message for f in notes)

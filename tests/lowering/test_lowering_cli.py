@@ -12,18 +12,19 @@ from residentkv.codes import CODES
 DATA = Path(__file__).resolve().parents[1] / "data" / "lowering"
 SIX = str(DATA / "six_classes.yaml")
 TOY = f"toyrt={DATA / 'tree'}"
+TRUST = str(DATA / "trust" / "policy.yaml")
 NEW_CODES = [c for c in CODES if c[0] in "DAO"]
 
 
 def test_check_exit_0_when_every_row_matches(run_cli) -> None:  # type: ignore[no-untyped-def]
-    code, out, _ = run_cli("check", SIX, "--source", TOY)
+    code, out, _ = run_cli("check", SIX, "--trust", TRUST, "--source", TOY)
     assert code == 0
     assert "native_conformance" in out and "judges the evidence given" in out
 
 
 @pytest.mark.parametrize("fmt", ["text", "md", "json", "sarif"])
 def test_check_formats(run_cli, fmt: str) -> None:  # type: ignore[no-untyped-def]
-    code, out, _ = run_cli("check", SIX, "--source", TOY, "--format", fmt)
+    code, out, _ = run_cli("check", SIX, "--trust", TRUST, "--source", TOY, "--format", fmt)
     assert code == 0
     if fmt in ("json", "sarif"):
         json.loads(out)
@@ -115,7 +116,8 @@ def test_user_bundles_change_what_satisfies(run_cli, tmp_path: Path) -> None:  #
                            "satisfied_by: [[lifecycle], [observation]]")
     assert lenient != text
     (tmp_path / "offloadable.yaml").write_text(lenient.replace("version: 1", "version: 9"))
-    code, out, _ = run_cli("check", SIX, "--source", TOY, "--bundles", str(tmp_path),
+    code, out, _ = run_cli("check", SIX, "--trust", TRUST, "--source", TOY, "--bundles",
+                           str(tmp_path),
                            "--format", "json")
     doc = json.loads(out)
     row = next(r for r in doc["rows"] if r["id"] == "toy/adapter-observe/offloadable")

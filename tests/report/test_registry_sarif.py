@@ -175,7 +175,8 @@ def test_strict_passes_a_clean_verified_row(cli_run: RunCli, tmp_path: Path) -> 
     target = out_dir / "one.yaml"
     with target.open("w") as fh:
         yaml.dump(doc, fh)
-    rc, out, _ = cli_run("check", str(target), f"--source=toyrt={out_dir / 'tree'}", "--strict")
+    rc, out, _ = cli_run("check", str(target), f"--source=toyrt={out_dir / 'tree'}", "--strict",
+                         "--trust", str(out_dir / "trust" / "policy.yaml"))
     assert rc == 0, out
     assert "strict: no drift" in out
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from securesystemslib.signer._crypto_signer import CryptoSigner
+
 from residentkv import __version__
 from residentkv.audit.curation import annotate, curated_rows, review_counts
 from residentkv.errors import UsageError
@@ -32,6 +34,9 @@ from residentkv.sources.cache import cache_dir, find_archive
 from residentkv.sources.fetch import FetchResult, Runner, fetch, sha256_file
 from residentkv.sources.pins import PINS, Pin
 from residentkv.sources.roots import cached_roots, runtime_descriptor_paths, runtimes_dir
+from residentkv.trust.attest import attest_recorded
+from residentkv.trust.policy import TrustPolicy
+from residentkv.trust.roots import ATTESTATION_SUFFIX, TraceTrust
 
 __all__ = [
     "ADAPTER_FILE",
@@ -69,6 +74,10 @@ class AuditOptions:
     no_index: bool = False
     fetch_runner: Runner | None = None
     witness_runner: WitnessRunner | None = None
+    #: the trust policy (``--trust``): keys whose trace attestations may grant
+    trust_policy: TrustPolicy | None = None
+    #: ``--attest KEY`` with ``--live``: sign the traces the live witness records
+    trace_signer: CryptoSigner | None = None
     progress: Callable[[str], None] = lambda _msg: None
 
 
@@ -198,8 +207,8 @@ def _shipped_witness() -> dict[str, Any]:
             "detail": "adapter rows classified on the witness traces shipped with the package"}
 
 
-def _live_witness(opts: AuditOptions, descriptors: list[Path]) -> tuple[dict[str, Any],
-                                                                      list[Path]]:
+def _live_witness(opts: AuditOptions, descriptors: list[Path],
+                  trust: TraceTrust) -> tuple[dict[str, Any], list[Path]]:
     runner = opts.witness_runner
     if runner is None:
         if importlib.util.find_spec("vllm") is None:
@@ -214,6 +223,13 @@ def _live_witness(opts: AuditOptions, descriptors: list[Path]) -> tuple[dict[str
     runs = runner(WITNESS_SCENARIOS, 1, work / "runs")
     live_dir = work / "live"
     provenance = save_witness_traces(runs, live_dir, command="residentkv audit --live")
+    for saved in sorted((live_dir / TRACE_DIR).glob("*.jsonl")):
+        # the live root: these bytes were produced by the witness this process just ran
+        trust.add_live(saved, "the vLLM witness run by this audit (--live)")
+    if opts.trace_signer is not None:
+        signed = attest_recorded(sorted((live_dir / TRACE_DIR).glob("*.jsonl")),
+                                 opts.trace_signer)
+        opts.progress(f"signed {len(signed)} live trace(s): TRACE{ATTESTATION_SUFFIX}")
     shipped = runtimes_dir() / ADAPTER_FILE
     live_desc = live_dir / ADAPTER_FILE
     shutil.copyfile(shipped, live_desc)
@@ -274,13 +290,15 @@ def run_audit(opts: AuditOptions) -> AuditResult:
     except OSError as e:
         raise UsageError(f"--out {opts.out}: cannot create the report folder: {e}",
                          path=str(opts.out)) from None
+    trust = TraceTrust(policy=opts.trust_policy)
     if opts.live:
-        witness, descriptors = _live_witness(opts, descriptors)
+        witness, descriptors = _live_witness(opts, descriptors, trust)
     else:
         witness = _shipped_witness()
     suite = suite_summary()
     opts.progress("verifying anchors and classifying rows")
-    check = run_check(descriptors, bundles_dir=opts.bundles_dir, verifier=Verifier(roots))
+    check = run_check(descriptors, bundles_dir=opts.bundles_dir, verifier=Verifier(roots),
+                      trust=trust)
     doc = to_json(check)
     pinned = {p.package for p in opts.pins}
     annotate(doc, curated_rows(descriptors, opts.bundles_dir), pinned)

@@ -12,6 +12,9 @@ from residentkv.errors import UsageError
 from residentkv.report.audit_terminal import render_audit_terminal
 from residentkv.report.registry import RenderOptions, emit, output_options, render
 from residentkv.sources.cache import ENV_CACHE
+from residentkv.trust.attest import attest_verdict
+from residentkv.trust.envelope import load_private_key
+from residentkv.trust.policy import load_policy
 
 __all__ = ["audit"]
 
@@ -32,11 +35,16 @@ __all__ = ["audit"]
               help="Also write report.html: one self-contained page (no network, printable).")
 @click.option("--rows", "show_rows", is_flag=True,
               help="Also print the row table (it is always in the reports).")
+@click.option("--trust", "trust", type=click.Path(dir_okay=False), default=None,
+              help="Trust policy: the keys whose trace attestations may grant, and for what.")
+@click.option("--attest", "attest_key", type=click.Path(dir_okay=False), default=None,
+              help="Sign the verdict with this ed25519 key: OUT/verdict.intoto.json (SLSA VSA); "
+                   "with --live, also each trace the witness records (TRACE.intoto.json).")
 @output_options("audit")
 @click.pass_context
 def audit(ctx: click.Context, out: str, cache: str | None, offline: bool, live: bool,
-          bundles_dir: str | None, write_html: bool, show_rows: bool, fmt: str,
-          output: str | None) -> None:
+          bundles_dir: str | None, write_html: bool, show_rows: bool, trust: str | None,
+          attest_key: str | None, fmt: str, output: str | None) -> None:
     """Fetch pinned sources, verify anchors, run the witness, classify every curated row.
 
     Exit 0 when every row has its expected class, every anchor into a pinned release verified,
@@ -47,10 +55,17 @@ def audit(ctx: click.Context, out: str, cache: str | None, offline: bool, live: 
     def progress(msg: str) -> None:
         click.echo(f"audit: {msg}", err=True)
 
+    signer = load_private_key(Path(attest_key)) if attest_key else None
     opts = AuditOptions(out=Path(out), cache=Path(cache) if cache else None,
                         fetch=not offline, live=live, bundles_dir=bundles_dir,
-                        progress=progress)
+                        progress=progress, trust_policy=load_policy(trust) if trust else None,
+                        trace_signer=signer if live else None)
     result = run_audit(opts)
+    if signer is not None:
+        signed = attest_verdict(dict(result.doc, exit_code=result.exit_code), "audit", signer,
+                                Path(out) / "verdict.intoto.json")
+        result.files["verdict.intoto.json"] = str(signed)
+        progress(f"signed verdict {signed}")
     if write_html:
         page = Path(out) / "report.html"
         try:

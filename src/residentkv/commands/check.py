@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -17,6 +18,10 @@ from residentkv.lowering.descriptor import descriptor_json_schema
 from residentkv.lowering.strict import strict_exit_code, strict_shortfalls
 from residentkv.report.json_report import to_json
 from residentkv.report.registry import RenderOptions, emit, output_options, srcroot_option
+from residentkv.trust.attest import attest_verdict
+from residentkv.trust.envelope import load_private_key
+from residentkv.trust.policy import load_policy
+from residentkv.trust.roots import TraceTrust
 
 
 def _bundle_schema() -> dict[str, Any]:
@@ -52,11 +57,19 @@ register_schema("bundle", _bundle_schema)
 @click.option("--strict", is_flag=True,
               help="Also exit 1 on drifted anchors, warnings, and anchors only cited in a "
                    "granting row (for CI).")
+@click.option("--trust", "trust", type=click.Path(dir_okay=False), default=None,
+              help="Trust policy: the keys whose trace attestations may grant, and for what.")
+@click.option("--attest", "attest_key", type=click.Path(dir_okay=False), default=None,
+              help="Sign the verdict with this ed25519 key: a SLSA VSA written to "
+                   "--attest-out (default: OUTPUT.intoto.json, or check.intoto.json).")
+@click.option("--attest-out", "attest_out", type=click.Path(dir_okay=False), default=None,
+              help="Where --attest writes the signed verdict.")
 @output_options("check")
 @srcroot_option
 @click.pass_context
 def check(ctx: click.Context, descriptors: tuple[str, ...], examples: bool,
-          sources: tuple[str, ...], bundles_dir: str | None, strict: bool, fmt: str,
+          sources: tuple[str, ...], bundles_dir: str | None, strict: bool, trust: str | None,
+          attest_key: str | None, attest_out: str | None, fmt: str,
           output: str | None, srcroot: str | None) -> None:
     """Verify anchors and classify each row of DESCRIPTOR files into one of six classes.
 
@@ -65,10 +78,17 @@ def check(ctx: click.Context, descriptors: tuple[str, ...], examples: bool,
     an anchor only cited in a granting row); 2: input could not be evaluated.
     """
     paths = [*descriptors, *(example_paths() if examples else [])]
-    result = run_check(paths, sources, bundles_dir)
+    signer = load_private_key(Path(attest_key)) if attest_key else None
+    roots = TraceTrust(policy=load_policy(trust) if trust else None)
+    result = run_check(paths, sources, bundles_dir, trust=roots)
     doc = to_json(result)
     if strict:
         doc["strict"] = {"shortfalls": strict_shortfalls(doc)}
         doc["exit_code"] = strict_exit_code(doc)
     emit("check", fmt, doc, output, RenderOptions.for_command("check", srcroot))
+    if signer is not None:
+        out = Path(attest_out or (f"{output}.intoto.json" if output and output != "-"
+                                  else "check.intoto.json"))
+        click.echo(f"check: signed verdict {attest_verdict(doc, 'check', signer, out)}",
+                   err=True)
     ctx.exit(doc["exit_code"])

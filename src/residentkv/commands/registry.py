@@ -13,6 +13,7 @@ import click
 def extra_commands() -> list[click.Command]:
     """Command objects of the later layers, imported explicitly."""
     from residentkv.commands.anchors import anchors
+    from residentkv.commands.attest import attest
     from residentkv.commands.audit import audit
     from residentkv.commands.bundles import bundles
     from residentkv.commands.check import check
@@ -24,5 +25,5 @@ def extra_commands() -> list[click.Command]:
     from residentkv.commands.witness import witness
 
     anchors.add_command(drift)
-    return [audit, bundles, check, anchors, sources, litmus, sweep, suite, witness, fleet,
-            observe_command]
+    return [attest, audit, bundles, check, anchors, sources, litmus, sweep, suite, witness,
+            fleet, observe_command]

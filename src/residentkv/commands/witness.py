@@ -18,6 +18,8 @@ import residentkv.report.command_reports  # noqa: F401  (registers the witness r
 from residentkv.adapters.vllm.engine import SHAPES
 from residentkv.errors import UsageError
 from residentkv.report.registry import emit, output_options
+from residentkv.trust.attest import attest_recorded
+from residentkv.trust.envelope import load_private_key
 
 __all__ = ["witness"]
 
@@ -51,9 +53,12 @@ def witness() -> None:
               help="inproc: LLM in this process; mp: LLM with vLLM's default multiprocessing; "
                    "server: vLLM's OpenAI server and the openai client; tp2: the server with "
                    "tensor parallelism 2.")
+@click.option("--attest", "attest_key", type=click.Path(dir_okay=False), default=None,
+              help="Sign each recorded trace with this ed25519 key (TRACE.intoto.json beside "
+                   "it), binding the vLLM distribution installed here.")
 @output_options("witness")
 def run(scenarios: tuple[str, ...], repeat: int, out_dir: str, load_mode: str, shape: str,
-        fmt: str, output: str | None) -> None:
+        attest_key: str | None, fmt: str, output: str | None) -> None:
     """Run witness scenarios on vLLM with a tiny local model and judge each trace.
 
     Exit 0 only when every run of every scenario gave SPEC §9's expected gate results and its
@@ -76,6 +81,8 @@ def run(scenarios: tuple[str, ...], repeat: int, out_dir: str, load_mode: str, s
                          "pip install openai")
     from residentkv.adapters.vllm.witness import run_witness, summarize
 
+    # the key is read before the run, so that a bad key costs no vLLM run
+    signer = load_private_key(Path(attest_key)) if attest_key else None
     out = Path(out_dir)
     try:
         runs = run_witness(chosen, repeat, out, load_mode=load_mode, shape=shape)
@@ -87,6 +94,10 @@ def run(scenarios: tuple[str, ...], repeat: int, out_dir: str, load_mode: str, s
         json.dumps({"rows": rows, "runs": [r.to_json() for r in runs]}, indent=1),
         encoding="utf-8",
     )
+    if signer is not None:
+        for signed in attest_recorded(
+                [Path(r.trace) for r in runs if r.trace and Path(r.trace).is_file()], signer):
+            click.echo(f"witness: signed {signed}", err=True)
     emit("witness", fmt, {"rows": rows, "out": str(out)}, output)
     ok = all(r.matched for r in runs)
     raise click.exceptions.Exit(0 if ok else 1)

@@ -42,7 +42,6 @@ from residentkv.lowering.descriptor import (
     parse_lines,
 )
 from residentkv.lowering.provenance import (
-    Provenance,
     TraceFacts,
     normalise_release,
     scan_trace,
@@ -74,6 +73,8 @@ class AnchorResult(BaseModel):
     claim_modes: tuple[str, ...] = ()
     shown: tuple[str, ...] = ()
     provenance: dict[str, str] | None = None
+    #: trace anchors that may grant: the root of trust behind them (SPEC §7.1)
+    root: str | None = None
 
 
 def normalise(lines: list[str]) -> str:
@@ -552,26 +553,6 @@ def runtime_release_view(result: AnchorResult, anchor: Anchor, root: SourceRoot 
     shown = ", ".join(sorted(read)) or "an undeclared release"
     return _cite(result, "A016", f"it was read in {anchor.package} {shown} and the row "
                                  f"describes {runtime.name} {wanted}")
-
-
-def native_view(result: AnchorResult, own_texts: list[str]) -> AnchorResult:
-    """How a *native* row may use this result: only the runtime's own emitter shows it.
-
-    The emitter must not be one of residentkv's adapters, must be named after the runtime, and
-    must appear in the anchored text of a verified source anchor of that runtime (*own_texts*).
-    """
-    if result.kind != "trace" or result.result != "verified" or result.provenance is None:
-        return result
-    p = result.provenance
-    if p["emitter_kind"] == "adapter":
-        return _cite(result, "A009", f"the trace was emitted by an adapter ({p['emitter']}): "
-                     "adapter evidence never shows native behaviour")
-    prov = Provenance(p["emitter"], p["emitter_version"], p["runtime"], p["runtime_version"])
-    if prov.runtime_owns_emitter() and any(p["emitter"] in t for t in own_texts):
-        return result
-    return _cite(result, "A013", f"its emitter {p['emitter']!r} is not shown to be the "
-                                 f"runtime's own (named after {p['runtime']!r} and anchored in "
-                                 "a verified source anchor of it)")
 
 
 def make_anchor(root: SourceRoot, spec: str, version: str | None = None) -> dict[str, str]:

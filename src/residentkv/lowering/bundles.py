@@ -36,6 +36,8 @@ from residentkv.trace.gates import REQUIREMENTS
 BUNDLE_SCHEMA = "residentkv.bundle/v1"
 SHORT = OBLIGATION_SHORT
 SOURCE = "source"
+#: obligations only a trace can show (SPEC §7.1): no source or doc alternative for them
+BEHAVIOURAL: frozenset[str] = frozenset({"B3", "B4"})
 
 
 def gate_requirements() -> Mapping[str, tuple[str, ...]]:
@@ -96,6 +98,15 @@ def _gate_findings(
 ) -> list[Finding]:
     out: list[Finding] = []
     for i, alt in enumerate(ob.satisfied_by):
+        if ob.refines in BEHAVIOURAL and SOURCE in alt:
+            line, col = locate(root, ("obligations", name, "satisfied_by", i))
+            out.append(Finding(
+                code="O014", path=path, line=line, col=col,
+                message=f"{name} ({ob.refines}): alternative {alt} admits source evidence; "
+                        f"{ob.refines} is behaviour, shown only by a passing trace gate",
+                help="a bundle may tighten the evidence it admits, never admit source or doc "
+                     "evidence for B3 or B4: list trace gates only"))
+            continue
         bad = [g for g in alt if g != SOURCE and g not in known]
         if bad or not alt:
             line, col = locate(root, ("obligations", name, "satisfied_by", i))

@@ -21,22 +21,29 @@ from residentkv.lowering.anchors import (
     AnchorResult,
     Verifier,
     bound_view,
-    native_view,
     release_view,
     runtime_release_view,
 )
 from residentkv.lowering.bundles import SHORT, Bundle, load_bundles
-from residentkv.lowering.classify import Verdict, classify
+from residentkv.lowering.classify import GRANTING, Verdict, classify
 from residentkv.lowering.descriptor import (
     Anchor,
     LoadedDescriptor,
     LoadedRow,
     Row,
     SourceAnchor,
+    TraceAnchor,
     read_descriptor,
 )
-from residentkv.lowering.provenance import normalise_release
-from residentkv.lowering.sources import SourceRoot, open_root, parse_source_option
+from residentkv.lowering.sources import SourceRoot, confined, open_root, parse_source_option
+from residentkv.lowering.trust_views import (
+    anchor_version_view,
+    native_root_view,
+    native_shape_view,
+    root_view,
+    runtime_name_view,
+)
+from residentkv.trust.roots import ATTEST_HELP, TraceTrust
 
 CHECK_SCHEMA = "residentkv.check/v1"
 GLOBAL_BOUNDARY = (
@@ -109,28 +116,34 @@ def run_check(
     bundles_dir: str | Path | None = None,
     *,
     verifier: Verifier | None = None,
+    trust: TraceTrust | None = None,
 ) -> CheckResult:
-    """Check every row of every descriptor file (file-level problems raise, exit code 2)."""
+    """Check every row of every descriptor file (file-level problems raise, exit code 2).
+
+    *trust* holds the roots of trust of this run (live traces, the trust policy); without it
+    only the package root can make a trace grant (SPEC §7.1).
+    """
     if not descriptors:
         raise UsageError("no descriptor given; expected at least one DESCRIPTOR file")
     bundles = load_bundles(bundles_dir)
     verifier = verifier or Verifier(open_sources(sources))
+    trust = trust or TraceTrust()
     loaded = [read_descriptor(p, set(bundles)) for p in descriptors]
     rows = []
     for i, d in enumerate(loaded):
-        context = _Context(d, verifier)
+        context = _Context(d, verifier, trust)
         rows += [_check_row(r, bundles, verifier, context) for r in _dedupe(d, loaded[:i])]
     return CheckResult(inputs=_inputs(loaded, bundles, verifier), rows=rows)
 
 
 class _Context:
-    """What the whole descriptor verified: the releases its source roots declare (for trace
-    provenance) and the anchored text of its verified source anchors, per package."""
+    """What the whole descriptor verified (the releases its source roots declare, for trace
+    provenance) and the roots of trust of this run."""
 
-    def __init__(self, d: LoadedDescriptor | None = None,
-                 verifier: Verifier | None = None) -> None:
+    def __init__(self, d: LoadedDescriptor | None = None, verifier: Verifier | None = None,
+                 trust: TraceTrust | None = None) -> None:
         self.releases: set[tuple[str, str]] = set()
-        self.texts: dict[tuple[str, str], list[str]] = {}
+        self.trust = trust or TraceTrust()
         roots = set()
         for lr in d.rows if d is not None and verifier is not None else ():
             assert verifier is not None
@@ -138,24 +151,11 @@ class _Context:
                 if not isinstance(a, SourceAnchor):
                     continue
                 r = verifier.verify(aid, a, Path(lr.path).parent)
-                text = verifier.verified_text(a, r)
-                if text is None:
-                    continue
                 root = verifier.root_for(a)
-                assert root is not None  # a verified anchor was read from its root
-                roots.add(root)
-                for release in root.releases():
-                    self.texts.setdefault(release, []).append(text)
+                if r.result == "verified" and root is not None:
+                    roots.add(root)
         for root in roots:
             self.releases |= root.releases()
-
-    def own_texts(self, r: AnchorResult) -> list[str]:
-        """Verified anchored texts of the source roots that declare *r*'s runtime release."""
-        p = r.provenance
-        if p is None:
-            return []
-        return self.texts.get((normalise_release(p["runtime"]), p["runtime_version"].strip()),
-                              [])
 
 
 def _dedupe(d: LoadedDescriptor, before: list[LoadedDescriptor]) -> list[LoadedRow]:
@@ -191,11 +191,16 @@ def _check_row(lr: LoadedRow, bundles: dict[str, Bundle], verifier: Verifier,
     row, bundle = lr.row, bundles[lr.row.lowers]
     base_dir = Path(lr.path).parent
     context = context or _Context()
-    results = {aid: _own_release(verifier, a, row, _bind(verifier.verify(aid, a, base_dir),
-                                                       row.lowers, row.mechanism, context))
-               for aid, a in row.anchors.items()}
-    verdict = classify(row, results, bundle)
-    findings = _anchor_findings(lr, results) + _obligation_findings(lr, verdict)
+    bound = {aid: _own_release(verifier, a, row, _bind(verifier.verify(aid, a, base_dir),
+                                                     row, context))
+             for aid, a in row.anchors.items()}
+    results = {aid: _rooted(r, row.anchors[aid], row, base_dir, context.trust)
+               for aid, r in bound.items()}
+    if row.mechanism == "native":  # what a trusted root could not change either
+        bound = {aid: native_shape_view(r) for aid, r in bound.items()}
+    verdict = _invalid_view(_with_roots(classify(row, results, bundle), results), results)
+    findings = (_anchor_findings(lr, results) + _obligation_findings(lr, verdict)
+                + _untrusted_findings(lr, row, bound, results, verdict, bundle))
     return _finish(lr, RowResult(**base, klass=verdict.klass, rule=verdict.rule,
                                  bundle=f"{bundle.mode}@v{bundle.version}", verdict=verdict,
                                  anchors=list(results.values()), reasons=verdict.reasons,
@@ -203,17 +208,77 @@ def _check_row(lr: LoadedRow, bundles: dict[str, Bundle], verifier: Verifier,
 
 
 def _own_release(verifier: Verifier, a: Anchor, row: Row, r: AnchorResult) -> AnchorResult:
-    """Evidence that survived every other rule counts only for the row's own release
-    (applied last, so a more basic reason, e.g. an unverified release, is the one reported)."""
+    """Evidence that survived every other rule counts only for the row's own runtime, by name
+    and release (applied last, so a more basic reason, e.g. an unverified release, is the one
+    reported); a source anchor's version must be the one its root declares."""
     root = verifier.root_for(a) if isinstance(a, SourceAnchor) else None
-    return runtime_release_view(r, a, root, row.runtime)
+    r = anchor_version_view(r, a, root)
+    return runtime_release_view(runtime_name_view(r, row.runtime), a, root, row.runtime)
 
 
-def _bind(r: AnchorResult, lowers: str, mechanism: str, context: _Context) -> AnchorResult:
-    """What this row may conclude from an anchor result: its mode, its descriptor's verified
-    releases, and (native rows) the runtime's own emitter."""
-    r = release_view(bound_view(r, lowers), context.releases)
-    return native_view(r, context.own_texts(r)) if mechanism == "native" else r
+def _bind(r: AnchorResult, row: Row, context: _Context) -> AnchorResult:
+    """What this row may conclude from an anchor result: its mode and its descriptor's
+    verified releases."""
+    return release_view(bound_view(r, row.lowers), context.releases)
+
+
+def _rooted(r: AnchorResult, a: Anchor, row: Row, base_dir: Path,
+            trust: TraceTrust) -> AnchorResult:
+    """A trace grants only on a root of trust (SPEC §7.1); a native row only on a key trusted
+    for the runtime's own emitter. Applied after every other rule."""
+    if not isinstance(a, TraceAnchor) or r.kind != "trace" or r.result != "verified" \
+            or r.sha256 is None:
+        return r
+    path = confined(base_dir.resolve(), a.path)
+    if path is None:  # (the verifier refused it already; kept fail-closed)
+        return r
+    root = trust.root_of(path, r.sha256)
+    r = root_view(r, root)
+    return native_root_view(r, root, row.runtime) if row.mechanism == "native" else r
+
+
+def _with_roots(verdict: Verdict, results: dict[str, AnchorResult]) -> Verdict:
+    """A granting verdict names the root of trust of every trace it rests on (SPEC §7.1)."""
+    rooted = [f"{aid}: {r.root}" for aid, r in results.items() if r.root is not None]
+    if verdict.klass not in GRANTING or not rooted:
+        return verdict
+    return verdict.model_copy(update={
+        "reasons": [*verdict.reasons, "roots of trust: " + "; ".join(rooted)]})
+
+
+def _invalid_view(verdict: Verdict, results: dict[str, AnchorResult]) -> Verdict:
+    """An anchor that is an error of the descriptor itself (an anchor version its root's
+    metadata denies, A031) makes the row invalid: unknown_evidence, whatever else it shows."""
+    bad = sorted(f"{aid} ({r.code})" for aid, r in results.items() if r.code in ERROR_CODES)
+    if not bad:
+        return verdict
+    return verdict.model_copy(update={
+        "klass": "unknown_evidence", "rule": 0,
+        "reasons": [*verdict.reasons, f"row invalid: anchor(s) {', '.join(bad)} contradict "
+                                      "their source root: unknown_evidence (fail-closed)"]})
+
+
+def _untrusted_findings(lr: LoadedRow, row: Row, bound: dict[str, AnchorResult],
+                        results: dict[str, AnchorResult], verdict: Verdict,
+                        bundle: Bundle) -> list[Finding]:
+    """A row that would have granted had its cited traces a root of trust says so, with how
+    to attest them (it is never granted)."""
+    if verdict.klass in GRANTING:
+        return []
+    would = classify(row, bound, bundle)
+    if would.klass not in GRANTING:
+        return []
+    cited = sorted(aid for aid, r in results.items()
+                   if r.code in ("A030", "A035", "A013") and bound[aid].result == "verified")
+    if not cited:  # it falls short for another reason than trust (e.g. an invalid anchor)
+        return []
+    line, col = lr.loc("id")
+    return [Finding(code="O015", path=lr.path, line=line, col=col, severity="note",
+                    message=f"evidence cited, not trusted: on trace(s) {', '.join(cited)} this "
+                            f"row would be {would.klass}, but no root of trust (live, package "
+                            "or attested) stands behind them, so it is "
+                            f"{verdict.klass}",
+                    help=ATTEST_HELP)]
 
 
 def _finish(lr: LoadedRow, res: RowResult) -> RowResult:
@@ -257,13 +322,20 @@ def _anchor_findings(lr: LoadedRow, results: dict[str, AnchorResult]) -> list[Fi
             continue
         line, col = lr.loc(f"anchors.{aid}")
         out.append(Finding(code=r.code, path=lr.path, line=line, col=col,
-                           severity="note" if r.result == "unverifiable" else "warning",
+                           severity=("error" if r.code in ERROR_CODES else
+                                     "note" if r.result == "unverifiable" else "warning"),
                            message=f"anchor {aid} ({r.kind}) {r.result}: {r.detail}",
                            help=_CODE_HELP.get(r.code, _ANCHOR_HELP.get(r.result))))
     return out
 
 
+#: anchor codes that are errors of the descriptor itself, not of its evidence
+ERROR_CODES: frozenset[str] = frozenset({"A031"})
+
 _CODE_HELP = {
+    "A031": "fix the anchor's version, or give the source root of that release",
+    "A030": ATTEST_HELP,
+    "A035": ATTEST_HELP,
     "A016": "re-audit the row's own release: `residentkv anchors review DESCRIPTOR --to "
             "PACKAGE==VERSION` for code, a trace recorded on that release for behaviour",
 }

@@ -38,12 +38,19 @@ from residentkv.lowering.bundles import (
     gate_requirements,
 )
 from residentkv.lowering.descriptor import CLASSES, ClassName, Obligation, Row, Status
+from residentkv.model.vocabulary import Requirement
 
 Strength = Literal["verified", "cited", "none"]
 RANK: dict[str, int] = {c: i + 1 for i, c in enumerate(CLASSES)}
 GRANTING: frozenset[str] = frozenset(CLASSES[:3])
 POSITIVE: frozenset[str] = frozenset(CLASSES[:4])
 _B1_B3 = OBLIGATIONS[:3]
+#: what a trace must show to establish B2: a materialization that holds -- a
+#: ``claim_materialized`` meeting the predicate, or a full success cycle, which starts with one.
+#: A lifecycle gate of an expiring/demotable claim does not ask for it (accept, then expire,
+#: passes it), so no B2 ever rests on such a vacuous path.
+HOLDING_MATERIALIZATION: frozenset[str] = frozenset(
+    {Requirement.MATERIALIZED.value, Requirement.SUCCESS_GENERATION.value})
 
 
 class AnchorRef(BaseModel):
@@ -103,7 +110,8 @@ def _covers(spec: BundleObligation, verified: list[AnchorResult]) -> list[str] |
 
     A trace anchor covers a gate of the alternative only when that gate's own evidence shows
     every requirement of the obligation the gate can report: a gate that passed by the rules
-    of another mode (a soft_priority claim's lifecycle) shows nothing about this one.
+    of another mode (a soft_priority claim's lifecycle) shows nothing about this one. For B2
+    that evidence must include a materialization that holds (:data:`HOLDING_MATERIALIZATION`).
     """
     known = gate_requirements()
     for alt in spec.satisfied_by:
@@ -112,7 +120,9 @@ def _covers(spec: BundleObligation, verified: list[AnchorResult]) -> list[str] |
             wanted = {q for q in spec.requirements if q in known.get(need, ())}
             hit = next((r for r in verified if (
                 r.kind == "source" if need == SOURCE
-                else r.kind == "trace" and r.gate == need and wanted <= set(r.shown))), None)
+                else r.kind == "trace" and r.gate == need and wanted <= set(r.shown)
+                and (spec.refines != "B2" or bool(HOLDING_MATERIALIZATION & set(r.shown))))),
+                None)
             if hit is None:
                 break
             used.append(hit.id)

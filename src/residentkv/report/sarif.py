@@ -102,9 +102,15 @@ def render_sarif(doc: dict[str, Any], srcroot: Path | None = None,
            "properties": {"boundary": doc["boundary"], "summary": doc["summary"],
                           "evidence": doc.get("evidence", {}),
                           "rows": [{"id": r["id"], "class": r["class"],
-                                    "boundary": r["boundary"]} for r in doc["rows"]]}}
+                                    "boundary": r["boundary"], "roots": _roots(r)}
+                                   for r in doc["rows"]]}}
     return sarif_log(run, command=command, version=doc["tool"]["version"], srcroot=root,
                      rules=[code_rule(c) for c in codes])
+
+
+def _roots(row: dict[str, Any]) -> dict[str, str]:
+    """The root of trust of each granting trace anchor of a row (SPEC §7.1), by anchor id."""
+    return {a["id"]: a["root"] for a in row.get("anchors", []) if a.get("root")}
 
 
 def _check_result(row: dict[str, Any], f: dict[str, Any], index: int,

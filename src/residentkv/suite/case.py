@@ -59,6 +59,8 @@ class SuiteCase(_Frozen):
     descriptor: str | None = None
     sources: dict[str, str] = Field(default_factory=dict)
     bundles: str | None = Field(default=None, description="a folder of the case's own bundles")
+    trust: str | None = Field(default=None, description="a trust policy (SPEC §7.1) the case's "
+                              "attested traces are checked against")
     classes: dict[str, ClassName] = Field(default_factory=dict)
     codes: list[str] = Field(default_factory=list)
     traces: list[TraceExpectation] = Field(default_factory=list)

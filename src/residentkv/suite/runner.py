@@ -15,6 +15,8 @@ from residentkv.lowering.sources import confined
 from residentkv.suite.case import CaseError, SuiteCase, TraceExpectation, load_case
 from residentkv.suite.files import case_file_problems
 from residentkv.trace.gates import GateResult, check_trace
+from residentkv.trust.policy import load_policy
+from residentkv.trust.roots import TraceTrust
 
 
 @dataclass(frozen=True)
@@ -154,10 +156,14 @@ def _descriptor(folder: Path, case: SuiteCase, bundles_dir: Path | None,
         root = _inside(*source_location(folder, rel), f"source {name}", mismatches)
         if root is not None:
             sources.append(f"{name}={root}")
+    policy = None
+    if case.trust is not None:
+        policy = _inside(*source_location(folder, case.trust), "trust", mismatches)
     if path is None:
         return {}, set()
     try:
-        result = run_check([path], sources, bundles_dir)
+        trust = TraceTrust(policy=load_policy(policy) if policy is not None else None)
+        result = run_check([path], sources, bundles_dir, trust=trust)
     except UserInputError as e:  # a file-level problem is an observable outcome with a code
         return {}, {e.code}
     classes = {row.id: row.klass for row in result.rows}

@@ -1,0 +1,91 @@
+"""``residentkv attest``: sign traces, generate keys, verify trace and verdict attestations.
+
+``residentkv attest TRACE... --key KEY --artifact ARTIFACT`` (the same as ``attest sign``)
+writes ``TRACE.intoto.json`` beside each trace: a DSSE-signed in-toto Statement binding the
+trace's sha256, runtime (name, version, artifact digest), emitter, claims and modes.
+``attest keygen KEY`` writes an ed25519 key pair (``KEY``, ``KEY.pub``). ``attest verify
+FILE... --trust POLICY`` checks trace attestations (against the trace beside them) and signed
+verdicts (``check --attest``, ``audit --attest``). Exit 0: every file verified; 1: some
+signature, key or binding does not hold; 2: unusable input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from residentkv.errors import UsageError
+from residentkv.trust.attest import attest_trace, verify_attestation
+from residentkv.trust.envelope import generate_key_pair, load_private_key
+from residentkv.trust.policy import load_policy
+
+__all__ = ["attest"]
+
+
+class _AttestGroup(click.Group):
+    """``attest TRACE...`` is ``attest sign TRACE...``: anything that is not a subcommand
+    name goes to ``sign``."""
+
+    def resolve_command(self, ctx: click.Context,
+                        args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] not in self.commands:
+            return "sign", self.commands["sign"], args
+        return super().resolve_command(ctx, args)
+
+
+@click.group("attest", cls=_AttestGroup, invoke_without_command=False,
+             context_settings={"ignore_unknown_options": True,
+                               "allow_interspersed_args": False})
+def attest() -> None:
+    """Sign traces (attest TRACE --key KEY --artifact A), make keys, verify attestations."""
+
+
+@attest.command("sign")
+@click.argument("traces", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--key", "key", type=click.Path(dir_okay=False), default=None,
+              help="ed25519 private key (PEM) to sign with.")
+@click.option("--generate-key", "generate", type=click.Path(dir_okay=False), default=None,
+              help="Write a new key pair here (and PATH.pub), then sign with it.")
+@click.option("--artifact", "artifact", required=True,
+              help="The runtime artifact the trace was recorded on: a wheel/sdist file, "
+                   "sha256:HEX, or 'installed' (the installed distribution's RECORD).")
+def sign(traces: tuple[str, ...], key: str | None, generate: str | None, artifact: str) -> None:
+    """Sign each TRACE: write TRACE.intoto.json beside it."""
+    if (key is None) == (generate is None):
+        raise UsageError("give exactly one of --key KEY or --generate-key PATH")
+    if generate is not None:
+        public, keyid = generate_key_pair(Path(generate))
+        click.echo(f"attest: new key {keyid[:16]}: private {generate}, public {public}",
+                   err=True)
+        key = generate
+    assert key is not None
+    signer = load_private_key(Path(key))
+    for t in traces:
+        click.echo(f"attest: {attest_trace(Path(t), signer, artifact)}")
+
+
+@attest.command("keygen")
+@click.argument("path", type=click.Path(dir_okay=False))
+def keygen(path: str) -> None:
+    """Write a new ed25519 key pair: PATH (private, mode 0600) and PATH.pub."""
+    public, keyid = generate_key_pair(Path(path))
+    click.echo(f"attest: key {keyid}: private {path}, public {public}")
+
+
+@attest.command("verify")
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--trust", "trust", required=True, type=click.Path(dir_okay=False),
+              help="Trust policy: the keys trusted, and what each may vouch for.")
+@click.pass_context
+def verify(ctx: click.Context, files: tuple[str, ...], trust: str) -> None:
+    """Verify trace attestations and signed verdicts against a trust policy."""
+    policy = load_policy(trust)
+    ok = True
+    for f in files:
+        checked = verify_attestation(Path(f), policy)
+        ok &= checked.ok
+        for line in checked.lines:
+            click.echo(("ok   " if checked.ok else "FAIL ") + line
+                       if line is checked.lines[0] else line)
+    ctx.exit(0 if ok else 1)

@@ -1,0 +1,156 @@
+"""Sign a trace, sign a verdict, and check either (``residentkv attest``, ``attest verify``)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from securesystemslib.signer._crypto_signer import CryptoSigner
+
+from residentkv.errors import UsageError, UserInputError
+from residentkv.sources.fetch import sha256_file
+from residentkv.trust.envelope import (
+    EnvelopeError,
+    VerificationError,
+    open_envelope,
+    read_envelope_bytes,
+    sign_statement,
+)
+from residentkv.trust.policy import TrustPolicy
+from residentkv.trust.roots import ATTESTATION_SUFFIX, Grant, TraceTrust, trace_facts
+from residentkv.trust.statements import (
+    TRACE_PREDICATE,
+    VERDICT_PREDICATE,
+    trace_statement,
+    verdict_statement,
+)
+
+__all__ = ["INSTALLED", "Checked", "artifact_digest", "attest_recorded", "attest_trace",
+           "attest_verdict", "verify_attestation"]
+
+_SHA = re.compile(r"(?:sha256:)?([0-9a-f]{64})")
+#: ``--artifact installed``: the runtime distribution installed here (the one a run just used)
+INSTALLED = "installed"
+
+
+def artifact_digest(spec: str, runtime: str) -> str:
+    """The runtime artifact's sha256 from ``--artifact``: ``sha256:HEX``, a wheel/sdist file,
+    or ``installed`` (the sha256 of the installed distribution's RECORD, which lists the
+    digest of every file it installed)."""
+    m = _SHA.fullmatch(spec.strip().lower())
+    if m:
+        return m[1]
+    if spec == INSTALLED:
+        try:
+            dist = importlib.metadata.distribution(runtime)
+        except importlib.metadata.PackageNotFoundError:
+            raise UsageError(f"--artifact installed: {runtime} is not installed here; give "
+                             "the runtime's wheel or sha256:HEX") from None
+        record = dist.read_text("RECORD")
+        if record is None:
+            raise UsageError(f"--artifact installed: {runtime} has no RECORD to digest")
+        return hashlib.sha256(record.encode()).hexdigest()
+    path = Path(spec)
+    if not path.is_file():
+        raise UsageError(f"--artifact {spec!r}: expected sha256:HEX, a wheel or sdist file, "
+                         "or 'installed'")
+    return sha256_file(path)
+
+
+def attest_trace(trace: Path, signer: CryptoSigner, artifact: str) -> Path:
+    """Sign *trace*'s Statement; write and return ``TRACE.intoto.json`` beside it."""
+    try:
+        sha, facts = trace_facts(trace)
+    except OSError as e:
+        raise UsageError(f"cannot read trace {trace}: {e.strerror or e}", path=str(trace)) \
+            from None
+    if facts.provenance is None:
+        raise UserInputError(f"cannot attest: {facts.provenance_problem}; expected a trace "
+                             "that opens with stream_started (emitter and runtime)",
+                             code="A011", path=str(trace), line=1, col=1)
+    digest = artifact_digest(artifact, facts.provenance.runtime)
+    statement = trace_statement(trace.name, sha, facts.provenance, facts.modes, digest)
+    return _write(trace.with_name(trace.name + ATTESTATION_SUFFIX),
+                  sign_statement(statement, signer))
+
+
+def attest_recorded(traces: Iterable[Path], signer: CryptoSigner,
+                    artifact: str = INSTALLED) -> list[Path]:
+    """Sign the traces a run just recorded on the runtime installed here (``witness run
+    --attest``, ``audit --live --attest``): one ``TRACE.intoto.json`` beside each, so that
+    whoever trusts the key may later grant on them (SPEC §7.1 *attested*)."""
+    return [attest_trace(t, signer, artifact) for t in traces]
+
+
+def attest_verdict(doc: Mapping[str, Any], command: str, signer: CryptoSigner,
+                   out: Path) -> Path:
+    """Sign a SLSA VSA over a check/audit result and write it to *out*."""
+    return _write(out, sign_statement(verdict_statement(doc, command), signer))
+
+
+def _write(path: Path, envelope: dict[str, Any]) -> Path:
+    try:
+        path.write_text(json.dumps(envelope, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}", path=str(path)) from None
+    return path
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What ``attest verify`` established about one attestation file."""
+
+    kind: str  # "trace" or "verdict"
+    ok: bool
+    lines: list[str]
+
+
+def verify_attestation(path: Path, policy: TrustPolicy) -> Checked:
+    """Check one attestation (trace or verdict) against *policy*.
+
+    A trace attestation is checked exactly as ``check`` would: the trace beside it
+    (``X.intoto.json`` -> ``X``) must hash to its subject, match its predicate, and be by a key
+    trusted for its emitter and runtime. A verdict needs a key the policy lets sign verdicts.
+    Unreadable or malformed files raise (exit 2); a signature or binding that does not hold is
+    ``ok=False`` (exit 1).
+    """
+    data = read_envelope_bytes(path)
+    try:
+        statement, keyid = open_envelope(data, policy.key_list(), str(path))
+    except VerificationError as e:
+        return Checked("unknown", False, [f"{path}: not signed by any key of {policy.path} "
+                                          f"({e})"])
+    kind = statement.get("predicateType")
+    key = policy.keys[keyid]
+    if kind == TRACE_PREDICATE:
+        if not path.name.endswith(ATTESTATION_SUFFIX):
+            raise EnvelopeError(f"a trace attestation is named TRACE{ATTESTATION_SUFFIX}, "
+                                "beside its trace", path=str(path))
+        trace = path.with_name(path.name.removesuffix(ATTESTATION_SUFFIX))
+        if not trace.is_file():
+            raise UserInputError(f"the trace {trace.name} is not beside its attestation",
+                                 code="L001", path=str(trace))
+        sha, _ = trace_facts(trace)
+        root = TraceTrust(policy=policy).root_of(trace, sha)
+        if isinstance(root, Grant):
+            return Checked("trace", True, [f"{trace}: {root.label}"])
+        return Checked("trace", False, [f"{trace}: {root.reason}"])
+    if kind == VERDICT_PREDICATE:
+        if not key.verdicts:
+            return Checked("verdict", False, [f"{path}: signed by key {key.label!r}, which "
+                                              f"{policy.path} does not trust for verdicts"])
+        pred = statement.get("predicate") or {}
+        lines = [f"{path}: verdict signed by key {key.label!r}: "
+                 f"{pred.get('verificationResult')}"]
+        lines += [f"  {r.get('id')}: {r.get('class')}"
+                  + (f" (roots: {', '.join(r['roots'])})" if r.get("roots") else "")
+                  for r in pred.get("residentkv.dev/rows", [])]
+        return Checked("verdict", True, lines)
+    raise EnvelopeError(f"predicateType {kind!r}; expected {TRACE_PREDICATE} or "
+                        f"{VERDICT_PREDICATE}", path=str(path))

