@@ -1,0 +1,190 @@
+"""The streaming reader of the automaton table (:mod:`residentkv.model.automaton`).
+
+One :class:`ClaimRun` per claim and one :class:`RequestRun` per request keep the running
+answers every guard needs (the last cycle's label and request, the copy's tier, the highest
+labels so far, ...), so a step costs one table lookup and the guards of one cell. Memory is
+O(claims + requests): no event is kept. The reference semantics reads the same table over the
+whole event list (:mod:`residentkv.trace.semantics.legal`); both must agree on every trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from residentkv.model.automaton import (
+    CLAIM_TABLE,
+    REQUEST_TABLE,
+    STAY,
+    Cell,
+    Guard,
+    Phase,
+    RequestPhase,
+    Step,
+    Violation,
+    decide,
+    failed_load,
+    failure_chain_event,
+    proves,
+    substrate_failure,
+)
+from residentkv.model.events import IDENTITY_FIELDS
+
+#: fields of claim_accepted that define the claim (with its predicate): a second acceptance may
+#: not change them
+ACCEPTED_FIELDS = (*IDENTITY_FIELDS, "registration", "protection_mode", "footprint_blocks",
+                   "owner_scope", "expires_after_s")
+
+Event = Any
+
+
+def defining(e: Event) -> tuple[Any, ...]:
+    """What a ``claim_accepted`` fixes about its claim."""
+    p = e.predicate
+    return (*(_plain(getattr(e, f)) for f in ACCEPTED_FIELDS), p.id, str(p.kind), p.blocks,
+            p.start)
+
+
+def _plain(value: Any) -> Any:
+    return str(value) if value is not None and not isinstance(value, int | float) else value
+
+
+def earlier(a: Step | None, b: Step | None) -> Step | None:
+    """The violation that comes first (by seq, then by id, so every reader picks the same)."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b, key=lambda s: (s.seq, s.violation.value))
+
+
+@dataclass(slots=True, eq=False)
+class ClaimRun:
+    """One claim's automaton, with the running answers of its guards."""
+
+    claim_id: str
+    phase: Phase = Phase.START
+    violation: Step | None = None
+    carriers: set[str | None] = field(default_factory=set)
+    submitted: bool = False
+    submitted_scope: str | None = None
+    scope: str | None = None
+    definition: tuple[Any, ...] | None = None
+    predicate: tuple[str, int, int, int] | None = None  # kind, blocks, start, footprint
+    top_cycle_label: int = -1
+    top_copy_label: int = -1
+    store_tier: str | None = None
+    offload_tier: str | None = None
+    cycle_request: str | None = None
+    cycle_label: int = -1
+
+    def step(self, e: Event, scopes: dict[str, str | None]) -> None:
+        """Feed one event that names this claim."""
+        cell: Cell = CLAIM_TABLE[self.phase, e.event]
+        if len(cell) == 1:
+            outcome = cell[0][1]
+        else:
+            outcome = decide(cell, lambda g: self._holds(g, e, scopes))
+        if isinstance(outcome, Violation):
+            self.violation = earlier(self.violation, Step(e.seq, e.event, self.phase.value,
+                                                          outcome))
+            return
+        self._apply(e)
+        if outcome is not STAY:
+            self.phase = outcome  # type: ignore[assignment]
+
+    def _holds(self, g: Guard, e: Event, scopes: dict[str, str | None]) -> bool:  # noqa: C901
+        gen = getattr(e, "generation", None)
+        if g is Guard.FOREIGN_SCOPE:
+            rid = e.request_id
+            return self.scope is not None and (rid is None or scopes.get(rid) != self.scope)
+        if g is Guard.OTHER_REQUEST:
+            return bool(e.request_id != self.cycle_request)
+        if g is Guard.OTHER_LABEL:
+            return gen is not None and gen != self.cycle_label
+        if g is Guard.UNNAMED_FAILURE:
+            return e.request_id is None and substrate_failure(e)
+        if g is Guard.FAILED_LOAD:
+            return failed_load(e)
+        if g is Guard.SAME_TIER:
+            return bool(e.from_tier == e.to_tier)
+        if g is Guard.LABEL_BELOW:
+            return gen is not None and gen < self.top_cycle_label
+        if g is Guard.LABEL_NOT_NEW:
+            return bool(gen <= self.top_cycle_label or gen < self.top_copy_label)
+        if g is Guard.WRONG_TIER:
+            copy = self.offload_tier if self.store_tier is None else self.store_tier
+            return copy is None or bool(e.from_tier != copy)
+        if g is Guard.FALLBACK:
+            return bool(e.source == "fallback_recompute")
+        if g is Guard.HOLDS_CONTRADICTED:
+            return bool(e.holds) != self._proves(e)
+        if g is Guard.PROVEN:
+            return self._proves(e)
+        if g is Guard.BEST_EFFORT:
+            return str(e.protection_mode) == "best_effort"
+        if g is Guard.NOT_CARRIER:
+            return any(r != e.request_id for r in self.carriers)
+        if g is Guard.CHANGED_DEFINITION:
+            return defining(e) != self.definition
+        raise ValueError(f"guard {g} is not a claim guard")  # pragma: no cover
+
+    def _proves(self, e: Event) -> bool:
+        p = self.predicate
+        return p is not None and proves(p[0], p[1], p[2], p[3], e.leading, e.surviving)
+
+    def _apply(self, e: Event) -> None:  # noqa: C901 - one effect per event kind
+        """What a legal step teaches the guards."""
+        name = e.event
+        gen = getattr(e, "generation", None)
+        if name == "request_started":
+            if self.phase in (Phase.START, Phase.SUBMITTED):
+                self.carriers.add(e.request_id)
+        elif name == "claim_submitted":
+            if not self.submitted:
+                self.submitted, self.submitted_scope = True, e.owner_scope
+        elif name == "claim_accepted":
+            if self.definition is None:
+                self.definition = defining(e)
+                p = e.predicate
+                self.predicate = (str(p.kind), p.blocks, p.start or 0, e.footprint_blocks)
+                self.scope = e.owner_scope if e.owner_scope is not None else (
+                    self.submitted_scope)
+        elif name in ("kv_store_started", "kv_store_finished", "claim_offloaded"):
+            if gen is not None and gen > self.top_copy_label:
+                self.top_copy_label = gen
+            if name == "kv_store_finished" and e.success:
+                self.store_tier = e.to_tier
+            elif name == "claim_offloaded":
+                self.offload_tier = e.to_tier
+        elif name == "claim_restore_required":
+            self.top_cycle_label = gen
+            self.cycle_request, self.cycle_label = e.request_id, gen
+
+
+@dataclass(slots=True, eq=False)
+class RequestRun:
+    """One request's automaton, with the claims it named (they share its violations)."""
+
+    phase: RequestPhase = RequestPhase.NEW
+    violation: Step | None = None
+    claims: list[ClaimRun] = field(default_factory=list)
+
+    def step(self, e: Event) -> None:
+        cell = REQUEST_TABLE[self.phase, e.event]
+        outcome = cell[0][1] if len(cell) == 1 else decide(
+            cell, lambda g: g is Guard.FAILURE_CHAIN and failure_chain_event(e))
+        if isinstance(outcome, Violation):
+            step = Step(e.seq, e.event, self.phase.value, outcome)
+            self.violation = earlier(self.violation, step)
+            for run in self.claims:
+                run.violation = earlier(run.violation, step)
+        elif outcome is not STAY:
+            self.phase = outcome  # type: ignore[assignment]
+
+    def names(self, run: ClaimRun) -> None:
+        """The request names *run*'s claim: it shares the request's violations."""
+        if run not in self.claims:
+            self.claims.append(run)
+            if self.violation is not None:
+                run.violation = earlier(run.violation, self.violation)

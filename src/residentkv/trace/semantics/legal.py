@@ -1,0 +1,154 @@
+"""The reference reading of the automaton (SPEC §4.2): replay the table over whole event lists.
+
+A claim's run is every event whose envelope names it, in seq order; a request's run is every
+event that names it. Each guard is answered by asking the events the run accepted so far (and
+the whole stream, for a request's owner scope) — quadratic and obvious. The streaming tracker
+(:mod:`residentkv.trace.acceptor`) keeps running answers instead; the two must agree.
+"""
+
+from __future__ import annotations
+
+from residentkv.model.automaton import (
+    CLAIM_TABLE,
+    REQUEST_TABLE,
+    STAY,
+    Guard,
+    Outcome,
+    Phase,
+    RequestPhase,
+    Step,
+    Violation,
+    decide,
+    failed_load,
+    failure_chain_event,
+    proves,
+    substrate_failure,
+)
+from residentkv.trace.acceptor import defining, earlier
+from residentkv.trace.semantics.stream import Event, Stream, first, generation
+
+
+def claim_violation(stream: Stream, claim_id: str) -> Step | None:
+    """The first violation of the claim's run or of the run of a request that names it."""
+    found = _claim_run(stream, claim_id)
+    for rid in {e.request_id for e in stream.events
+                if e.claim_id == claim_id and e.request_id is not None}:
+        found = earlier(found, request_violation(stream, rid))
+    return found
+
+
+def request_violation(stream: Stream, request_id: str) -> Step | None:
+    """The first violation of one request's run."""
+    state = RequestPhase.NEW
+    found: Step | None = None
+    for e in stream.events:
+        if e.request_id != request_id:
+            continue
+        outcome = decide(REQUEST_TABLE[state, e.event],
+                         lambda g, e=e: g is Guard.FAILURE_CHAIN and failure_chain_event(e))
+        if isinstance(outcome, Violation):
+            found = earlier(found, Step(e.seq, e.event, state.value, outcome))
+        elif outcome is not STAY:
+            state = RequestPhase(outcome)
+    return found
+
+
+def _claim_run(stream: Stream, claim_id: str) -> Step | None:
+    state = Phase.START
+    history: list[Event] = []  # the steps the automaton accepted, in order
+    found: Step | None = None
+    for e in stream.events:
+        if e.claim_id != claim_id:
+            continue
+        outcome: Outcome = decide(CLAIM_TABLE[state, e.event],
+                                  lambda g, e=e: _holds(g, e, history, stream))
+        if isinstance(outcome, Violation):
+            found = earlier(found, Step(e.seq, e.event, state.value, outcome))
+            continue
+        history.append(e)
+        if outcome is not STAY:
+            state = Phase(outcome)
+    return found
+
+
+def _named(history: list[Event], *names: str) -> list[Event]:
+    return [h for h in history if h.event in names]
+
+
+def _accepted(history: list[Event]) -> Event | None:
+    return first(history, lambda h: h.event == "claim_accepted")
+
+
+def claim_scope(history: list[Event]) -> str | None:
+    """SPEC §4.2: the owner scope on the claim's ``claim_accepted``, else on its
+    ``claim_submitted``."""
+    a = _accepted(history)
+    if a is not None and a.owner_scope is not None:
+        return str(a.owner_scope)
+    s = first(history, lambda h: h.event == "claim_submitted")
+    return None if s is None or s.owner_scope is None else str(s.owner_scope)
+
+
+def request_scope(stream: Stream, request_id: str | None, before: int) -> str | None:
+    """SPEC §4.2: a request's owner scope is fixed at its first declaration (its first
+    ``request_started``)."""
+    started = first(stream.events, lambda h: h.event == "request_started"
+                    and h.request_id == request_id and request_id is not None)
+    if started is None or started.seq >= before or started.owner_scope is None:
+        return None
+    return str(started.owner_scope)
+
+
+def _proves(history: list[Event], e: Event) -> bool:
+    a = _accepted(history)
+    if a is None:
+        return False
+    p = a.predicate
+    return proves(str(p.kind), p.blocks, p.start or 0, a.footprint_blocks, e.leading,
+                  e.surviving)
+
+
+def _holds(g: Guard, e: Event, history: list[Event], stream: Stream) -> bool:  # noqa: C901
+    """Answer guard *g* for event *e* from the accepted history (SPEC §4.2, sentence by
+    sentence)."""
+    gen = generation(e)
+    cycles = _named(history, "claim_restore_required")
+    cycle = cycles[-1] if cycles else None
+    if g is Guard.BEST_EFFORT:
+        return str(e.protection_mode) == "best_effort"
+    if g is Guard.NOT_CARRIER:
+        return any(h.request_id != e.request_id for h in _named(history, "request_started"))
+    if g is Guard.CHANGED_DEFINITION:
+        a = _accepted(history)
+        return a is not None and defining(a) != defining(e)
+    if g is Guard.HOLDS_CONTRADICTED:
+        return bool(e.holds) != _proves(history, e)
+    if g is Guard.PROVEN:
+        return _proves(history, e)
+    if g is Guard.SAME_TIER:
+        return bool(e.from_tier == e.to_tier)
+    if g is Guard.LABEL_BELOW:
+        return gen is not None and any(gen < generation(h) for h in cycles)  # type: ignore[operator]
+    if g is Guard.LABEL_NOT_NEW:
+        copies = _named(history, "kv_store_started", "kv_store_finished", "claim_offloaded")
+        return any(generation(h) >= gen for h in cycles) or any(  # type: ignore[operator]
+            generation(h) is not None and generation(h) > gen for h in copies)  # type: ignore[operator]
+    if g is Guard.WRONG_TIER:
+        stores = [h for h in _named(history, "kv_store_finished") if h.success]
+        offloads = _named(history, "claim_offloaded")
+        copy = stores[-1] if stores else (offloads[-1] if offloads else None)
+        return copy is None or e.from_tier != copy.to_tier
+    if g is Guard.FOREIGN_SCOPE:
+        mine = claim_scope(history)
+        return mine is not None and request_scope(stream, e.request_id, e.seq) != mine
+    if g is Guard.OTHER_REQUEST:
+        return cycle is None or e.request_id != cycle.request_id
+    if g is Guard.OTHER_LABEL:
+        return gen is not None and (cycle is None or gen != generation(cycle))
+    if g is Guard.UNNAMED_FAILURE:
+        return e.request_id is None and substrate_failure(e)
+    if g is Guard.FAILED_LOAD:
+        return failed_load(e)
+    if g is Guard.FALLBACK:
+        return bool(e.source == "fallback_recompute")
+    raise ValueError(f"guard {g} is not a claim guard")  # pragma: no cover
