@@ -30,15 +30,15 @@ from residentkv.trace.semantics.stream import Event, Stream, first, generation
 
 def claim_violation(stream: Stream, claim_id: str) -> Step | None:
     """The first violation of the claim's run or of the run of a request that names it."""
-    found = _claim_run(stream, claim_id)
+    found = claim_run(stream, claim_id)[1]
     for rid in {e.request_id for e in stream.events
                 if e.claim_id == claim_id and e.request_id is not None}:
-        found = earlier(found, request_violation(stream, rid))
+        found = earlier(found, request_run(stream, rid)[1])
     return found
 
 
-def request_violation(stream: Stream, request_id: str) -> Step | None:
-    """The first violation of one request's run."""
+def request_run(stream: Stream, request_id: str) -> tuple[RequestPhase, Step | None]:
+    """The state one request's run ends in, and its first violation."""
     state = RequestPhase.NEW
     found: Step | None = None
     for e in stream.events:
@@ -50,10 +50,11 @@ def request_violation(stream: Stream, request_id: str) -> Step | None:
             found = earlier(found, Step(e.seq, e.event, state.value, outcome))
         elif outcome is not STAY:
             state = RequestPhase(outcome)
-    return found
+    return state, found
 
 
-def _claim_run(stream: Stream, claim_id: str) -> Step | None:
+def claim_run(stream: Stream, claim_id: str) -> tuple[Phase, Step | None]:
+    """The state the claim's own run ends in, and its first violation."""
     state = Phase.START
     history: list[Event] = []  # the steps the automaton accepted, in order
     found: Step | None = None
@@ -68,7 +69,7 @@ def _claim_run(stream: Stream, claim_id: str) -> Step | None:
         history.append(e)
         if outcome is not STAY:
             state = Phase(outcome)
-    return found
+    return state, found
 
 
 def _named(history: list[Event], *names: str) -> list[Event]:
