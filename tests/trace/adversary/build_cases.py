@@ -1142,6 +1142,9 @@ case(name="env_hard_protected_never_materialized", cls="envelopes",
 case(name="env_failure_refusal_envelope_null", cls="envelopes",
      attacks="the failed request's refusal has envelope claim_id null (outcome names the claim)",
      spec=Q_ENV,
+     ambiguous="§4.1 states the envelope rule in its attribution bullet; B4 (“an outcome event "
+               "names exactly this claim”) makes it an outcome rule: fail-closed for "
+               "failure_outcome too.",
      events=[*setup("c-1"), *failure("c-1", "r-2", 0, 1)[:-2], refused(None, "r-2", outcome="c-1",
                                                                        blocking=["c-1"]),
              finish("r-2", "error")],
@@ -1534,6 +1537,9 @@ case(name="attr_nontarget_evicted_stored_not_offloaded", cls="attribution",
 case(name="attr_target_refusal_envelope_null", cls="attribution",
      attacks="the target's refusal has envelope claim_id null",
      spec=Q_ENV,
+     ambiguous="§4.1 states the envelope rule in its attribution bullet; B4 (“an outcome event "
+               "names exactly this claim”) makes it an outcome rule: fail-closed for "
+               "failure_outcome too.",
      events=two(*setup("c-b", "r-2", 1),
                 target_failure=[*failure("c-a", "r-4", 0, 3)[:-2],
                                 refused(None, "r-4", outcome="c-a", blocking=["c-a"]),
@@ -1647,6 +1653,85 @@ case(name="mem_many_resolved_claims_then_violation", cls="order",
              reused("c-1", "r-2", 0), restored("c-1", "r-2", 0), finish("r-2"),
              *failure("c-1", "r-3", 1, 2)],
      expect={"c-1": ALL_FAIL, "o-0": SUCC_OK, "o-59": SUCC_OK})
+
+case(name="fail_outcome_before_failure", cls="failures",
+     attacks="the refusal and claim_restore_failed come before the load fails; the failure "
+             "itself is followed by nothing",
+     spec=Q_OPEN,
+     events=[*setup("c-1"), start("r-2"), lookup("c-1", "r-2"), rr("c-1", "r-2", 0),
+             rfailed("c-1", "r-2", 0), refused("c-1", "r-2"),
+             *load("c-1", "r-2", 1, ok=False, injected=True), loadfailed("c-1", "r-2", 1),
+             slf("c-1", "r-2"), finish("r-2", "error")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_scheduler_branch_names_other_claim", cls="failures",
+     attacks="the failed request's scheduler_load_failure names claim c-2",
+     spec="§4 failure_outcome: “the runtime's failure branch fired (scheduler_load_failure, "
+          "policy fail)” for the load of this claim; §4 control wrong_claim_failure.",
+     events=[e if e["event"] != "scheduler_load_failure" else slf("c-2", "r-2")
+             for e in [*setup("c-1"), *failure("c-1", "r-2", 0, 1)]],
+     expect={"c-1": ALL_FAIL}, controls={"c-1": {"failure_outcome": ["wrong_claim_failure"]}})
+
+case(name="fail_scheduler_branch_names_no_claim", cls="failures",
+     attacks="the failed request's scheduler_load_failure names no claim",
+     spec=Q_ATTR + " §4 control unclaimed_failure.",
+     ambiguous="SPEC does not say in words that the failure branch must carry the claim id; "
+               "B3 (“each event carrying the claim identity”) and the control unclaimed_failure "
+               "read as: an unclaimed branch does not count for this claim. Fail-closed.",
+     events=[e if e["event"] != "scheduler_load_failure" else slf(None, "r-2")
+             for e in [*setup("c-1"), *failure("c-1", "r-2", 0, 1)]],
+     expect={"c-1": ALL_FAIL}, controls={"c-1": {"failure_outcome": ["unclaimed_failure"]}})
+
+case(name="order_restore_without_restore_required", cls="order",
+     attacks="the success cycle loads, restores and reuses with no claim_restore_required",
+     spec=Q_LOADGEN + " §4.2 Generations: “a generation is one restore cycle "
+          "(claim_restore_required → claim_restored …)”",
+     events=[*setup("c-1"), start("r-2"), lookup("c-1", "r-2"), *load("c-1", "r-2", 1),
+             restored("c-1", "r-2", 0), reused("c-1", "r-2", 0), finish("r-2"),
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="order_offload_after_failed_store", cls="order",
+     attacks="the only store fails; claim_offloaded and both cycles follow",
+     spec="§4.2 Tiers: “a restore's from_tier is the tier the claim's stored copy was written "
+          "to.” (there is no stored copy)",
+     events=[start("r-1"), accept("c-1", "r-1"), mat("c-1", "r-1"),
+             *store("c-1", "r-1", 0, ok=False), off("c-1", "r-1", 0), finish("r-1"),
+             *success("c-1", "r-2", 0, 1), *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="attr_two_claims_both_fail_closed", cls="attribution",
+     attacks="both claims fail closed properly; each is the other's non-target",
+     spec=Q_ATTR,
+     events=[*setup("c-a", "r-1", 0), *setup("c-b", "r-2", 1), *failure("c-b", "r-3", 0, 2),
+             *failure("c-a", "r-4", 0, 3)],
+     expect={"c-a": TARGET_ONLY_FO, "c-b": TARGET_ONLY_FO})
+
+case(name="attr_nontarget_harmed", cls="attribution",
+     attacks="soft_priority non-target c-b reports harm (properly, before its loss)",
+     spec=Q_ATTR,
+     ambiguous="c-b's own lifecycle: §4 defines lifecycle for offloadable and for "
+               "expiring/demotable only; a harmed soft_priority claim is not shown to pass, so "
+               "fail-closed.",
+     events=two(start("r-2"), accept("c-b", "r-2", mode="soft_priority"), mat("c-b", "r-2"),
+                finish("r-2"), harmed("c-b"), evict("c-b", None, 9, 0)),
+     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL})
+
+case(name="pos_attribution_three_claims", cls="positive",
+     attacks="target c-a fails closed; c-b restored and reused; c-c accepted, materialized, "
+             "never touched",
+     spec="§4 attribution: “non-targets are restored/served or untouched.”",
+     events=[*setup("c-a", "r-1", 0), *setup("c-b", "r-2", 1), start("r-5"),
+             accept("c-c", "r-5"), mat("c-c", "r-5"), finish("r-5"),
+             *success("c-b", "r-3", 0, 2), *failure("c-a", "r-4", 0, 3)],
+     expect={"c-a": TARGET_OK, "c-b": verdicts(P, F, F, F), "c-c": ALL_FAIL})
+
+case(name="num_bom_on_later_line", cls="numbers",
+     attacks="a byte-order mark at the start of the second line (only one before the first "
+             "line is ignored)",
+     spec="§4.2 Numbers: “A UTF-8 byte-order mark before the first line is ignored”",
+     raw=(lambda t: t.replace("\n", "\n\ufeff", 1))(render(both())),
+     expect={"c-1": ALL_FAIL}, problems=True)
 
 
 # =============================================================================================
