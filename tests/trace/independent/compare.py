@@ -35,10 +35,15 @@ class Disagreement:
         return f"{self.gate} passes {self.claim_id}{other}, but {where}"
 
 
+def gate_verdicts(data: bytes) -> dict[tuple[str, str], bool]:
+    """(gate, claim) -> passed, for every claim the gates judge in the trace in *data*."""
+    check = check_trace("mutant.jsonl", stream=io.BytesIO(data))
+    return {(r.gate, r.claim_id): r.passed for r in check.results}
+
+
 def gate_passes(data: bytes) -> list[tuple[str, str]]:
     """(gate, claim) for every gate that passes a claim of the trace in *data*."""
-    check = check_trace("mutant.jsonl", stream=io.BytesIO(data))
-    return [(r.gate, r.claim_id) for r in check.results if r.passed]
+    return [key for key, passed in gate_verdicts(data).items() if passed]
 
 
 def disagreements(data: bytes, verdicts: dict[str, Verdict] | None = None

@@ -24,10 +24,11 @@ from acceptor import (
     judge,
     judge_bytes,
 )
-from compare import disagreements
+from compare import disagreements, gate_verdicts
 from hypothesis import given, settings
 from mutant_sources import SOURCES
 from mutator import Mutant, mutants, shipped_traces, to_bytes
+from rewrites import REWRITES, rewritten
 
 from tracekit import PRED, Trace, claimed_load_failure, success_path, two_generations
 
@@ -54,6 +55,24 @@ def test_shipped_traces_are_legal(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(SHIPPED))
 def test_shipped_traces_agree(name: str) -> None:
     assert [str(d) for d in disagreements(to_bytes(SHIPPED[name]))] == []
+
+
+@pytest.mark.parametrize("rewrite", REWRITES)
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_legal_rewrites_stay_legal(name: str, rewrite: str) -> None:
+    verdicts = judge_bytes(rewritten(rewrite, SHIPPED[name]))
+    assert set(verdicts) == set(judge(SHIPPED[name]))
+    assert {c: v.pairs() for c, v in verdicts.items() if not v.legal} == {}
+
+
+@pytest.mark.parametrize("rewrite", REWRITES)
+@pytest.mark.parametrize("name", sorted(SHIPPED))
+def test_legal_rewrites_keep_every_gate_verdict(name: str, rewrite: str) -> None:
+    """No false fail: what SPEC calls legal and irrelevant changes no gate's verdict."""
+    before = gate_verdicts(to_bytes(SHIPPED[name]))
+    after = gate_verdicts(rewritten(rewrite, SHIPPED[name]))
+    assert {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys()
+            if before.get(k) != after.get(k)} == {}
 
 
 @_budget(MUTANT_EXAMPLES)
