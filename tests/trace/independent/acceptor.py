@@ -30,8 +30,10 @@ OBSERVATION, FAILURE_OUTCOME, LIFECYCLE, ATTRIBUTION = (
     "observation", "failure_outcome", "lifecycle", "attribution")
 GATES: tuple[str, ...] = (OBSERVATION, FAILURE_OUTCOME, LIFECYCLE, ATTRIBUTION)
 ALL: frozenset[str] = frozenset(GATES)
-#: SPEC §4.2 Failures: an open failure fails these three (observation is not named)
+#: SPEC §4.2 Failures: an open failure fails these three (observation is not named); B4's
+#: attribution of outcomes is theirs too
 FAILURE_GATES: frozenset[str] = frozenset({FAILURE_OUTCOME, LIFECYCLE, ATTRIBUTION})
+ATTRIBUTION_ONLY: frozenset[str] = frozenset({ATTRIBUTION})
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 BOM = b"\xef\xbb\xbf"
@@ -83,6 +85,8 @@ class Rule(StrEnum):
     OPEN_FAILURE = "open_failure"                 # §4.2 Failures
     UNFINISHED = "failure_request_unfinished"     # §4.2 whole failure chain
     HARNESS_ONLY = "harness_only"                 # §4.2 Arbiters
+    SMEAR = "blocking_claim_smear"                # §1 B4: blocking_claim_ids == [claim]
+    NOT_SERVED = "not_served_unexplained"         # §4.2 Attribution: non_targets_served
     REQ_RESTART = "request_restarted"             # §4.2 Requests
     REQ_LATE_START = "request_started_late"       # READING: a request starts before it acts
     REQ_AFTER_FINISH = "after_request_finished"   # §4.1/§4.2 first request_finished
@@ -585,6 +589,8 @@ class _ClaimWalk:
 
     def cycle_of(self, e: Mapping[str, Any], r: Any, what: str) -> _Cycle | None:
         cycle = self.cycles.get(r) if isinstance(r, str) else None
+        if cycle is not None and what == "load" and cycle.state in ("reused", "failed"):
+            cycle = None  # READING: a cycle closes with its reuse or its restore failure
         if cycle is None:
             self.bad(e, Rule.LOAD_OUTSIDE_CYCLE if what == "load" else Rule.CYCLE_ORDER,
                      f"{e.get('event')} with no restore cycle of the claim on request {r!r}")
@@ -685,12 +691,16 @@ class _ClaimWalk:
                      "outcome_claim_id")
         if e.get("outcome_claim_id") == self.claim:
             self.refusal_arbiters.append(e.get("arbiter"))
+        if e.get("blocking_claim_ids") != [e.get("outcome_claim_id")]:
+            self.bad(e, Rule.SMEAR, f"refusal blocks {e.get('blocking_claim_ids')}, its outcome "
+                     f"names {e.get('outcome_claim_id')!r}", FAILURE_GATES)
         if (isinstance(r, str) and e.get("outcome_claim_id") == self.claim
                 and e.get("blocking_claim_ids") == [self.claim]
                 and e.get("arbiter") == "scheduler_boundary"):
             self.closing_refusals[r].append(index)
 
     def at_end(self) -> None:
+        self.served_or_explained()
         for index, r in self.failures:
             closed = any(j > index for j in self.outcomes.get(r, ())) and any(
                 k > index for k in self.closing_refusals.get(r, ()))
@@ -709,6 +719,31 @@ class _ClaimWalk:
                 a == "harness" for a in self.refusal_arbiters):
             self.out.append(Violation(-1, Rule.HARNESS_ONLY, "every refusal naming the claim "
                                       "is harness-arbitrated", frozenset({LIFECYCLE})))
+
+
+    def served_or_explained(self) -> None:
+        """SPEC §4.2 Attribution: a request that carries the claim (READING: any request whose
+        events name it in their envelope) finishes served, or an outcome on it names the claim."""
+        carried: dict[str, None] = {}
+        explained: set[str] = set()
+        for e in self.events:
+            r = e.get("request_id")
+            if not isinstance(r, str):
+                continue
+            if e.get("claim_id") == self.claim and e.get("event") != "active_request_refused":
+                carried[r] = None
+            if e.get("outcome_claim_id") == self.claim or (
+                    e.get("claim_id") == self.claim and e.get("event") in TERMINAL_EVENTS):
+                explained.add(r)
+        for r in carried:
+            req = self.requests.get(r)
+            if req is None or req.finished_at is None:
+                continue  # it did not finish (yet): nothing finished other than served
+            status = req.finish_status
+            if status != "served" and r not in explained:
+                self.out.append(Violation(-1, Rule.NOT_SERVED, f"{r} names the claim and "
+                                          f"finishes {status} with no outcome naming it",
+                                          ATTRIBUTION_ONLY))
 
 
 def _job(job: Any) -> Any:

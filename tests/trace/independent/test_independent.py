@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from acceptor import (
+    ATTRIBUTION,
     FAILURE_GATES,
     FAILURE_OUTCOME,
     LIFECYCLE,
@@ -199,6 +200,11 @@ class TestOrder:
         t.add("claim_restored", "c-1", "r-2", generation=0, source="offload_tier")
         assert rules(t) == {Rule.CYCLE_ORDER}
 
+    def test_a_cycle_closes_with_its_reuse(self) -> None:
+        t = resident().started("r-2").restore_ok("c-1", "r-2")
+        t.add("kv_load_finished", "c-1", "r-2", job_id=1, success=True)
+        assert rules(t) == {Rule.LOAD_OUTSIDE_CYCLE}
+
     def test_loads_belong_to_an_open_cycle(self) -> None:
         t = resident().started("r-2").add("kv_load_started", "c-1", "r-2", job_id=1)
         assert rules(t) == {Rule.LOAD_OUTSIDE_CYCLE}
@@ -294,8 +300,10 @@ class TestFailures:
         t.started("r-3").restore_fails("c-1", "r-3", generation=1, job=2)
         t.finished("r-3", "error", "error")
         v = verdict(t)
-        assert [x.rule for x in v.violations] == [Rule.OPEN_FAILURE]
-        assert v.violations[0].gates == FAILURE_GATES
+        assert {(x.rule, x.gates) for x in v.violations} == {
+            (Rule.OPEN_FAILURE, FAILURE_GATES),  # the later chain does not close it
+            (Rule.NOT_SERVED, frozenset({ATTRIBUTION})),  # r-2 failed, nothing names c-1
+        }
 
     def test_a_textbook_failure_is_legal(self) -> None:
         assert verdict(claimed_load_failure()).legal
@@ -420,6 +428,18 @@ class TestModesTiersArbiters:
         v = verdict(self._conflict("harness"))
         assert [(x.rule, x.gates) for x in v.violations] == [
             (Rule.HARNESS_ONLY, frozenset({LIFECYCLE}))]
+
+    def test_a_refusal_blocks_only_its_outcome_claim(self) -> None:
+        t = self._conflict("admission")
+        t.events[-2]["blocking_claim_ids"] = ["c-1", "c-2"]
+        assert [(x.rule, x.gates) for x in verdict(t).violations] == [
+            (Rule.SMEAR, FAILURE_GATES)]
+        assert verdict(t, "c-2").against(ATTRIBUTION)
+
+    def test_a_request_naming_the_claim_is_served_or_explained(self) -> None:
+        t = resident().started("r-2").restore_ok("c-1", "r-2").finished("r-2", "error", "x")
+        assert [(x.rule, x.gates) for x in verdict(t).violations] == [
+            (Rule.NOT_SERVED, frozenset({ATTRIBUTION}))]
 
     def test_refusal_envelope_names_its_outcome_claim(self) -> None:
         assert Rule.OUTCOME_ENVELOPE in rules(self._conflict("admission", outcome="c-2"))
