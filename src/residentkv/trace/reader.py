@@ -278,7 +278,18 @@ class TraceReader:
         over-long line is skipped without being stored.
         """
         limit, number, partial, skipping = self.max_line_bytes, 0, b"", False
+        first = True
         while chunk := fh.read(_CHUNK):
+            if first:
+                # SPEC §4.2: a UTF-8 byte-order mark before the first line is ignored
+                first = False
+                if chunk.startswith(b"\xef\xbb\xbf"):
+                    chunk = chunk[3:]
+                elif len(chunk) < 3 and b"\xef\xbb\xbf".startswith(chunk):
+                    chunk += fh.read(3 - len(chunk))
+                    chunk = chunk.removeprefix(b"\xef\xbb\xbf")
+                    if not chunk:
+                        continue
             # NUL never occurs in a JSONL trace: stop at the first one, even inside a line
             # that never ends (/dev/zero through a pipe)
             nul = chunk.find(b"\x00")
