@@ -195,7 +195,8 @@ def test_breaking_one_requirement_fails_with_exactly_that_id(
 ALSO_ILLEGAL: dict[tuple[str, str], tuple[str, ...]] = {
     ("observation", "materialized"): ("legal_transitions",),  # holds contradicts the numbers
     ("observation", "offloaded"): ("legal_transitions",),  # a restore with no offloaded copy
-    ("observation", "load_succeeded"): ("legal_transitions",),  # restored after a failed load
+    # restored after a failed load, which has no outcome
+    ("observation", "load_succeeded"): ("legal_transitions", "no_open_failure"),
     ("observation", "restored_from_offload"): ("legal_transitions",),  # reuse before restore
     ("failure_outcome", "claim_accepted_before_lifecycle"): ("legal_transitions",),
     ("failure_outcome", "restore_failed_scoped"): ("no_open_failure",),

@@ -47,6 +47,7 @@ class RequestPhase(StrEnum):
 
     NEW = "new"
     STARTED = "started"
+    REFUSED = "refused"  # started, then refused: it may not finish served
     FINISHED = "finished"
 
 
@@ -70,7 +71,9 @@ class Guard(StrEnum):
     FAILED_LOAD = "failed_load"
     FALLBACK = "fallback"
     FAILURE_CHAIN = "failure_chain"
-    NEVER_STARTED = "never_started"
+    CYCLE_STEP = "cycle_step"
+    SERVED = "served"
+    LOSS = "loss"
 
 
 #: what each guard asks, for the generated table in docs/trace-gates.md
@@ -98,7 +101,12 @@ GUARD_WHY: dict[Guard, str] = {
     Guard.FALLBACK: "`source` is `fallback_recompute`",
     Guard.FAILURE_CHAIN: "a failed load, `scheduler_load_failure`, `claim_restore_failed` "
                          "or `active_request_refused`",
-    Guard.NEVER_STARTED: "the request has no `request_started` before",
+    Guard.CYCLE_STEP: "a step of a restore cycle or a reuse (`claim_restore_required`, "
+                      "`claim_restored`, `claim_reused`, `claim_restore_failed`, a load event)",
+    Guard.SERVED: "`status` is `served`",
+    Guard.LOSS: "an observed loss: an eviction of a needed position (for `offloadable`, "
+                "while no stored, offloaded copy is held), a reuse that does not hold, or a "
+                "materialization the numbers no longer prove",
 }
 
 
@@ -134,6 +142,10 @@ class Violation(StrEnum):
     STARTED_TWICE = "request_started_twice"
     FINISHED_TWICE = "request_finished_twice"
     FAILURE_AFTER_FINISH = "failure_after_finish"
+    AFTER_FINISH = "restore_after_finish"
+    NOT_STARTED = "request_not_started"
+    SERVED_AFTER_REFUSAL = "served_after_refusal"
+    UNFINISHED = "failure_never_finished"
 
 
 #: the one-line why of every violation (`residentkv explain` and the docs print it)
@@ -176,6 +188,12 @@ VIOLATION_WHY: dict[Violation, str] = {
     Violation.FINISHED_TWICE: "a request finishes once",
     Violation.FAILURE_AFTER_FINISH: "the whole failure chain precedes the affected request's "
                                     "first request_finished",
+    Violation.AFTER_FINISH: "a finished request restores, loads or reuses nothing more",
+    Violation.NOT_STARTED: "a request restores, loads or reuses only after its request_started",
+    Violation.SERVED_AFTER_REFUSAL: "a refused request that finishes served contradicts the "
+                                    "refusal",
+    Violation.UNFINISHED: "a request with a failure chain must finish in the stream (checked "
+                          "when the stream ends)",
 }
 
 
@@ -205,6 +223,8 @@ CYCLE: frozenset[Phase] = frozenset(
 LIVE: frozenset[Phase] = frozenset({P.ACCEPTED, P.RESIDENT, P.OFFLOADED}) | CYCLE
 #: a cycle that is neither restored nor closed: no new cycle, offload, store or ending yet
 UNSETTLED: frozenset[Phase] = frozenset({P.RESTORE_REQUIRED, P.LOAD_FAILED})
+#: the claim is held on the device: a materialization that no longer holds is a loss
+ON_DEVICE: frozenset[Phase] = frozenset({P.RESIDENT, P.RESTORED})
 
 _ALWAYS = G.ALWAYS
 #: kinds that only name a claim (no lifecycle step): legal once accepted, whatever the state
@@ -242,6 +262,8 @@ def _claim_cell(state: Phase, kind: str) -> Cell:  # noqa: C901 - one case per e
         if kind == "request_started":
             return ((_ALWAYS, STAY),)  # the carrier's intake (checked at acceptance)
         return ((_ALWAYS, V.BEFORE_ACCEPTANCE),)
+    if kind == "block_evicted" and state in LIVE - {P.ACCEPTED}:
+        return ((G.LOSS, P.HARMED), (_ALWAYS, STAY))
     if kind in _MENTIONS:
         return ((_ALWAYS, STAY),)
     if kind == "scheduler_load_failure":
@@ -258,8 +280,9 @@ def _claim_cell(state: Phase, kind: str) -> Cell:  # noqa: C901 - one case per e
         if state in UNSETTLED:
             return ((G.HOLDS_CONTRADICTED, V.HOLDS_CONTRADICTED), (G.PROVEN, V.CYCLE_OPEN),
                     (_ALWAYS, STAY))
+        lost = P.HARMED if state in ON_DEVICE else STAY  # no longer proved: a loss
         return ((G.HOLDS_CONTRADICTED, V.HOLDS_CONTRADICTED), (G.PROVEN, P.RESIDENT),
-                (_ALWAYS, STAY))
+                (_ALWAYS, lost))
     if kind in (*_STORES, "claim_offloaded"):
         if state is P.ACCEPTED:
             return ((_ALWAYS, V.NOT_MATERIALIZED),)
@@ -297,9 +320,9 @@ def _claim_cell(state: Phase, kind: str) -> Cell:  # noqa: C901 - one case per e
         if state is P.ACCEPTED:
             return ((_ALWAYS, V.NOT_MATERIALIZED),)
         if state is P.RESIDENT:
-            return ((G.FOREIGN_SCOPE, V.FOREIGN_SCOPE), (_ALWAYS, STAY))
+            return ((G.FOREIGN_SCOPE, V.FOREIGN_SCOPE), (G.LOSS, P.HARMED), (_ALWAYS, STAY))
         if state is P.RESTORED:
-            return _cycle_step(state, STAY)
+            return (*_cycle_step(state, STAY)[:-1], (G.LOSS, P.HARMED), (_ALWAYS, STAY))
         return ((_ALWAYS, V.REUSE_BEFORE_RESTORE),)
     if kind == "claim_restore_failed":
         if state in UNSETTLED:
@@ -324,16 +347,22 @@ CLAIM_TABLE: dict[tuple[Phase, str], Cell] = {
 
 
 def _request_cell(state: RequestPhase, kind: str) -> Cell:
+    R = RequestPhase
     if kind == "request_started":
-        if state is RequestPhase.NEW:
-            return ((_ALWAYS, RequestPhase.STARTED),)
-        return ((_ALWAYS, V.STARTED_TWICE),)
+        return ((_ALWAYS, R.STARTED if state is R.NEW else V.STARTED_TWICE),)
     if kind == "request_finished":
-        if state is RequestPhase.FINISHED:
+        if state is R.FINISHED:
             return ((_ALWAYS, V.FINISHED_TWICE),)
-        return ((_ALWAYS, RequestPhase.FINISHED),)
-    if state is RequestPhase.FINISHED:
-        return ((G.FAILURE_CHAIN, V.FAILURE_AFTER_FINISH), (_ALWAYS, STAY))
+        if state is R.REFUSED:
+            return ((G.SERVED, V.SERVED_AFTER_REFUSAL), (_ALWAYS, R.FINISHED))
+        return ((_ALWAYS, R.FINISHED),)
+    if state is R.FINISHED:
+        return ((G.FAILURE_CHAIN, V.FAILURE_AFTER_FINISH), (G.CYCLE_STEP, V.AFTER_FINISH),
+                (_ALWAYS, STAY))
+    if state is R.NEW:
+        return ((G.CYCLE_STEP, V.NOT_STARTED), (_ALWAYS, STAY))
+    if kind == "active_request_refused":
+        return ((_ALWAYS, R.REFUSED),)
     return ((_ALWAYS, STAY),)
 
 
@@ -430,6 +459,27 @@ def substrate_failure(event: object) -> bool:
     if name == "kv_store_finished":
         return not getattr(event, "success", True)
     return name == "scheduler_load_failure" or failed_load(event)
+
+
+_CYCLE_KINDS = frozenset({"claim_restore_required", "claim_restored", "claim_reused",
+                          "claim_restore_failed", "kv_load_started", "kv_load_finished",
+                          "kv_load_failed"})
+
+
+def cycle_step(event: object) -> bool:
+    """A step of a restore cycle, or a reuse: what only a started, unfinished request does."""
+    return getattr(event, "event", None) in _CYCLE_KINDS
+
+
+def request_guard(guard: Guard, event: object) -> bool:
+    """The request table's guards (they ask the event alone)."""
+    if guard is Guard.FAILURE_CHAIN:
+        return failure_chain_event(event)
+    if guard is Guard.CYCLE_STEP:
+        return cycle_step(event)
+    if guard is Guard.SERVED:
+        return getattr(event, "status", None) == "served"
+    raise ValueError(f"guard {guard} is not a request guard")  # pragma: no cover
 
 
 #: request events that belong to a failure chain (SPEC §4.2: all before the first finish)

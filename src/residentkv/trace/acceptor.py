@@ -26,6 +26,7 @@ from residentkv.model.automaton import (
     failed_load,
     failure_chain_event,
     proves,
+    request_guard,
     substrate_failure,
 )
 from residentkv.model.events import IDENTITY_FIELDS
@@ -64,6 +65,9 @@ class ClaimRun:
 
     claim_id: str
     phase: Phase = Phase.START
+    #: the first violation of the claim's own run, and the first of it or of a request that
+    #: names the claim
+    own: Step | None = None
     violation: Step | None = None
     carriers: set[str | None] = field(default_factory=set)
     submitted: bool = False
@@ -77,6 +81,9 @@ class ClaimRun:
     offload_tier: str | None = None
     cycle_request: str | None = None
     cycle_label: int = -1
+    mode: str | None = None
+    offloaded: bool = False
+    copy_lost: bool = False
 
     def step(self, e: Event, scopes: dict[str, str | None]) -> None:
         """Feed one event that names this claim."""
@@ -86,8 +93,9 @@ class ClaimRun:
         else:
             outcome = decide(cell, lambda g: self._holds(g, e, scopes))
         if isinstance(outcome, Violation):
-            self.violation = earlier(self.violation, Step(e.seq, e.event, self.phase.value,
-                                                          outcome))
+            step = Step(e.seq, e.event, self.phase.value, outcome)
+            self.own = earlier(self.own, step)
+            self.violation = earlier(self.violation, step)
             return
         self._apply(e)
         if outcome is not STAY:
@@ -127,7 +135,28 @@ class ClaimRun:
             return any(r != e.request_id for r in self.carriers)
         if g is Guard.CHANGED_DEFINITION:
             return defining(e) != self.definition
+        if g is Guard.LOSS:
+            return self._loss(e)
         raise ValueError(f"guard {g} is not a claim guard")  # pragma: no cover
+
+    def _needs(self, position: int | None) -> bool:
+        p = self.predicate
+        if position is None or p is None:
+            return True  # an unknown position counts (fail closed)
+        return p[2] <= position < p[2] + p[1]
+
+    def _loss(self, e: Event) -> bool:
+        """SPEC §4.1/§4.2: an observed loss (see :attr:`Guard.LOSS`)."""
+        name = e.event
+        if name == "claim_reused":
+            return not e.holds
+        if name == "claim_materialized":
+            return not self._proves(e)
+        if not self._needs(e.position):
+            return False
+        held = (self.mode == "offloadable" and self.store_tier is not None and self.offloaded
+                and not self.copy_lost)
+        return not held or (e.medium is not None and e.medium == self.store_tier)
 
     def _proves(self, e: Event) -> bool:
         p = self.predicate
@@ -150,13 +179,17 @@ class ClaimRun:
                 self.predicate = (str(p.kind), p.blocks, p.start or 0, e.footprint_blocks)
                 self.scope = e.owner_scope if e.owner_scope is not None else (
                     self.submitted_scope)
+                self.mode = str(e.protection_mode)
         elif name in ("kv_store_started", "kv_store_finished", "claim_offloaded"):
             if gen is not None and gen > self.top_copy_label:
                 self.top_copy_label = gen
             if name == "kv_store_finished" and e.success:
-                self.store_tier = e.to_tier
+                self.store_tier, self.copy_lost = e.to_tier, False
             elif name == "claim_offloaded":
-                self.offload_tier = e.to_tier
+                self.offload_tier, self.offloaded = e.to_tier, True
+        elif name == "block_evicted":
+            if e.medium is not None and e.medium == self.store_tier and self._needs(e.position):
+                self.copy_lost = True
         elif name == "claim_restore_required":
             self.top_cycle_label = gen
             self.cycle_request, self.cycle_label = e.request_id, gen
@@ -169,18 +202,30 @@ class RequestRun:
     phase: RequestPhase = RequestPhase.NEW
     violation: Step | None = None
     claims: list[ClaimRun] = field(default_factory=list)
+    #: the first failure-chain event of the request (it must finish in the stream)
+    failure_seq: int | None = None
+    failure_kind: str | None = None
 
     def step(self, e: Event) -> None:
         cell = REQUEST_TABLE[self.phase, e.event]
-        outcome = cell[0][1] if len(cell) == 1 else decide(
-            cell, lambda g: g is Guard.FAILURE_CHAIN and failure_chain_event(e))
+        outcome = cell[0][1] if len(cell) == 1 else decide(cell, lambda g: request_guard(g, e))
+        if self.failure_seq is None and failure_chain_event(e):
+            self.failure_seq, self.failure_kind = e.seq, e.event
         if isinstance(outcome, Violation):
-            step = Step(e.seq, e.event, self.phase.value, outcome)
-            self.violation = earlier(self.violation, step)
-            for run in self.claims:
-                run.violation = earlier(run.violation, step)
+            self._violate(Step(e.seq, e.event, self.phase.value, outcome))
         elif outcome is not STAY:
             self.phase = outcome  # type: ignore[assignment]
+
+    def end(self) -> None:
+        """The stream ended: a request with a failure chain must have finished."""
+        if self.failure_seq is not None and self.phase is not RequestPhase.FINISHED:
+            self._violate(Step(self.failure_seq, self.failure_kind or "", self.phase.value,
+                               Violation.UNFINISHED))
+
+    def _violate(self, step: Step) -> None:
+        self.violation = earlier(self.violation, step)
+        for run in self.claims:
+            run.violation = earlier(run.violation, step)
 
     def names(self, run: ClaimRun) -> None:
         """The request names *run*'s claim: it shares the request's violations."""

@@ -36,7 +36,7 @@ def _ids(*requirements: Requirement) -> tuple[str, ...]:
 COMMON: tuple[str, ...] = _ids(
     R.TRACE_WELL_FORMED, R.CLAIM_EVENTS_PRESENT, R.CLAIM_ACCEPTED_BEFORE_LIFECYCLE,
     R.IDENTITY_COMPLETE, R.STABLE_IDENTITY, R.PREDICATE_FIXED, R.LEGAL_TRANSITIONS,
-    R.NO_OBSERVATION_GAP,
+    R.NO_OBSERVATION_GAP, R.NO_OPEN_FAILURE,
 )
 OBSERVATION: tuple[str, ...] = _ids(
     R.MATERIALIZED, R.STORE_SUCCEEDED, R.OFFLOADED, R.LOOKUP_HIT, R.RESTORE_REQUIRED,
@@ -46,15 +46,15 @@ OBSERVATION: tuple[str, ...] = _ids(
 FAILURE: tuple[str, ...] = _ids(
     R.STORE_SUCCEEDED, R.RESTORE_REQUIRED, R.CLAIM_LOAD_FAILED, R.SCHEDULER_FAILURE_BRANCH,
     R.RESTORE_FAILED_SCOPED, R.REFUSAL_ATTRIBUTED, R.OUTCOME_BEFORE_FINISH,
-    R.NO_RESTORE_AFTER_FAILURE, R.NO_OPEN_FAILURE,
+    R.NO_RESTORE_AFTER_FAILURE,
 )
 LIFECYCLE: tuple[str, ...] = _ids(
-    R.NO_OPEN_FAILURE, R.SUCCESS_GENERATION, R.FAILURE_GENERATION, R.GENERATIONS_ORDERED,
+    R.SUCCESS_GENERATION, R.FAILURE_GENERATION, R.GENERATIONS_ORDERED,
     R.EXPIRY_BEFORE_LOSS, R.DEMOTION_BEFORE_LOSS, R.NO_HARM, R.MATERIALIZED,
     R.CONFLICT_ATTRIBUTED,
 )
 ATTRIBUTION: tuple[str, ...] = _ids(
-    R.NO_OPEN_FAILURE, R.MULTIPLE_CLAIMS, R.TARGET_FAILURE_OUTCOME, R.FAILURES_NAME_ONLY_TARGET,
+    R.MULTIPLE_CLAIMS, R.TARGET_FAILURE_OUTCOME, R.FAILURES_NAME_ONLY_TARGET,
     R.NON_TARGETS_SERVED,
 )
 
@@ -200,10 +200,10 @@ def _lifecycle(facts: StreamFacts, t: ClaimTrack) -> tuple[Seqs, tuple[str, ...]
     if t.materialized_seq is not None:
         ok["materialized"] = [t.materialized_seq]
     if t.mode == "soft_priority":
-        return ok, ("no_open_failure", "materialized")
+        return ok, ("materialized",)
     if t.mode == "hard_protected":
         _conflict_attributed(t, ok)
-        return ok, ("no_open_failure", "materialized", "no_harm", "conflict_attributed")
+        return ok, ("materialized", "no_harm", "conflict_attributed")
     if t.mode in ("expiring", "demotable"):
         key, event = (("expiry_before_loss", "claim_expired") if t.mode == "expiring"
                       else ("demotion_before_loss", "claim_demoted"))
@@ -212,9 +212,9 @@ def _lifecycle(facts: StreamFacts, t: ClaimTrack) -> tuple[Seqs, tuple[str, ...]
         if release is not None and t.materialized_seq is not None and (
                 t.materialized_seq < release) and (t.first_loss is None or release < t.first_loss):
             ok[key] = [release]
-        return ok, ("no_open_failure", key, "no_harm")
+        return ok, (key, "no_harm")
     _generations(t, ok)
-    return ok, ("no_open_failure", "no_harm", "success_generation", "failure_generation",
+    return ok, ("no_harm", "success_generation", "failure_generation",
                 "generations_ordered")
 
 
@@ -238,7 +238,7 @@ def _generations(t: ClaimTrack, ok: Seqs) -> None:
         ok["generations_ordered"] = [before[0], f.cycle.seq]
 
 
-_FAIL_SET = frozenset(FAILURE) - {"no_open_failure"}
+_FAIL_SET = frozenset(FAILURE)
 
 
 class _Roster:
@@ -281,7 +281,7 @@ def _attribution(facts: StreamFacts, t: ClaimTrack, common: Seqs) -> Seqs:
 def _controls(facts: StreamFacts, t: ClaimTrack) -> dict[str, bool]:
     names = facts.failure_names
     return {
-        "generic_counter_only": facts.generic_counters > 0 and t.claim_events == 0,
+        "generic_counter_only": facts.generic_counters > 0 and not t.evidence,
         "wrong_claim_failure": bool(names - {None, t.claim_id}) or facts.failure_named_more,
         "unclaimed_failure": facts.unclaimed_failure,
         "fallback_recompute": t.fallback,

@@ -180,6 +180,8 @@ class ClaimTrack:
 
     claim_id: str
     claim_events: int = 0
+    #: an event names the claim beyond its submission and acceptance (not a generic counter)
+    evidence: bool = False
     first_seq: int | None = None
     head_seen: bool = False
     head_accepted: bool = False
@@ -369,6 +371,8 @@ def collect(events: Iterable[Event]) -> StreamFacts:
             if t is None:
                 t = track(cid)
             t.run.step(event, scopes)
+            if name not in _NO_EVIDENCE:
+                t.evidence = True
             if rid is not None:
                 req.names(t.run)
             if not t.head_seen and name not in _BEFORE_ACCEPTANCE:
@@ -388,11 +392,20 @@ def collect(events: Iterable[Event]) -> StreamFacts:
                 continue
         if handler is not None:
             handler(facts, t, event)
+    for req in requests.values():
+        req.end()
     for t in claims.values():
         _close(t)
+    for carried in facts.carried.values():  # SPEC §4.2: a carrier that never finished
+        for c in carried:
+            if not c.carrier_outcome:
+                c.carrier_unexplained = True
     return facts
 
 
+#: events that show nothing of a claim beyond its acceptance (control generic_counter_only)
+_NO_EVIDENCE = frozenset({"claim_submitted", "claim_accepted", "request_started",
+                          "generic_counter"})
 #: events that may name a claim before its acceptance (SPEC §4.2)
 _BEFORE_ACCEPTANCE = frozenset({"claim_submitted", "request_started"})
 
@@ -725,7 +738,7 @@ def _scheduler_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> No
         return
     for w in facts.failing.get(rid or "", ()):
         f = w.failure
-        if f is not None and f.sched_fail is None and e.claim_id in (w.claim_id, None):
+        if f is not None and f.sched_fail is None and e.claim_id == w.claim_id:
             f.sched_fail = e.seq
 
 
@@ -745,7 +758,7 @@ def _refused(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
         return
     for w in facts.failing.get(rid, ()):
         f = w.failure
-        if (f is not None and f.refusal is None and e.claim_id in (w.claim_id, None)
+        if (f is not None and f.refusal is None and e.claim_id == w.claim_id
                 and e.outcome_claim_id == w.claim_id and blocking == [w.claim_id]):
             f.refusal = e.seq
             if rid in facts.finished:
@@ -767,7 +780,7 @@ def _conflict(facts: StreamFacts, t: ClaimTrack, e: Event, *, refused: bool) -> 
     """The first refusal or deferral naming exactly this live, resident claim (hard_protected)."""
     if t.conflict is not None or t.materialized_seq is None:
         return
-    if refused and (e.outcome_claim_id != t.claim_id or e.claim_id not in (None, t.claim_id)
+    if refused and (e.outcome_claim_id != t.claim_id or e.claim_id != t.claim_id
                     or e.arbiter == "harness"):
         return
     if t.end_seq is not None or t.first_harm is not None or e.request_id in t.failed_requests:

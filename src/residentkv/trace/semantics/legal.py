@@ -22,6 +22,7 @@ from residentkv.model.automaton import (
     failed_load,
     failure_chain_event,
     proves,
+    request_guard,
     substrate_failure,
 )
 from residentkv.trace.acceptor import defining, earlier
@@ -41,15 +42,17 @@ def request_run(stream: Stream, request_id: str) -> tuple[RequestPhase, Step | N
     """The state one request's run ends in, and its first violation."""
     state = RequestPhase.NEW
     found: Step | None = None
-    for e in stream.events:
-        if e.request_id != request_id:
-            continue
-        outcome = decide(REQUEST_TABLE[state, e.event],
-                         lambda g, e=e: g is Guard.FAILURE_CHAIN and failure_chain_event(e))
+    mine = [e for e in stream.events if e.request_id == request_id]
+    for e in mine:
+        outcome = decide(REQUEST_TABLE[state, e.event], lambda g, e=e: request_guard(g, e))
         if isinstance(outcome, Violation):
             found = earlier(found, Step(e.seq, e.event, state.value, outcome))
         elif outcome is not STAY:
             state = RequestPhase(outcome)
+    # accepting condition: a request with a failure chain finished in the stream
+    chain = first(mine, failure_chain_event)
+    if chain is not None and state is not RequestPhase.FINISHED:
+        found = earlier(found, Step(chain.seq, chain.event, state.value, Violation.UNFINISHED))
     return state, found
 
 
@@ -109,6 +112,35 @@ def _proves(history: list[Event], e: Event) -> bool:
                   e.surviving)
 
 
+def _needs(history: list[Event], position: int | None) -> bool:
+    a = _accepted(history)
+    if position is None or a is None:
+        return True
+    start = a.predicate.start or 0
+    return bool(start <= position < start + a.predicate.blocks)
+
+
+def _loss(e: Event, history: list[Event]) -> bool:
+    """SPEC §4.1/§4.2: a reuse that does not hold, a materialization the numbers no longer
+    prove, or an eviction of a needed position while no stored, offloaded copy is held (only
+    an offloadable claim holds one; an eviction from the copy's medium loses it)."""
+    if e.event == "claim_reused":
+        return not e.holds
+    if e.event == "claim_materialized":
+        return not _proves(history, e)
+    if not _needs(history, e.position):
+        return False
+    a = _accepted(history)
+    stores = [i for i, h in enumerate(history) if h.event == "kv_store_finished" and h.success]
+    if a is None or str(a.protection_mode) != "offloadable" or not stores:
+        return True
+    tier = history[stores[-1]].to_tier
+    lost = any(h.event == "block_evicted" and h.medium is not None and h.medium == tier
+               and _needs(history, h.position) for h in history[stores[-1]:])
+    offloaded = any(h.event == "claim_offloaded" for h in history)
+    return lost or not offloaded or (e.medium is not None and e.medium == tier)
+
+
 def _holds(g: Guard, e: Event, history: list[Event], stream: Stream) -> bool:  # noqa: C901
     """Answer guard *g* for event *e* from the accepted history (SPEC §4.2, sentence by
     sentence)."""
@@ -152,4 +184,6 @@ def _holds(g: Guard, e: Event, history: list[Event], stream: Stream) -> bool:  #
         return failed_load(e)
     if g is Guard.FALLBACK:
         return bool(e.source == "fallback_recompute")
+    if g is Guard.LOSS:
+        return _loss(e, history)
     raise ValueError(f"guard {g} is not a claim guard")  # pragma: no cover

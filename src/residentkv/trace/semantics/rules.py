@@ -25,6 +25,7 @@ from residentkv.trace.semantics.stream import (
     ClaimView,
     Cycle,
     Event,
+    NEVER,
     failed_load,
     first,
     seq_of,
@@ -221,7 +222,7 @@ def _conflict(c: ClaimView, e: Event) -> bool:
     if e.event == "active_request_refused":
         # SPEC §4.1/§4.2: the envelope names the outcome's claim (or none); a harness never
         # satisfies a requirement
-        if e.outcome_claim_id != c.id or e.claim_id not in (None, c.id) or e.arbiter == "harness":
+        if e.outcome_claim_id != c.id or e.claim_id != c.id or e.arbiter == "harness":
             return False
     elif e.event != "active_request_deferred":
         return False
@@ -262,17 +263,17 @@ def lifecycle(c: ClaimView) -> tuple[Seqs, tuple[str, ...]]:
         if seqs is not None:
             found[key] = seqs
     if c.mode == "soft_priority":
-        return found, ("no_open_failure", "materialized")
+        return found, ("materialized",)
     if c.mode == "hard_protected":
         _put(found, "conflict_attributed", conflict_attributed(c))
-        return found, ("no_open_failure", "materialized", "no_harm", "conflict_attributed")
+        return found, ("materialized", "no_harm", "conflict_attributed")
     if c.mode in ("expiring", "demotable"):
         key, event = (("expiry_before_loss", "claim_expired") if c.mode == "expiring"
                       else ("demotion_before_loss", "claim_demoted"))
         _put(found, key, release_before_loss(c, event))
-        return found, ("no_open_failure", key, "no_harm")
+        return found, (key, "no_harm")
     found.update(generations(c))
-    return found, ("no_open_failure", "no_harm", "success_generation", "failure_generation",
+    return found, ("no_harm", "success_generation", "failure_generation",
                    "generations_ordered")
 
 
@@ -326,10 +327,13 @@ def served(other: ClaimView) -> bool:
 
 def _unexplained_carrier(other: ClaimView) -> bool:
     a = other.accepted
-    fin = None if a is None else other.stream.first_finish(a.request_id)
-    if a is None or fin is None or fin.seq < a.seq or fin.status == "served":
+    if a is None or a.request_id is None:
         return False
-    return not any(e.request_id == a.request_id and a.seq < e.seq < fin.seq and other.id in names
+    fin = other.stream.first_finish(a.request_id)
+    if fin is not None and (fin.seq < a.seq or fin.status == "served"):
+        return False
+    until = NEVER if fin is None else fin.seq  # one that never finishes is not shown served
+    return not any(e.request_id == a.request_id and a.seq < e.seq < until and other.id in names
                    for e, names in other.stream.failures)
 
 
@@ -351,8 +355,7 @@ def controls(c: ClaimView) -> dict[str, bool]:
     """The negative controls of SPEC §4, as facts of the stream for this claim."""
     failures = c.stream.failures
     return {
-        C.GENERIC_COUNTER_ONLY: bool(not c.claim_events and any(
-            e.event == "generic_counter" for e in c.stream.events)),
+        C.GENERIC_COUNTER_ONLY: _generic_only(c),
         C.WRONG_CLAIM_FAILURE: any(n is not None and n != c.id
                                    for _, names in failures for n in names),
         C.UNCLAIMED_FAILURE: any(all(n is None for n in names) for _, names in failures),
@@ -370,6 +373,16 @@ def controls(c: ClaimView) -> dict[str, bool]:
             e.event == "active_request_refused" and c.id in _refusal_names(e)
             and e.arbiter == "admission" for e in c.stream.events),
     }
+
+
+def _generic_only(c: ClaimView) -> bool:
+    """Generic counters in the stream, and no evidence of the claim beyond its acceptance."""
+    return any(e.event == "generic_counter" for e in c.stream.events) and all(
+        e.event in _NO_EVIDENCE for e in c.own)
+
+
+_NO_EVIDENCE = frozenset({"claim_submitted", "claim_accepted", "request_started",
+                          "generic_counter"})
 
 
 def _refusal_names(e: Event) -> set[str | None]:
