@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 import annotated_types
-
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from residentkv.model.claim import PredicateSpec, ProtectionMode, Registration

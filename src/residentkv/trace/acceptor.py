@@ -101,7 +101,7 @@ class ClaimRun:
         if outcome is not STAY:
             self.phase = outcome  # type: ignore[assignment]
 
-    def _holds(self, g: Guard, e: Event, scopes: dict[str, str | None]) -> bool:  # noqa: C901
+    def _holds(self, g: Guard, e: Event, scopes: dict[str, str | None]) -> bool:
         gen = getattr(e, "generation", None)
         if g is Guard.FOREIGN_SCOPE:
             rid = e.request_id
@@ -119,7 +119,8 @@ class ClaimRun:
         if g is Guard.LABEL_BELOW:
             return gen is not None and gen < self.top_cycle_label
         if g is Guard.LABEL_NOT_NEW:
-            return bool(gen <= self.top_cycle_label or gen < self.top_copy_label)
+            label = int(e.generation)  # required on claim_restore_required
+            return label <= self.top_cycle_label or label < self.top_copy_label
         if g is Guard.WRONG_TIER:
             copy = self.offload_tier if self.store_tier is None else self.store_tier
             return copy is None or bool(e.from_tier != copy)
@@ -162,7 +163,7 @@ class ClaimRun:
         p = self.predicate
         return p is not None and proves(p[0], p[1], p[2], p[3], e.leading, e.surviving)
 
-    def _apply(self, e: Event) -> None:  # noqa: C901 - one effect per event kind
+    def _apply(self, e: Event) -> None:
         """What a legal step teaches the guards."""
         name = e.event
         gen = getattr(e, "generation", None)
@@ -191,8 +192,8 @@ class ClaimRun:
             if e.medium is not None and e.medium == self.store_tier and self._needs(e.position):
                 self.copy_lost = True
         elif name == "claim_restore_required":
-            self.top_cycle_label = gen
-            self.cycle_request, self.cycle_label = e.request_id, gen
+            self.top_cycle_label = self.cycle_label = int(e.generation)
+            self.cycle_request = e.request_id
 
 
 @dataclass(slots=True, eq=False)

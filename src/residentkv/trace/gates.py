@@ -18,12 +18,12 @@ from typing import BinaryIO
 from pydantic import BaseModel, ConfigDict
 
 from residentkv.findings import Finding
-from residentkv.model.automaton import VIOLATION_WHY, Step
+from residentkv.model.automaton import VIOLATION_WHY, Step, Violation
 from residentkv.model.events import Envelope, StreamStarted
 from residentkv.model.vocabulary import CONTROLS as CONTROLS
 from residentkv.model.vocabulary import GATE_NAMES as GATE_NAMES
 from residentkv.model.vocabulary import GateName, Requirement
-from residentkv.trace.reader import DEFAULT_MAX_LINE_BYTES, TraceReader
+from residentkv.trace.reader import DEFAULT_MAX_LINE_BYTES, TraceReader, seq_lines
 from residentkv.trace.tracker import ClaimTrack, StreamFacts, collect
 
 R = Requirement
@@ -389,6 +389,17 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _best_effort(facts: StreamFacts, path: str | Path) -> list[Finding]:
+    """SPEC §4.2: ``best_effort`` on ``claim_accepted`` is a problem of that line."""
+    seqs = sorted(t.run.own.seq for t in facts.claims.values() if t.run.own is not None
+                  and t.run.own.violation is Violation.BEST_EFFORT)
+    lines = seq_lines(path, seqs) if seqs else {}
+    return [Finding(code="T030", message=f"claim_accepted at seq {seq} declares protection_mode "
+                    "best_effort, which is not a claim", path=str(path), line=lines.get(seq),
+                    help="declare one of the five claim modes, or emit no claim")
+            for seq in seqs]
+
+
 def check_trace(
     path: str | Path,
     gates: Sequence[str] = GATE_NAMES,
@@ -420,6 +431,7 @@ def check_trace(
         problems.append(Finding(code="T013", message=f"request {request!r} finished twice "
                                 f"(second request_finished at seq {seq})", path=str(path),
                                 help="a request finishes once; the first finish is its deadline"))
+    problems += _best_effort(facts, path)
     if claim_id is None and not facts.order and reader.events_read:
         problems.append(Finding(code="T012", message="the trace names no claim",
                                 path=str(path),

@@ -12,8 +12,9 @@ and sockets are refused before anything is read.
 from __future__ import annotations
 
 import os
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -356,3 +357,27 @@ class TraceReader:
                 elif kind == "missing":
                     message = f"{event}: missing field {field!r}"
             self._problem(code, line_no, message)
+
+
+# at most 20 digits: a seq is a 64-bit integer, and a longer run (a hostile line) must not
+# reach int(), which refuses strings past 4,300 digits
+_SEQ = re.compile(rb'"seq"\s*:\s*(\d{1,20})(?!\d)')
+
+
+def seq_lines(path: str | Path, seqs: Iterable[int]) -> dict[int, int]:
+    """seq -> 1-based line number in the trace file, for the seqs asked (first occurrence)."""
+    wanted = set(seqs)
+    found: dict[int, int] = {}
+    if str(path) == STDIN:  # already consumed; standard input has no lines to point at
+        return found
+    try:
+        with open(path, "rb") as fh:
+            for number, line in enumerate(fh, start=1):
+                m = _SEQ.search(line)
+                if m is not None and int(m.group(1)) in wanted:
+                    found.setdefault(int(m.group(1)), number)
+                    if len(found) == len(wanted):
+                        break
+    except OSError:
+        return found
+    return found

@@ -16,32 +16,14 @@ from typing import Any
 
 from residentkv.model.automaton import proves
 from residentkv.model.events import CLAIM_EVENT_NAMES, IDENTITY_FIELDS
-from residentkv.model.lifecycle import ClaimState
 from residentkv.trace.acceptor import ACCEPTED_FIELDS, ClaimRun, RequestRun
 
-#: claim event -> lifecycle state it enters (claim_materialized only when the predicate holds)
-STATE_OF = {
-    "claim_submitted": ClaimState.SUBMITTED,
-    "claim_accepted": ClaimState.ACCEPTED,
-    "claim_rejected": ClaimState.REJECTED,
-    "claim_materialized": ClaimState.MATERIALIZED,
-    "claim_offloaded": ClaimState.OFFLOADED,
-    "claim_restore_required": ClaimState.RESTORE_REQUIRED,
-    "claim_restored": ClaimState.RESTORED,
-    "claim_reused": ClaimState.REUSED,
-    "claim_restore_failed": ClaimState.FAILED_CLOSED,
-    "claim_demoted": ClaimState.DEMOTED,
-    "claim_expired": ClaimState.EXPIRED,
-    "claim_released": ClaimState.RELEASED,
-    "claim_harmed": ClaimState.HARMED,
-}
 #: events after which a claim makes no further promise (SPEC §4.1: "released, expired, failed
 #: closed"; demotion ends the claim too, SPEC §2)
 ENDINGS = frozenset({"claim_released", "claim_expired", "claim_demoted", "claim_restore_failed"})
 #: endings that turn a later loss into post-release loss (SPEC §2)
 RELEASES = frozenset({"claim_released", "claim_expired", "claim_demoted"})
-__all__ = ["ACCEPTED_FIELDS", "ENDINGS", "RELEASES", "STATE_OF", "ClaimTrack", "StreamFacts",
-           "collect"]
+__all__ = ["ACCEPTED_FIELDS", "ENDINGS", "RELEASES", "ClaimTrack", "StreamFacts", "collect"]
 _NAMES_KEPT = 2  # two distinct failure names already decide every attribution question
 
 #: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
@@ -353,7 +335,8 @@ def collect(events: Iterable[Event]) -> StreamFacts:
         name = event.event
         cid = event.claim_id
         rid = event.request_id
-        claim_event, handler, state, ending = dispatch.get(name, _UNHANDLED)
+        claim_event, handler, ending = dispatch.get(name, _UNHANDLED)
+        req = None
         if rid is not None:
             req = requests.get(rid)
             if req is None:
@@ -373,7 +356,7 @@ def collect(events: Iterable[Event]) -> StreamFacts:
             t.run.step(event, scopes)
             if name not in _NO_EVIDENCE:
                 t.evidence = True
-            if rid is not None:
+            if req is not None:
                 req.names(t.run)
             if not t.head_seen and name not in _BEFORE_ACCEPTANCE:
                 _head(t, event, name)
@@ -409,9 +392,9 @@ _NO_EVIDENCE = frozenset({"claim_submitted", "claim_accepted", "request_started"
 #: events that may name a claim before its acceptance (SPEC §4.2)
 _BEFORE_ACCEPTANCE = frozenset({"claim_submitted", "request_started"})
 
-#: what the pass does with one event type: (claim event?, handler, state it enters, ending?)
-_Dispatch = tuple[bool, Callable[..., None] | None, ClaimState | None, bool]
-_UNHANDLED: _Dispatch = (False, None, None, False)
+#: what the pass does with one event type: (claim event?, handler, ending?)
+_Dispatch = tuple[bool, Callable[..., None] | None, bool]
+_UNHANDLED: _Dispatch = (False, None, False)
 
 
 def _head(t: ClaimTrack, e: Event, name: str) -> None:
@@ -738,7 +721,7 @@ def _scheduler_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> No
         return
     for w in facts.failing.get(rid or "", ()):
         f = w.failure
-        if f is not None and f.sched_fail is None and e.claim_id == w.claim_id:
+        if f is not None and f.sched_fail is None and e.claim_id in (w.claim_id, None):
             f.sched_fail = e.seq
 
 
@@ -758,7 +741,7 @@ def _refused(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
         return
     for w in facts.failing.get(rid, ()):
         f = w.failure
-        if (f is not None and f.refusal is None and e.claim_id == w.claim_id
+        if (f is not None and f.refusal is None and e.claim_id in (w.claim_id, None)
                 and e.outcome_claim_id == w.claim_id and blocking == [w.claim_id]):
             f.refusal = e.seq
             if rid in facts.finished:
@@ -780,7 +763,7 @@ def _conflict(facts: StreamFacts, t: ClaimTrack, e: Event, *, refused: bool) -> 
     """The first refusal or deferral naming exactly this live, resident claim (hard_protected)."""
     if t.conflict is not None or t.materialized_seq is None:
         return
-    if refused and (e.outcome_claim_id != t.claim_id or e.claim_id != t.claim_id
+    if refused and (e.outcome_claim_id != t.claim_id or e.claim_id not in (None, t.claim_id)
                     or e.arbiter == "harness"):
         return
     if t.end_seq is not None or t.first_harm is not None or e.request_id in t.failed_requests:
@@ -825,9 +808,9 @@ _OTHER_HANDLERS: dict[str, OtherHandler] = {
 
 def _dispatch_table() -> dict[str, _Dispatch]:
     table: dict[str, _Dispatch] = {
-        name: (False, handler, None, False) for name, handler in _OTHER_HANDLERS.items()}
+        name: (False, handler, False) for name, handler in _OTHER_HANDLERS.items()}
     for name in CLAIM_EVENT_NAMES:
-        table[name] = (True, _CLAIM_HANDLERS.get(name), STATE_OF.get(name), name in ENDINGS)
+        table[name] = (True, _CLAIM_HANDLERS.get(name), name in ENDINGS)
     return table
 
 

@@ -204,7 +204,7 @@ def scheduler_failure_branch(cy: Cycle) -> Found:
         return None
     hit = first(cy.claim.stream.events, lambda e: e.event == "scheduler_load_failure"
                 and e.seq > lf.seq and e.policy == "fail" and e.request_id == cy.request_id
-                and e.claim_id == cy.claim.id)
+                and e.claim_id in (cy.claim.id, None))
     return None if hit is None else [hit.seq]
 
 
@@ -234,7 +234,7 @@ def attributed_refusal(cy: Cycle) -> Event | None:
     return first(cy.claim.stream.events, lambda e: e.event == "active_request_refused"
                  and e.seq > lf.seq and e.request_id == cy.request_id
                  and e.outcome_claim_id == c and list(e.blocking_claim_ids) == [c]
-                 and e.arbiter == "scheduler_boundary" and e.claim_id == c)
+                 and e.arbiter == "scheduler_boundary" and e.claim_id in (c, None))
 
 
 def refusal_attributed(cy: Cycle) -> Found:

@@ -8,6 +8,8 @@ the whole stream, for a request's owner scope) — quadratic and obvious. The st
 
 from __future__ import annotations
 
+from functools import partial
+
 from residentkv.model.automaton import (
     CLAIM_TABLE,
     REQUEST_TABLE,
@@ -44,7 +46,7 @@ def request_run(stream: Stream, request_id: str) -> tuple[RequestPhase, Step | N
     found: Step | None = None
     mine = [e for e in stream.events if e.request_id == request_id]
     for e in mine:
-        outcome = decide(REQUEST_TABLE[state, e.event], lambda g, e=e: request_guard(g, e))
+        outcome = decide(REQUEST_TABLE[state, e.event], partial(_request_guard, e))
         if isinstance(outcome, Violation):
             found = earlier(found, Step(e.seq, e.event, state.value, outcome))
         elif outcome is not STAY:
@@ -65,7 +67,7 @@ def claim_run(stream: Stream, claim_id: str) -> tuple[Phase, Step | None]:
         if e.claim_id != claim_id:
             continue
         outcome: Outcome = decide(CLAIM_TABLE[state, e.event],
-                                  lambda g, e=e: _holds(g, e, history, stream))
+                                  partial(_claim_guard, e, history, stream))
         if isinstance(outcome, Violation):
             found = earlier(found, Step(e.seq, e.event, state.value, outcome))
             continue
@@ -73,6 +75,14 @@ def claim_run(stream: Stream, claim_id: str) -> tuple[Phase, Step | None]:
         if outcome is not STAY:
             state = Phase(outcome)
     return state, found
+
+
+def _request_guard(e: Event, g: Guard) -> bool:
+    return request_guard(g, e)
+
+
+def _claim_guard(e: Event, history: list[Event], stream: Stream, g: Guard) -> bool:
+    return _holds(g, e, history, stream)
 
 
 def _named(history: list[Event], *names: str) -> list[Event]:
@@ -141,7 +151,7 @@ def _loss(e: Event, history: list[Event]) -> bool:
     return lost or not offloaded or (e.medium is not None and e.medium == tier)
 
 
-def _holds(g: Guard, e: Event, history: list[Event], stream: Stream) -> bool:  # noqa: C901
+def _holds(g: Guard, e: Event, history: list[Event], stream: Stream) -> bool:
     """Answer guard *g* for event *e* from the accepted history (SPEC §4.2, sentence by
     sentence)."""
     gen = generation(e)

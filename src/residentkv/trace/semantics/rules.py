@@ -22,10 +22,10 @@ from residentkv.trace.semantics.chains import (
     observation_chain,
 )
 from residentkv.trace.semantics.stream import (
+    NEVER,
     ClaimView,
     Cycle,
     Event,
-    NEVER,
     failed_load,
     first,
     seq_of,
@@ -222,7 +222,8 @@ def _conflict(c: ClaimView, e: Event) -> bool:
     if e.event == "active_request_refused":
         # SPEC §4.1/§4.2: the envelope names the outcome's claim (or none); a harness never
         # satisfies a requirement
-        if e.outcome_claim_id != c.id or e.claim_id != c.id or e.arbiter == "harness":
+        if (e.outcome_claim_id != c.id or e.claim_id not in (None, c.id)
+                or e.arbiter == "harness"):
             return False
     elif e.event != "active_request_deferred":
         return False
