@@ -49,7 +49,9 @@ def claim_accepted_before_lifecycle(c: ClaimView) -> Found:
     """SPEC §4: "accepted, pre-registered, before any other event of the claim"; §4.1: "no
     event of the claim (store included) precedes ``claim_accepted``" (an optional
     ``claim_submitted`` may)."""
-    head = first(c.own, lambda e: e.event != "claim_submitted")
+    # SPEC §4.2: the carrying request's request_started may name the claim before acceptance
+    # (the automaton checks that it is the carrier)
+    head = first(c.own, lambda e: e.event not in ("claim_submitted", "request_started"))
     if head is None or head is not c.accepted or str(head.registration) != "pre_registered":
         return None
     return [head.seq]
