@@ -351,9 +351,8 @@ case(name="pos_attribution_nontarget_evicted_with_offloaded_copy", cls="positive
 case(name="pos_resident_reuse_before_offload", cls="positive",
      attacks="a reuse while resident since a materialization, before any offload",
      spec=Q_ORDER,
-     note="the resident reuse carries label 0, which is ≤ every later cycle's label",
-     ambiguous="SPEC does not say which label a reuse outside any restore cycle carries; 0 never "
-               "decreases the history.",
+     note="the resident reuse, outside any restore cycle, carries label 0, which never "
+          "decreases the history (≤ every later cycle's label).",
      events=[start("r-1"), accept("c-1", "r-1"), mat("c-1", "r-1"), reused("c-1", "r-1", 0),
              *store("c-1", "r-1", 0), off("c-1", "r-1", 0), finish("r-1"),
              *success("c-1", "r-2", 0, 1), *failure("c-1", "r-3", 1, 2)],
@@ -1732,6 +1731,126 @@ case(name="num_bom_on_later_line", cls="numbers",
      spec="§4.2 Numbers: “A UTF-8 byte-order mark before the first line is ignored”",
      raw=(lambda t: t.replace("\n", "\n\ufeff", 1))(render(both())),
      expect={"c-1": ALL_FAIL}, problems=True)
+
+
+# =============================================================================================
+# More positive controls: legal shapes a strict reader might still refuse
+# =============================================================================================
+case(name="pos_two_loads_in_success_cycle", cls="positive",
+     attacks="the success cycle loads in two jobs, both successful",
+     spec="§4 observation: “load succeeded”; " + Q_LOADGEN,
+     events=[*setup("c-1"), start("r-2"), lookup("c-1", "r-2"), rr("c-1", "r-2", 0),
+             *load("c-1", "r-2", 1), *load("c-1", "r-2", 4), restored("c-1", "r-2", 0),
+             reused("c-1", "r-2", 0), finish("r-2"), *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_two_failed_loads_one_outcome", cls="positive",
+     attacks="the failure cycle's two load jobs both fail, each voided by its kv_load_failed; "
+             "one failure branch and one outcome follow",
+     spec=Q_OPEN + " (both failures are followed by their claim-scoped outcome on that request)",
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1), start("r-3"), lookup("c-1", "r-3"),
+             rr("c-1", "r-3", 1), *load("c-1", "r-3", 2, ok=False, injected=True),
+             *load("c-1", "r-3", 3, ok=False, injected=True), loadfailed("c-1", "r-3", 2),
+             loadfailed("c-1", "r-3", 3), slf("c-1", "r-3"), rfailed("c-1", "r-3", 1),
+             refused("c-1", "r-3"), finish("r-3", "error")],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_failed_request_finishes_refused", cls="positive",
+     attacks="the refused request's request_finished says status refused (not error)",
+     spec="§3: “request_finished (status: served | refused | error …)”",
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1), *failure("c-1", "r-3", 1, 2)[:-1],
+             finish("r-3", "refused")],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_unrelated_requests_interleaved", cls="positive",
+     attacks="requests that never name the claim (one served, one error) interleave with the "
+             "legal run",
+     spec="§4.2: the automaton covers “an event of a claim, or of a request that names it”",
+     events=[*setup("c-1"), start("u-1"), *success("c-1", "r-2", 0, 1)[:4], start("u-2"),
+             finish("u-1", "error"), *success("c-1", "r-2", 0, 1)[4:],
+             *failure("c-1", "r-3", 1, 2)[:5], finish("u-2"), *failure("c-1", "r-3", 1, 2)[5:]],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_released_then_post_release_loss", cls="positive",
+     attacks="after a success cycle the claim is released and then loses position 0",
+     spec="§2: “Loss after demotion/expiry/release is post-release loss, never harm.”",
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1), released("c-1"),
+             evict("c-1", None, 7, 0), lost("c-1", 7, 0)],
+     expect={"c-1": SUCC_OK})
+
+case(name="pos_string_job_ids", cls="positive",
+     attacks="job ids are strings",
+     spec="§3: kv_store/kv_load (job_id …); the v1 schema types job_id as int or str",
+     events=[e if "job_id" not in e else patched(e, job_id=f"job-{e['job_id']}")
+             for e in both()],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_no_trailing_newline", cls="positive",
+     attacks="the last line has no newline",
+     spec="§3: “One JSON object per line (JSONL).”",
+     raw=render(both()).rstrip("\n"), expect={"c-1": BOTH_OK}, problems=False)
+
+case(name="pos_submitted_and_accepted_same_scope", cls="positive",
+     attacks="owner scope on both claim_submitted and claim_accepted, equal",
+     spec="§4.2 Requests: “A claim's owner scope is the one on its claim_accepted (else on its "
+          "claim_submitted; the two differing is ambiguous_identity).”",
+     events=[start("r-1", scope="tenant:a"), submit("c-1", "r-1", scope="tenant:a"),
+             *both(scope="tenant:a")[1:]],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_rematerialized_after_offload_then_resident_reuse", cls="positive",
+     attacks="after the offload the claim is materialized again on device and reused while "
+             "resident, with no restore",
+     spec=Q_ORDER + " §2: “materialized ⇄ offloaded”",
+     note="§2 “materialized ⇄ offloaded” admits the return to device; §4.2 Order's second "
+          "clause admits the reuse while resident. The reuse, outside any cycle, carries label "
+          "0: labels never decrease.",
+     events=[start("r-1"), accept("c-1", "r-1"), mat("c-1", "r-1"), *store("c-1", "r-1", 0),
+             off("c-1", "r-1", 0), mat("c-1", "r-1"), reused("c-1", "r-1", 0), finish("r-1"),
+             *success("c-1", "r-2", 0, 1), *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": BOTH_OK})
+
+# =============================================================================================
+# More attacks
+# =============================================================================================
+case(name="id_predicate_id_disagrees_with_accepted_predicate", cls="identity",
+     attacks="every event says predicate_id p-lead3 while the accepted predicate's id is "
+             "p-lead2",
+     spec="§4: common requirement predicate_fixed; §3 identity tuple repeats predicate_id",
+     ambiguous="SPEC does not spell out that predicate_id equals the accepted predicate's id; "
+               "two names for the predicate leave it unfixed, fail-closed.",
+     events=[e if "predicate_id" not in e else patched(e, predicate_id="p-lead3")
+             for e in both()],
+     expect={"c-1": ALL_FAIL})
+
+case(name="req_finished_before_started", cls="requests",
+     attacks="the restoring request finishes, then starts, then runs its cycle",
+     spec="§4.2: “For every claim and every request the stream must be a legal run of one "
+          "explicit automaton”",
+     ambiguous="SPEC does not spell out start-before-finish; fail-closed.",
+     events=[*setup("c-1"), finish("r-2"), *success("c-1", "r-2", 0, 1)[:-1],
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="scope_differs_only_in_case", cls="scope",
+     attacks="the claim is scoped tenant:a, its restoring requests Tenant:A",
+     spec=Q_SCOPE + " (equals: the same string)",
+     events=[*setup("c-1", scope="tenant:a", rscope="tenant:a"),
+             *success("c-1", "r-2", 0, 1, scope="Tenant:A"),
+             *failure("c-1", "r-3", 1, 2, scope="Tenant:A")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="scope_carrying_request_other_tenant", cls="scope",
+     attacks="the claim is accepted for tenant:a on a carrying request of tenant:b; restores "
+             "and reuses by tenant:a",
+     spec=Q_SCOPE + " §4.2 Requests: “A request's owner_scope is fixed at its first "
+          "declaration. A claim's owner scope is the one on its claim_accepted”",
+     ambiguous="SPEC rules on restores and reuses, not on the carrier: a tenant:b request "
+               "registering a claim for tenant:a is not explained by any rule. Fail-closed.",
+     events=[*setup("c-1", scope="tenant:a", rscope="tenant:b"),
+             *success("c-1", "r-2", 0, 1, scope="tenant:a"),
+             *failure("c-1", "r-3", 1, 2, scope="tenant:a")],
+     expect={"c-1": ALL_FAIL})
 
 
 # =============================================================================================

@@ -125,7 +125,9 @@ def mismatches(case: dict[str, Any], found: dict[tuple[str, str], Any],
 def test_case(case: dict[str, Any], tmp_path: Path) -> None:
     found, problems, codes = judge(HERE / case["file"], case, tmp_path)
     bad = mismatches(case, found, problems, codes)
-    assert not bad, f"{case['name']} ({case['class']}): " + "; ".join(bad)
+    reading = f" [ambiguous in SPEC, fail-closed reading: {case['ambiguous']}]" if (
+        "ambiguous" in case) else ""
+    assert not bad, f"{case['name']} ({case['class']}): " + "; ".join(bad) + reading
 
 
 def test_corpus_in_sync_with_builder() -> None:
