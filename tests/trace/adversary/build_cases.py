@@ -1854,6 +1854,99 @@ case(name="scope_carrying_request_other_tenant", cls="scope",
 
 
 # =============================================================================================
+# Third round: more things nobody thought to prohibit
+# =============================================================================================
+case(name="obs_lookup_miss", cls="order",
+     attacks="the success cycle's kv_lookup hits nothing and needs no load (hit_tokens 0, "
+             "async_load false); the load and restore happen anyway",
+     spec="§4 observation: “lookup hit requiring a load”",
+     events=[e if not (e["event"] == "kv_lookup" and e["request_id"] == "r-2")
+             else patched(e, hit_tokens=0, async_load=False) for e in both()],
+     expect={"c-1": verdicts(F, P, F, F)})
+
+case(name="order_reuse_after_fallback_recompute_restore", cls="order",
+     attacks="in the success cycle the claim is restored by fallback recompute, then reused",
+     spec=Q_ORDER + " §4 control fallback_recompute.",
+     events=[*setup("c-1"), start("r-2"), lookup("c-1", "r-2"), rr("c-1", "r-2", 0),
+             *load("c-1", "r-2", 1), restored("c-1", "r-2", 0, src="fallback_recompute"),
+             reused("c-1", "r-2", 0), finish("r-2"), *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL}, controls={"c-1": {"all": ["fallback_recompute"]}})
+
+case(name="fail_refusal_request_null", cls="failures",
+     attacks="the refusal names the claim but no request",
+     spec="§4.1: “The attributed refusal refuses that request, at or before its first "
+          "request_finished”",
+     events=[*setup("c-1"), *failure("c-1", "r-2", 0, 1)[:-2], refused("c-1", None),
+             finish("r-2", "error")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="env_hard_protected_refusal_after_release", cls="envelopes",
+     attacks="a hard_protected claim is released, then a conflicting request is refused "
+             "blaming it",
+     spec="§2 hard_protected: “resident is kept; active work that does not fit is "
+          "refused/deferred with attribution”; " + Q_TERMINAL,
+     ambiguous="the terminal rule lists materialization/store/offload/restore/reuse, not "
+               "refusals; a refusal blaming a released claim is unexplained. Fail-closed.",
+     events=[start("r-1"), accept("c-h", "r-1", mode="hard_protected"), mat("c-h", "r-1"),
+             finish("r-1"), released("c-h"), start("r-2"),
+             refused("c-h", "r-2", arbiter="admission", feas=FEAS), finish("r-2", "refused")],
+     expect={"c-h": ALL_FAIL})
+
+case(name="pos_hard_protected_scheduler_boundary_refusal", cls="positive",
+     attacks="the hard_protected conflict refusal is arbitrated at the scheduler boundary",
+     spec="§2 hard_protected: “active work that does not fit is refused/deferred with "
+          "attribution”; §4.2 Arbiters rules out only harness",
+     events=hard(refused("c-h", "r-2", arbiter="scheduler_boundary", feas=FEAS)),
+     expect={"c-h": LC_ONLY})
+
+case(name="attr_nontarget_event_before_accept", cls="attribution",
+     attacks="non-target c-b's kv_lookup names it before its claim_accepted",
+     spec=Q_ATTR_LEGAL + " §4.2 Before acceptance.",
+     events=two(start("r-2"), lookup("c-b", "r-2"), *setup("c-b", "r-2", 1)[1:]),
+     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL})
+
+case(name="attr_nontarget_best_effort", cls="attribution",
+     attacks="non-target c-b is accepted as best_effort (a problem of that line)",
+     spec="§4.2 Modes: “best_effort (not a claim) on claim_accepted is a problem of that line, "
+          "and the claim fails every gate.”",
+     ambiguous="the target's own gates: a trace with a problem line is not a well-formed "
+               "stream; fail-closed, the target fails too.",
+     events=two(*setup("c-b", "r-2", 1, mode="best_effort")),
+     expect={"c-a": ALL_FAIL, "c-b": ALL_FAIL}, problems=True)
+
+case(name="num_nan_literal", cls="numbers",
+     attacks="ts_ns NaN (accepted by lenient JSON parsers, not JSON)",
+     spec=Q_TYPED,
+     raw=render(both()).replace('"ts_ns": 13000', '"ts_ns": NaN', 1),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_seq_exponent", cls="numbers",
+     attacks="seq written 1.2e1 (a float) on the restore line",
+     spec=Q_TYPED,
+     raw=render(both()).replace('"seq": 12,', '"seq": 1.2e1,', 1),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_duplicate_key_nested", cls="numbers",
+     attacks="the accepted predicate says blocks twice (2 then 1)",
+     spec=Q_TYPED,
+     raw=render(both()).replace('"blocks": 2}', '"blocks": 2, "blocks": 1}', 1),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_top_level_array", cls="numbers",
+     attacks="one line is a JSON array holding the reuse event",
+     spec="§3: “One JSON object per line (JSONL).”",
+     raw="".join(f"[{line}]\n" if '"claim_reused"' in line else line + "\n"
+                 for line in render(both()).splitlines()),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_schema_other_version", cls="numbers",
+     attacks="the restore line says schema residentkv.event/v2",
+     spec="§3: “schema | str | \"residentkv.event/v1\"”",
+     events=both_patched(IDX_RESTORED, schema="residentkv.event/v2"),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+
+# =============================================================================================
 # Writing the corpus
 # =============================================================================================
 def _expand_controls(c: Case) -> dict[str, dict[str, list[str]]]:
