@@ -1455,7 +1455,7 @@ case(name="attr_nontarget_carrier_errors_without_outcome", cls="attribution",
 
 case(name="attr_nontarget_carrier_never_finishes", cls="attribution",
      attacks="non-target c-b's carrying request never finishes",
-     spec="§4.2 Attribution: “… (unexplained spill-over is not “untouched”).”",
+     spec="§4.2 Attribution: “… (unexplained spill-over is not \"untouched\").”",
      ambiguous="SPEC speaks of a carrier that finishes other than served; one that never "
                "finishes is not shown served either: fail-closed.",
      events=two(*setup("c-b", "r-2", 1)[:-1]),
