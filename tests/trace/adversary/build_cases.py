@@ -1945,6 +1945,36 @@ case(name="num_schema_other_version", cls="numbers",
      events=both_patched(IDX_RESTORED, schema="residentkv.event/v2"),
      expect={"c-1": ALL_FAIL}, problems=True)
 
+case(name="pos_carrying_request_finishes_last", cls="positive",
+     attacks="the carrying request stays open through both cycles and finishes last",
+     spec="§4.2 Requests: “a request_id starts at most once per stream” (requests may overlap)",
+     events=[*setup("c-1")[:-1], *success("c-1", "r-2", 0, 1), *failure("c-1", "r-3", 1, 2),
+             finish("r-1")],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_failure_cycle_without_lookup", cls="positive",
+     attacks="the failure cycle has no kv_lookup (failure_outcome does not ask for one)",
+     spec="§4 failure_outcome: “store succeeded; restore required; the load of this claim "
+          "failed (injected); …”",
+     events=[e for e in both() if not (e["event"] == "kv_lookup" and e["request_id"] == "r-3")],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_two_reuses_same_cycle", cls="positive",
+     attacks="the restoring request reuses the restored claim twice in its cycle",
+     spec=Q_ORDER,
+     events=[*both()[:14], reused("c-1", "r-2", 0), *both()[14:]],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_background_offload_no_request", cls="positive",
+     attacks="the store and claim_offloaded are background work with request_id null (after "
+             "the carrying request finished)",
+     spec="§3: “request_id | str or null”; §4.2 asks a request only of substrate failures "
+          "(“A substrate failure that names a claim must name its request.”)",
+     events=[start("r-1"), accept("c-1", "r-1"), mat("c-1", "r-1"), finish("r-1"),
+             *store("c-1", None, 0), off("c-1", None, 0), *success("c-1", "r-2", 0, 1),
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": BOTH_OK})
+
 
 # =============================================================================================
 # Writing the corpus
