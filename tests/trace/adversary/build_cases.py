@@ -22,6 +22,7 @@ from _trace import (
     accept,
     counter,
     crange,
+    deferred,
     demoted,
     evict,
     expired,
@@ -1974,6 +1975,22 @@ case(name="pos_background_offload_no_request", cls="positive",
              *store("c-1", None, 0), off("c-1", None, 0), *success("c-1", "r-2", 0, 1),
              *failure("c-1", "r-3", 1, 2)],
      expect={"c-1": BOTH_OK})
+
+case(name="pos_hard_protected_deferred", cls="positive",
+     attacks="the conflicting request is deferred naming exactly the claim, then served",
+     spec="§2 hard_protected: “resident is kept; active work that does not fit is "
+          "refused/deferred with attribution”",
+     events=[start("r-1"), accept("c-h", "r-1", mode="hard_protected"), mat("c-h", "r-1"),
+             finish("r-1"), start("r-2"), deferred("c-h", "r-2", ["c-h"]), finish("r-2")],
+     expect={"c-h": LC_ONLY})
+
+case(name="env_hard_protected_deferred_smear", cls="envelopes",
+     attacks="the conflicting request is deferred blaming [c-h, c-x]",
+     spec="§1 B4: “blocking_claim_ids == [claim]” §4 control blocking_claim_smear.",
+     events=[start("r-1"), accept("c-h", "r-1", mode="hard_protected"), mat("c-h", "r-1"),
+             finish("r-1"), start("r-2"), deferred("c-h", "r-2", ["c-h", "c-x"]),
+             finish("r-2")],
+     expect={"c-h": ALL_FAIL}, controls={"c-h": {"lifecycle": ["blocking_claim_smear"]}})
 
 
 # =============================================================================================
