@@ -1994,6 +1994,119 @@ case(name="env_hard_protected_deferred_smear", cls="envelopes",
 
 
 # =============================================================================================
+# Fourth round: numbers that cannot be true, ids that point elsewhere
+# =============================================================================================
+case(name="order_load_finish_names_other_claim", cls="order",
+     attacks="in the success cycle kv_load_started names c-1 but the successful "
+             "kv_load_finished of the same job names c-2 (never accepted)",
+     spec=Q_VIOLATION + " §4 observation: “load succeeded”",
+     events=[e if not (e["event"] == "kv_load_finished" and e["request_id"] == "r-2")
+             else patched(e, claim_id="c-2") for e in both()],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_load_failed_names_earlier_requests_job", cls="failures",
+     attacks="the failure request's kv_load_failed names job 1, the successful load of the "
+             "earlier request r-2 (its own failed job 2 is never named)",
+     spec="§4.2 Failures: “kv_load_failed voids the load job its job_id names” " + Q_LOADGEN,
+     ambiguous="either the failure voids r-2's finished load (no success generation) or it is "
+               "a load event outside its request's cycle (a violation); both readings fail "
+               "every gate but failure_outcome, and fail-closed fails that too.",
+     events=[e if e["event"] != "kv_load_failed" else patched(e, job_id=1) for e in both()],
+     expect={"c-1": ALL_FAIL})
+
+case(name="order_offload_block_count_short", cls="order",
+     attacks="claim_offloaded copies 1 block of a claim whose predicate needs the leading 2",
+     spec=Q_PRED + " " + Q_TIER,
+     ambiguous="SPEC does not tie block_count to the predicate; a 1-block copy cannot bring "
+               "back a leading-2 claim, so the later holding reuse is unexplained. Fail-closed.",
+     events=[e if e["event"] != "claim_offloaded" else patched(e, block_count=1)
+             for e in both()],
+     expect={"c-1": ALL_FAIL})
+
+case(name="order_load_from_other_tier", cls="order",
+     attacks="the copy is on host; the success cycle's load says it reads from disk",
+     spec="§4.2 Tiers: “a restore's from_tier is the tier the claim's stored copy was written "
+          "to.”",
+     ambiguous="the rule names the restore's from_tier; a load reading another tier is part of "
+               "that restore. Fail-closed.",
+     events=[e if not (e["event"] == "kv_load_started" and e["request_id"] == "r-2")
+             else patched(e, from_tier="disk", to_tier="device") for e in both()],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_blocking_empty", cls="failures",
+     attacks="the refusal's blocking_claim_ids is empty",
+     spec="§4 failure_outcome: “blocking_claim_ids == [claim]”",
+     events=[*setup("c-1"), *failure("c-1", "r-2", 0, 1)[:-2],
+             refused("c-1", "r-2", blocking=[]), finish("r-2", "error")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_blocking_duplicated", cls="failures",
+     attacks="the refusal's blocking_claim_ids is [c-1, c-1] (a set would equal {c-1})",
+     spec="§4 failure_outcome: “blocking_claim_ids == [claim]”",
+     events=[*setup("c-1"), *failure("c-1", "r-2", 0, 1)[:-2],
+             refused("c-1", "r-2", blocking=["c-1", "c-1"]), finish("r-2", "error")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="req_failed_request_status_null", cls="requests",
+     attacks="the refused request's request_finished has status null",
+     spec="§4.1: “a request that finishes served after its policy=fail branch and refusal "
+          "contradicts the refusal.”",
+     ambiguous="null status (reserved for imported traces) cannot show the request was not "
+               "served: unknown is never pass.",
+     events=[*setup("c-1"), *failure("c-1", "r-2", 0, 1)[:-1],
+             patched(finish("r-2", "error"), status=None, finish_reason=None)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="id_contiguous_range_without_start", cls="identity",
+     attacks="a contiguous_range predicate with no start",
+     spec="§2: “predicate {id, kind: leading_prefix_at_least | contiguous_range, blocks, start "
+          "(contiguous_range only)}”; §4 predicate_fixed",
+     events=[start("r-1"),
+             accept("c-1", "r-1", pred={"id": "p-r", "kind": "contiguous_range", "blocks": 2}),
+             *both()[2:]],
+     expect={"c-1": ALL_FAIL})
+
+case(name="id_predicate_zero_blocks", cls="identity",
+     attacks="leading_prefix_at_least(0): a predicate every empty cache satisfies; "
+             "materialization with nothing present",
+     spec="§1 B2: “a fixed predicate over which KV must be present for the claim to count as "
+          "materialized”",
+     ambiguous="SPEC bounds footprint_blocks (> 0), not predicate blocks; a predicate that "
+               "needs no block protects nothing. Fail-closed.",
+     events=[start("r-1"), accept("c-1", "r-1", pred=lead(0)),
+             mat("c-1", "r-1", surv=0, lead_=0, req=0), *store("c-1", "r-1", 0),
+             off("c-1", "r-1", 0, n=0), finish("r-1"), *success("c-1", "r-2", 0, 1),
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="order_predicate_larger_than_footprint", cls="order",
+     attacks="leading_prefix_at_least(4) on footprint 2: the materialization (all 2 present) "
+             "says holds",
+     spec=Q_PRED + " " + Q_ORDER,
+     events=[start("r-1"), accept("c-1", "r-1", fp=2, pred=lead(4)),
+             mat("c-1", "r-1", surv=2, lead_=2, req=4, holds=True), *store("c-1", "r-1", 0),
+             off("c-1", "r-1", 0), finish("r-1"), *success("c-1", "r-2", 0, 1),
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="order_materialization_leading_exceeds_surviving", cls="order",
+     attacks="materialization says surviving 1, leading 2 (impossible) and holds",
+     spec=Q_PRED + " " + Q_ORDER,
+     events=[start("r-1"), accept("c-1", "r-1"), mat("c-1", "r-1", surv=1, lead_=2, holds=True),
+             *both()[3:]],
+     expect={"c-1": ALL_FAIL})
+
+case(name="order_materialization_surviving_exceeds_footprint", cls="order",
+     attacks="materialization says surviving 5, leading 5 of footprint 2, and holds",
+     spec=Q_PRED + " " + Q_ORDER,
+     ambiguous="numbers that cannot be true prove nothing; a reader might clamp them to the "
+               "footprint. Fail-closed.",
+     events=[start("r-1"), accept("c-1", "r-1"), mat("c-1", "r-1", surv=5, lead_=5, holds=True),
+             *both()[3:]],
+     expect={"c-1": ALL_FAIL})
+
+
+# =============================================================================================
 # Writing the corpus
 # =============================================================================================
 def _expand_controls(c: Case) -> dict[str, dict[str, list[str]]]:
