@@ -2146,6 +2146,15 @@ case(name="pos_identical_second_accept_immediately", cls="positive",
      events=[*both()[:2], accept("c-1", "r-1"), *both()[2:]],
      expect={"c-1": BOTH_OK})
 
+case(name="pos_rematerialized_after_offload", cls="positive",
+     attacks="after the offload the claim is materialized on device again (no reuse); both "
+             "cycles follow",
+     spec="§2 Lifecycle: “materialized ⇄ offloaded → restore_required → restored → reused”",
+     note="isolates the return offloaded → materialized from the resident reuse of "
+          "pos_rematerialized_after_offload_then_resident_reuse",
+     events=[*both()[:6], mat("c-1", "r-1"), *both()[6:]],
+     expect={"c-1": BOTH_OK})
+
 
 # =============================================================================================
 # Writing the corpus
