@@ -2155,6 +2155,48 @@ case(name="pos_rematerialized_after_offload", cls="positive",
      events=[*both()[:6], mat("c-1", "r-1"), *both()[6:]],
      expect={"c-1": BOTH_OK})
 
+case(name="gen_concurrent_cycles_label_decreases", cls="generations",
+     attacks="r-2 opens cycle 0, r-5 opens cycle 1 and completes it, then r-2 restores and "
+             "reuses with label 0 — after label 1 was used",
+     spec=Q_GEN,
+     ambiguous="SPEC does not say whether cycles of different requests may overlap; its label "
+               "rule (“Labels never decrease along the claim's history”) is broken either way.",
+     events=[*setup("c-1"), start("r-2"), start("r-5"), lookup("c-1", "r-2"),
+             rr("c-1", "r-2", 0), lookup("c-1", "r-5"), rr("c-1", "r-5", 1),
+             *load("c-1", "r-5", 7), restored("c-1", "r-5", 1), reused("c-1", "r-5", 1),
+             finish("r-5"), *load("c-1", "r-2", 1), restored("c-1", "r-2", 0),
+             reused("c-1", "r-2", 0), finish("r-2"), *failure("c-1", "r-3", 2, 2)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="attr_nontarget_carried_by_refused_request", cls="attribution",
+     attacks="the request whose restore of target c-a fails also carries non-target c-b; the "
+             "refusal names only c-a, and the request finishes error",
+     spec="§4.2 Attribution: “a request that carries a non-target and finishes other than "
+          "served without an outcome that names that claim fails non_targets_served”",
+     events=[*setup("c-a", "r-1", 0), start("r-4"), accept("c-b", "r-4"), mat("c-b", "r-4"),
+             *failure("c-a", "r-4", 0, 3)[1:]],
+     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL})
+
+case(name="attr_nontarget_ambiguous_identity", cls="attribution",
+     attacks="non-target c-b's reuse names another object_id",
+     spec=Q_ATTR_LEGAL + " §4 stable_identity.",
+     ambiguous="“every rule above” read as every rule of §4–§4.2, stable_identity included "
+               "(an ambiguous identity “fails every gate”).",
+     events=two(*setup("c-b", "r-2", 1),
+                *[e if e["event"] != "claim_reused" else patched(e, object_id="prefix:zz")
+                  for e in success("c-b", "r-3", 0, 2)]),
+     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL},
+     controls={"c-b": {"all": ["ambiguous_identity"]}})
+
+case(name="pos_carrier_restores_its_own_claim", cls="positive",
+     attacks="the carrying request itself offloads, then restores and reuses its claim in "
+             "cycle 0 before it finishes",
+     spec=Q_ORDER + " " + Q_SCOPE + " (nothing reserves restores to later requests)",
+     events=[start("r-1"), accept("c-1", "r-1"), mat("c-1", "r-1"), *store("c-1", "r-1", 0),
+             off("c-1", "r-1", 0), *success("c-1", "r-1", 0, 1)[1:],
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": BOTH_OK})
+
 
 # =============================================================================================
 # Writing the corpus
