@@ -33,7 +33,10 @@ ALL: frozenset[str] = frozenset(GATES)
 #: SPEC §4.2 Failures: an open failure fails these three (observation is not named); B4's
 #: attribution of outcomes is theirs too
 FAILURE_GATES: frozenset[str] = frozenset({FAILURE_OUTCOME, LIFECYCLE, ATTRIBUTION})
-ATTRIBUTION_ONLY: frozenset[str] = frozenset({ATTRIBUTION})
+#: not a gate: what `attribution` requires of a claim when it is a non-target (SPEC §4.2
+#: Attribution: "a request that carries a non-target ... fails non_targets_served")
+AS_NON_TARGET = "attribution:non_target"
+NON_TARGET_ONLY: frozenset[str] = frozenset({AS_NON_TARGET})
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 BOM = b"\xef\xbb\xbf"
@@ -120,6 +123,10 @@ class Verdict:
 
     def against(self, gate: str) -> list[Violation]:
         return [v for v in self.violations if gate in v.gates]
+
+    def against_non_target(self) -> list[Violation]:
+        """What fails `attribution` for another claim when this one is its non-target."""
+        return [v for v in self.violations if v.gates & {ATTRIBUTION, AS_NON_TARGET}]
 
     def pairs(self) -> list[tuple[int, str]]:
         """(seq, reason) per violation, in stream order."""
@@ -743,7 +750,7 @@ class _ClaimWalk:
             if status != "served" and r not in explained:
                 self.out.append(Violation(-1, Rule.NOT_SERVED, f"{r} names the claim and "
                                           f"finishes {status} with no outcome naming it",
-                                          ATTRIBUTION_ONLY))
+                                          NON_TARGET_ONLY))
 
 
 def _job(job: Any) -> Any:

@@ -60,7 +60,8 @@ def disagreements(data: bytes, verdicts: dict[str, Verdict] | None = None
         if gate == ATTRIBUTION:
             for other, v2 in verdicts.items():
                 if other != claim:
-                    out.extend(Disagreement(gate, claim, other, v) for v in v2.against(gate))
+                    out.extend(Disagreement(gate, claim, other, v)
+                               for v in v2.against_non_target())
     return out
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from acceptor import (
+    AS_NON_TARGET,
     ATTRIBUTION,
     FAILURE_GATES,
     FAILURE_OUTCOME,
@@ -302,7 +303,7 @@ class TestFailures:
         v = verdict(t)
         assert {(x.rule, x.gates) for x in v.violations} == {
             (Rule.OPEN_FAILURE, FAILURE_GATES),  # the later chain does not close it
-            (Rule.NOT_SERVED, frozenset({ATTRIBUTION})),  # r-2 failed, nothing names c-1
+            (Rule.NOT_SERVED, frozenset({AS_NON_TARGET})),  # r-2 failed, nothing names c-1
         }
 
     def test_a_textbook_failure_is_legal(self) -> None:
@@ -439,7 +440,8 @@ class TestModesTiersArbiters:
     def test_a_request_naming_the_claim_is_served_or_explained(self) -> None:
         t = resident().started("r-2").restore_ok("c-1", "r-2").finished("r-2", "error", "x")
         assert [(x.rule, x.gates) for x in verdict(t).violations] == [
-            (Rule.NOT_SERVED, frozenset({ATTRIBUTION}))]
+            (Rule.NOT_SERVED, frozenset({AS_NON_TARGET}))]
+        assert verdict(t).legal_for(ATTRIBUTION) and verdict(t).against_non_target()
 
     def test_refusal_envelope_names_its_outcome_claim(self) -> None:
         assert Rule.OUTCOME_ENVELOPE in rules(self._conflict("admission", outcome="c-2"))
