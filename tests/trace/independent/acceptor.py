@@ -259,15 +259,35 @@ class _Request:
     violations: list[Violation] = field(default_factory=list)
 
 
+def _defining(e: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in e.items() if k not in NOT_DEFINING}
+
+
+def _repeated_accepts(events: Sequence[Mapping[str, Any]]) -> set[int]:
+    """Indexes of claim_accepted events identical to their claim's first in every defining
+    field: SPEC §4.2 says they change nothing, so the request rules do not see them either."""
+    first: dict[Any, dict[str, Any]] = {}
+    out: set[int] = set()
+    for index, e in enumerate(events):
+        if e.get("event") != "claim_accepted":
+            continue
+        c = e.get("claim_id")
+        if c in first and first[c] == _defining(e):
+            out.add(index)
+        first.setdefault(c, _defining(e))
+    return out
+
+
 def _requests(events: Sequence[Mapping[str, Any]]) -> dict[str, _Request]:
     """Per request id: its scope (first declaration), first finish, and its own violations."""
     out: dict[str, _Request] = defaultdict(_Request)
     started: set[str] = set()
     acted: set[str] = set()
     refused: dict[str, int] = {}
+    repeated = _repeated_accepts(events)
     for index, e in enumerate(events):
         r = e.get("request_id")
-        if not isinstance(r, str):
+        if not isinstance(r, str) or index in repeated:
             continue
         req, kind, seq = out[r], e.get("event"), _seq(e)
         if req.finished_at is not None:
@@ -431,8 +451,7 @@ class _ClaimWalk:
     def accept(self, e: Mapping[str, Any], first: bool) -> None:
         if not first:
             assert self.accepted is not None
-            a, b = ({k: v for k, v in x.items() if k not in NOT_DEFINING}
-                    for x in (self.accepted, e))
+            a, b = _defining(self.accepted), _defining(e)
             if a != b:
                 changed = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
                 self.bad(e, Rule.AMBIGUOUS, f"second claim_accepted changes {changed}")

@@ -152,6 +152,8 @@ class TestBeforeAcceptance:
     def test_identical_second_acceptance_changes_nothing(self) -> None:
         t = Trace().started("r-1").accept("c-1", "r-1").accept("c-1", "r-1")
         assert verdict(t).legal
+        t.finished("r-1").accept("c-1", "r-1")  # not even after its request finished
+        assert verdict(t).legal
 
     @pytest.mark.parametrize("change", [
         {"predicate": {**PRED, "blocks": 1}}, {"owner_scope": SCOPE},
