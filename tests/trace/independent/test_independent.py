@@ -182,10 +182,19 @@ class TestOrder:
         t = resident().started("r-2").add("claim_reused", "c-1", "r-2", generation=0, holds=True)
         assert rules(t) == {Rule.REUSE_ORDER}
 
-    def test_reuse_with_the_next_label_inside_a_cycle(self) -> None:
+    @pytest.mark.parametrize("event,fields,rule", [
+        # a reuse labelled with the next generation inside the current cycle
+        ("claim_reused", {"generation": 1, "holds": True}, Rule.REUSE_ORDER),
+        # a restore after the reuse (restore_after_reuse)
+        ("claim_restored", {"generation": 0, "source": "offload_tier"}, Rule.CYCLE_ORDER),
+        # a cycle closes with its reuse: no load belongs to it afterwards
+        ("kv_load_finished", {"job_id": 1, "success": True}, Rule.LOAD_OUTSIDE_CYCLE),
+    ])
+    def test_after_a_complete_cycle(self, event: str, fields: dict[str, Any],
+                                    rule: Rule) -> None:
         t = resident().started("r-2").restore_ok("c-1", "r-2")
-        t.add("claim_reused", "c-1", "r-2", generation=1, holds=True)
-        assert rules(t) == {Rule.REUSE_ORDER}
+        assert verdict(t).legal
+        assert rules(t.add(event, "c-1", "r-2", **fields)) == {rule}
 
     def test_reuse_by_another_request_than_the_restore(self) -> None:
         t = resident().started("r-2").restore_ok("c-1", "r-2").finished("r-2").started("r-3")
@@ -197,16 +206,6 @@ class TestOrder:
         t.add("claim_restored", "c-1", "r-2", generation=0, source="fallback_recompute")
         t.add("claim_reused", "c-1", "r-2", generation=0, holds=True)
         assert rules(t) == {Rule.REUSE_ORDER}
-
-    def test_restore_twice_in_one_cycle(self) -> None:
-        t = resident().started("r-2").restore_ok("c-1", "r-2")
-        t.add("claim_restored", "c-1", "r-2", generation=0, source="offload_tier")
-        assert rules(t) == {Rule.CYCLE_ORDER}
-
-    def test_a_cycle_closes_with_its_reuse(self) -> None:
-        t = resident().started("r-2").restore_ok("c-1", "r-2")
-        t.add("kv_load_finished", "c-1", "r-2", job_id=1, success=True)
-        assert rules(t) == {Rule.LOAD_OUTSIDE_CYCLE}
 
     def test_loads_belong_to_an_open_cycle(self) -> None:
         t = resident().started("r-2").add("kv_load_started", "c-1", "r-2", job_id=1)
