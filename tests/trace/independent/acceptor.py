@@ -94,6 +94,7 @@ class Rule(StrEnum):
     REQ_LATE_START = "request_started_late"       # READING: a request starts before it acts
     REQ_AFTER_FINISH = "after_request_finished"   # §4.1/§4.2 first request_finished
     REFUSED_SERVED = "refused_then_served"        # §4.1
+    OBSERVATION_GAP = "observation_gap"           # §4.2 via the v1 event: unknown, never pass
 
 
 @dataclass(frozen=True)
@@ -304,13 +305,15 @@ def _requests(events: Sequence[Mapping[str, Any]]) -> dict[str, _Request]:
             started.add(r)
             continue
         acted.add(r)
-        if kind == "active_request_refused":
+        if kind == "active_request_refused" or (
+                kind == "scheduler_load_failure" and e.get("policy") == "fail"):
             refused.setdefault(r, index)
         if kind == "request_finished" and req.finished_at is None:
             req.finished_at, req.finish_status = index, e.get("status")
             if e.get("status") == "served" and r in refused:
-                req.violations.append(Violation(seq, Rule.REFUSED_SERVED,
-                                                f"{r} finishes served after it was refused"))
+                req.violations.append(Violation(
+                    seq, Rule.REFUSED_SERVED, f"{r} finishes served after it was refused or "
+                    "its policy=fail branch fired"))
     return out
 
 
@@ -402,11 +405,16 @@ class _ClaimWalk:
         seen_accept = False
         first_seq: int | None = None
         for index, e in enumerate(self.events):
-            if not names(e, self.claim):
+            if not names(e, self.claim) and e.get("event") != "observation_gap":
                 continue
-            if first_seq is None:
+            if first_seq is None and e.get("event") != "observation_gap":
                 first_seq = _seq(e)
             kind = e.get("event")
+            if kind == "observation_gap":  # names no claim: it concerns every open one
+                if seen_accept and self.terminal is None:
+                    self.bad(e, Rule.OBSERVATION_GAP, "the emitter missed part of the open "
+                             "claim's history")
+                continue
             if kind == "claim_accepted" and e.get("claim_id") == self.claim:
                 self.accept(e, first=not seen_accept)
                 seen_accept = True

@@ -186,6 +186,8 @@ def _templates(claim: Any, request: Any) -> list[dict[str, Any]]:
          "owner_scope": "tenant:x/session:9"},
         {"event": "request_finished", "claim_id": None, "request_id": request,
          "status": "served", "finish_reason": "length"},
+        {"event": "observation_gap", "claim_id": None, "request_id": None,
+         "reason": "batch sequence jumped"},
     ]
 
 

@@ -336,6 +336,22 @@ class TestRequests:
         t = resident().started("r-2").restore_fails("c-1", "r-2").finished("r-2")
         assert rules(t) == {Rule.REFUSED_SERVED}
 
+    def test_served_after_the_fail_branch(self) -> None:
+        t = resident().started("r-2").restore_required("c-1", "r-2")
+        t.add("scheduler_load_failure", "c-1", "r-2", policy="fail", invalid_block_count=2,
+              failed_tokens=256, finish_status="FINISHED_ERROR").finished("r-2")
+        assert Rule.REFUSED_SERVED in rules(t)
+
+    def test_an_observation_gap_leaves_an_open_claim_unknown(self) -> None:
+        gap = {"reason": "batch sequence jumped"}
+        t = resident().add("observation_gap", None, None, **gap)
+        assert rules(t) == {Rule.OBSERVATION_GAP}
+        t = resident().add("claim_released", "c-1", None, reason="done")
+        assert verdict(t.add("observation_gap", None, None, **gap)).legal
+        before = Trace().add("observation_gap", None, None, **gap).events
+        assert verdict(before + [{**e, "seq": e["seq"] + 1}
+                                 for e in success_path().events]).legal
+
     def _scoped(self, claim_scope: dict[str, Any], request_scope: str | None) -> Trace:
         t = Trace().add("request_started", None, "r-1", owner_scope=SCOPE)
         if "submitted" in claim_scope:
