@@ -253,12 +253,11 @@ def edit(draw: st.DrawFn, mutant: Mutant, structural: bool) -> None:
 
 
 @st.composite
-def mutants(draw: st.DrawFn, sources: st.SearchStrategy[tuple[str, list[dict[str, Any]]]]
-            ) -> Mutant:
+def mutants(draw: st.DrawFn, sources: st.SearchStrategy[Mutant]) -> Mutant:
     """A legal trace from *sources* with 1–3 blind edits (structural edits first, then
     relabels, so a relabelled seq is not renumbered away)."""
-    origin, events = draw(sources)
-    mutant = Mutant(origin, copy.deepcopy(events))
+    source = draw(sources)
+    mutant = Mutant(source.origin, copy.deepcopy(source.events))
     count = draw(st.integers(1, 3))
     kinds = sorted(draw(st.lists(st.booleans(), min_size=count, max_size=count)), reverse=True)
     for structural in kinds:

@@ -101,7 +101,8 @@ def sparse_seqs(events: Events) -> Events:
 def owner_scopes(events: Events) -> Events:
     """One tenant throughout: every request and claim declares the same owner scope."""
     for e in events:
-        if e["event"] in ("request_started", "claim_accepted"):
+        if e["event"] in ("request_started", "claim_accepted") or (
+                e["event"] == "claim_submitted" and e.get("owner_scope") is not None):
             e["owner_scope"] = "tenant:a/session:1"
     return events
 
@@ -141,8 +142,24 @@ def f_minus_one(events: Events) -> Events:
             e["predicate"], e["footprint_blocks"] = dict(predicate), 2
         elif e["event"] == "claim_materialized":
             e.update(surviving=1, leading=0, required=1, holds=True)
-        elif e["event"] == "block_evicted" and e.get("position") == 0:
-            e["position"] = 1  # keep a post-release loss a loss of a needed position
+        elif e["event"] in ("block_evicted", "claim_block_lost_after_release") \
+                and e.get("position") is not None:
+            e["position"] = 1  # a loss stays a loss of a needed position
+    return events
+
+
+def increasing_labels(events: Events) -> Events:
+    """Each claim's generation labels renamed 0, 1, 2, ... in order of first appearance.
+
+    The defect generator draws distinct labels in any order; SPEC §4.2 wants each new cycle's
+    label above every earlier one, which this restores without changing anything else.
+    """
+    ranks: dict[Any, dict[int, int]] = {}
+    for e in events:
+        g = e.get("generation")
+        if isinstance(g, int) and not isinstance(g, bool):
+            rank = ranks.setdefault(e.get("claim_id"), {})
+            e["generation"] = rank.setdefault(g, len(rank))
     return events
 
 

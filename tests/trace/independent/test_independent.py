@@ -28,7 +28,8 @@ from acceptor import (
 )
 from compare import disagreements, gate_verdicts
 from hypothesis import given, settings
-from mutant_sources import SOURCES
+from hypothesis import strategies as st
+from mutant_sources import LEGAL_GENERATED, SOURCES, Source
 from mutator import Mutant, mutants, shipped_traces, to_bytes
 from rewrites import REWRITES, rewritten
 
@@ -36,6 +37,7 @@ from tracekit import PRED, Trace, claimed_load_failure, success_path, two_genera
 
 SHIPPED = shipped_traces()
 MUTANT_EXAMPLES = 400
+GENERATED_EXAMPLES = 60
 
 
 def _budget(examples: int) -> settings:
@@ -75,6 +77,20 @@ def test_legal_rewrites_keep_every_gate_verdict(name: str, rewrite: str) -> None
     after = gate_verdicts(rewritten(rewrite, SHIPPED[name]))
     assert {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys()
             if before.get(k) != after.get(k)} == {}
+
+
+@_budget(GENERATED_EXAMPLES)
+@given(LEGAL_GENERATED, st.sampled_from(REWRITES))
+def test_generated_legal_traces_and_their_rewrites(source: Source, rewrite: str) -> None:
+    """(a) and the rewrites over the generator's richer legal traces (owner scopes,
+    submissions, labelled transfers, re-offloads, deferrals, harm, expiry, demotion)."""
+    name = source.origin
+    original, changed = source.data(), rewritten(rewrite, source.events)
+    for data in (original, changed):
+        assert {c: v.pairs() for c, v in judge_bytes(data).items() if not v.legal} == {}, name
+    before, after = gate_verdicts(original), gate_verdicts(changed)
+    assert {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys()
+            if before.get(k) != after.get(k)} == {}, name
 
 
 @_budget(MUTANT_EXAMPLES)
