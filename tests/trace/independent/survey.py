@@ -31,7 +31,7 @@ def main(count: int) -> None:
     def run(m: Mutant) -> None:
         data = m.data()
         totals["passes"] += len(gate_passes(data))
-        found = disagreements(data)
+        found = disagreements(data, readings=True)
         per_pass: dict[tuple[str, str], set[str]] = {}
         for d in found:
             per_pass.setdefault((d.gate, d.claim_id), set()).add(d.category())
@@ -46,7 +46,8 @@ def main(count: int) -> None:
     run()
     print(f"{count} mutants; {totals['passes']} gate passes, {totals['contradicted']} of them "
           f"contradicted by the acceptor (in {totals['mutants_with']} mutants); per gate:rule "
-          "category, the gate passes it contradicts, and the example with the fewest edits:")
+          "category (readings marked), the gate passes it contradicts, and the example with the "
+          "fewest edits:")
     for category, n in categories.most_common():
         m, why = seen[category]
         print(f"\n== {category}: {n}\n   {why}\n   {m!r}")

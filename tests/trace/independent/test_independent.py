@@ -204,7 +204,7 @@ class TestOrder:
         # a restore after the reuse (restore_after_reuse)
         ("claim_restored", {"generation": 0, "source": "offload_tier"}, Rule.CYCLE_ORDER),
         # a cycle closes with its reuse: no load belongs to it afterwards
-        ("kv_load_finished", {"job_id": 1, "success": True}, Rule.LOAD_OUTSIDE_CYCLE),
+        ("kv_load_finished", {"job_id": 1, "success": True}, Rule.LOAD_AFTER_CYCLE),
     ])
     def test_after_a_complete_cycle(self, event: str, fields: dict[str, Any],
                                     rule: Rule) -> None:
@@ -342,7 +342,7 @@ class TestFailures:
 class TestRequests:
     def test_a_request_starts_once(self) -> None:
         t = success_path().started("r-2")
-        assert rules(t) == {Rule.REQ_RESTART, Rule.REQ_AFTER_FINISH}
+        assert rules(t) == {Rule.REQ_RESTART, Rule.REQ_ACTS_AFTER_FINISH}
 
     def test_finishes_once(self) -> None:
         t = success_path().finished("r-2")
@@ -356,7 +356,7 @@ class TestRequests:
         t = resident().started("r-2").restore_required("c-1", "r-2")
         t.add("scheduler_load_failure", "c-1", "r-2", policy="fail", invalid_block_count=2,
               failed_tokens=256, finish_status="FINISHED_ERROR").finished("r-2")
-        assert Rule.REFUSED_SERVED in rules(t)
+        assert Rule.FAIL_BRANCH_SERVED in rules(t)
 
     def test_an_observation_gap_leaves_an_open_claim_unknown(self) -> None:
         gap = {"reason": "batch sequence jumped"}
@@ -385,6 +385,16 @@ class TestRequests:
     def test_another_tenant_or_an_unscoped_request(self) -> None:
         assert rules(self._scoped({"accepted": SCOPE}, "tenant:b/session:1")) == {Rule.SCOPE}
         assert rules(self._scoped({"accepted": SCOPE}, None)) == {Rule.SCOPE}
+
+    def test_a_scope_declared_after_the_restore_is_too_late(self) -> None:
+        t = self._scoped({"accepted": SCOPE}, SCOPE)
+        start = next(i for i, e in enumerate(t.events)
+                     if e["event"] == "request_started" and e["request_id"] == "r-2")
+        t.events.insert(start + 3, t.events.pop(start))  # after the lookup and the restore
+        for i, e in enumerate(t.events):
+            e["seq"] = i
+        assert rules(t) == {Rule.SCOPE, Rule.REQ_LATE_START}
+        assert [v.rule for v in verdict(t).against(OBSERVATION)] == [Rule.SCOPE]
 
     def test_scope_declared_on_submission_only(self) -> None:
         assert rules(self._scoped({"submitted": SCOPE}, "tenant:b/session:1")) == {Rule.SCOPE}
