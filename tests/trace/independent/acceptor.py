@@ -656,10 +656,11 @@ class _ClaimWalk:
         cycle = self.cycles.get(r) if isinstance(r, str) else None
         rule = Rule.CYCLE_ORDER
         if what == "load":
-            rule = Rule.FAILURE_OUTSIDE_CYCLE if e.get("event") == "scheduler_load_failure" \
-                else Rule.LOAD_OUTSIDE_CYCLE
+            branch = e.get("event") == "scheduler_load_failure"
+            rule = Rule.FAILURE_OUTSIDE_CYCLE if branch else Rule.LOAD_OUTSIDE_CYCLE
             if cycle is not None and cycle.state in ("reused", "failed"):
-                cycle, rule = None, Rule.LOAD_AFTER_CYCLE
+                cycle = None
+                rule = Rule.FAILURE_OUTSIDE_CYCLE if branch else Rule.LOAD_AFTER_CYCLE
         if cycle is None:
             self.bad(e, rule, f"{e.get('event')} with no open restore cycle of the claim on "
                      f"request {r!r}")
