@@ -502,7 +502,7 @@ class _ClaimWalk:
             self.bad(e, Rule.POST_HOC, "registration is not pre_registered")
         predicate = e.get("predicate")
         self.predicate = predicate if isinstance(predicate, dict) else {}
-        if self.predicate.get("id") != e.get("predicate_id"):
+        if e.get("predicate_id") is not None and self.predicate.get("id") != e.get("predicate_id"):
             self.bad(e, Rule.PREDICATE_FIXED, "predicate_id differs from the predicate's id")
         footprint = e.get("footprint_blocks")
         self.footprint = footprint if isinstance(footprint, int) else 0

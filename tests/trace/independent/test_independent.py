@@ -410,6 +410,18 @@ class TestModesTiersArbiters:
         assert rules(Trace().started("r-1").accept("c-1", "r-1", mode="best_effort")) == {
             Rule.MODE}
 
+    def test_predicate_fixed(self) -> None:
+        t = Trace().started("r-1").accept("c-1", "r-1")
+        assert verdict(t).legal
+        t.events[-1]["predicate"] = {**PRED, "id": "p-other"}
+        assert rules(t) == {Rule.PREDICATE_FIXED}
+
+    def test_submission_after_acceptance_is_a_reading(self) -> None:
+        t = Trace().started("r-1").accept("c-1", "r-1").add("claim_submitted", "c-1", "r-1")
+        assert rules(t) == {Rule.SUBMIT_ORDER}
+        assert verdict(t).violations[0].reading and not verdict(t).against(OBSERVATION)
+        assert verdict(t).against(OBSERVATION, readings=True)
+
     def test_post_hoc_registration(self) -> None:
         t = Trace().started("r-1").accept("c-1", "r-1", registration="post_hoc")
         assert rules(t) == {Rule.POST_HOC}
