@@ -93,6 +93,8 @@ class Rule(StrEnum):
     HARNESS_ONLY = "harness_only"                 # §4.2 Arbiters
     SMEAR = "blocking_claim_smear"                # §1 B4: blocking_claim_ids == [claim]
     NOT_SERVED = "not_served_unexplained"         # §4.2 Attribution: non_targets_served
+    NAMED_BY_FAILURE = "named_by_failure"         # §4.1 Attribution: failures name the target
+    UNCLAIMED_FAILURE = "unclaimed_failure"       # §4.1 Attribution: ... or name no claim
     REQ_RESTART = "request_restarted"             # §4.2 Requests
     REQ_LATE_START = "request_started_late"       # reading: a request starts before it acts
     REQ_AFTER_FINISH = "after_request_finished"   # §4.1/§4.2 chain before the first finish
@@ -129,10 +131,20 @@ class Violation:
 
 @dataclass
 class Verdict:
-    """The acceptor's ruling on one claim."""
+    """The acceptor's ruling on one claim: its illegal events (``violations``) and, apart, what
+    fails `attribution` for another target when this claim is a non-target (``as_non_target``:
+    a failure or outcome naming it, a request of it not served and unexplained)."""
 
     claim_id: str
-    violations: list[Violation] = field(default_factory=list)
+    found: list[Violation] = field(default_factory=list)
+
+    @property
+    def violations(self) -> list[Violation]:
+        return [v for v in self.found if v.gates != NON_TARGET_ONLY]
+
+    @property
+    def as_non_target(self) -> list[Violation]:
+        return [v for v in self.found if v.gates == NON_TARGET_ONLY]
 
     @property
     def legal(self) -> bool:
@@ -148,7 +160,7 @@ class Verdict:
 
     def against_non_target(self, readings: bool = False) -> list[Violation]:
         """What fails `attribution` for another claim when this one is its non-target."""
-        return [v for v in self.violations if v.gates & {ATTRIBUTION, AS_NON_TARGET}
+        return [v for v in self.found if v.gates & {ATTRIBUTION, AS_NON_TARGET}
                 and (readings or not v.reading)]
 
     def pairs(self) -> list[tuple[int, str]]:
@@ -344,6 +356,24 @@ def _requests(events: Sequence[Mapping[str, Any]]) -> dict[str, _Request]:
     return out
 
 
+def is_failure_or_outcome(e: Mapping[str, Any]) -> bool:
+    """SPEC §4.1 Attribution's list: store/load failure, restore failure, refusal, demotion,
+    expiry, harm."""
+    kind = e.get("event")
+    if kind in ("kv_store_finished", "kv_load_finished"):
+        return e.get("success") is not True
+    return kind in ("kv_load_failed", "scheduler_load_failure", "claim_restore_failed",
+                    "active_request_refused", "claim_demoted", "claim_expired", "claim_harmed")
+
+
+def _unclaimed_failures(events: Sequence[Mapping[str, Any]]) -> list[Violation]:
+    """Failures that name no claim: attribution cannot pass beside them (for any target)."""
+    return [Violation(_seq(e), Rule.UNCLAIMED_FAILURE, f"{e.get('event')} names no claim",
+                      frozenset({ATTRIBUTION}))
+            for e in events if is_failure_or_outcome(e) and e.get("claim_id") is None
+            and e.get("outcome_claim_id") is None and not e.get("blocking_claim_ids")]
+
+
 def _seq(e: Mapping[str, Any]) -> int:
     seq = e.get("seq")
     return seq if isinstance(seq, int) and not isinstance(seq, bool) else -1
@@ -515,6 +545,8 @@ class _ClaimWalk:
     def step(self, index: int, e: Mapping[str, Any], kind: Any) -> None:
         r = e.get("request_id")
         mine = e.get("claim_id") == self.claim
+        if is_failure_or_outcome(e):
+            self.bad(e, Rule.NAMED_BY_FAILURE, f"{kind} names the claim", NON_TARGET_ONLY)
         if kind == "active_request_refused":
             self.refusal(index, e)
             return
@@ -822,16 +854,16 @@ def _job(job: Any) -> Any:
 
 def judge(events: Sequence[Mapping[str, Any]]) -> dict[str, Verdict]:
     """Rule on every claim the stream names: legal, or the violations with their seqs."""
-    stream = stream_problems(events)
+    stream = stream_problems(events) + _unclaimed_failures(events)
     requests = _requests(events)
     verdicts: dict[str, Verdict] = {}
     for claim in claims_named(events):
         verdict = Verdict(claim, list(stream))
-        verdict.violations.extend(_ClaimWalk(claim, events, requests).run())
+        verdict.found.extend(_ClaimWalk(claim, events, requests).run())
         named = {e.get("request_id") for e in events
                  if names(e, claim) and isinstance(e.get("request_id"), str)}
         for r in sorted(named):
-            verdict.violations.extend(requests[r].violations)
+            verdict.found.extend(requests[r].violations)
         verdicts[claim] = verdict
     return verdicts
 
@@ -841,5 +873,5 @@ def judge_bytes(data: bytes) -> dict[str, Verdict]:
     events, problems = parse(data)
     verdicts = judge(events)
     for verdict in verdicts.values():
-        verdict.violations.extend(Violation(-1, Rule.MALFORMED, p) for p in problems)
+        verdict.found.extend(Violation(-1, Rule.MALFORMED, p) for p in problems)
     return verdicts

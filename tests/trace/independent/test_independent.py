@@ -318,10 +318,10 @@ class TestFailures:
         t.started("r-3").restore_fails("c-1", "r-3", generation=1, job=2)
         t.finished("r-3", "error", "error")
         v = verdict(t)
-        assert {(x.rule, x.gates) for x in v.violations} == {
-            (Rule.OPEN_FAILURE, FAILURE_GATES),  # the later chain does not close it
-            (Rule.NOT_SERVED, frozenset({AS_NON_TARGET})),  # r-2 failed, nothing names c-1
-        }
+        assert [(x.rule, x.gates) for x in v.violations] == [
+            (Rule.OPEN_FAILURE, FAILURE_GATES)]  # the later chain does not close it
+        # as a non-target: r-2 failed with nothing naming c-1, and failures name it
+        assert {x.rule for x in v.as_non_target} == {Rule.NOT_SERVED, Rule.NAMED_BY_FAILURE}
 
     def test_a_textbook_failure_is_legal(self) -> None:
         assert verdict(claimed_load_failure()).legal
@@ -494,9 +494,19 @@ class TestModesTiersArbiters:
 
     def test_a_request_naming_the_claim_is_served_or_explained(self) -> None:
         t = resident().started("r-2").restore_ok("c-1", "r-2").finished("r-2", "error", "x")
-        assert [(x.rule, x.gates) for x in verdict(t).violations] == [
+        assert verdict(t).legal
+        assert [(x.rule, x.gates) for x in verdict(t).as_non_target] == [
             (Rule.NOT_SERVED, frozenset({AS_NON_TARGET}))]
         assert verdict(t).legal_for(ATTRIBUTION) and verdict(t).against_non_target()
+
+    def test_failures_name_only_the_target(self) -> None:
+        v = verdict(claimed_load_failure())
+        assert v.legal and {x.rule for x in v.as_non_target} == {Rule.NAMED_BY_FAILURE}
+        assert not verdict(success_path()).as_non_target
+        t = success_path().started("r-3").add("kv_load_failed", None, "r-3",
+                                              invalid_block_ids=[0])
+        assert rules(t) == {Rule.UNCLAIMED_FAILURE}
+        assert verdict(t).legal_for(OBSERVATION) and not verdict(t).legal_for(ATTRIBUTION)
 
     def test_refusal_envelope_names_its_outcome_claim(self) -> None:
         assert Rule.OUTCOME_ENVELOPE in rules(self._conflict("admission", outcome="c-2"))
