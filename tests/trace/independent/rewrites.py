@@ -163,10 +163,44 @@ def increasing_labels(events: Events) -> Events:
     return events
 
 
+def store_labels(events: Events) -> Events:
+    """SPEC §4.2: a store's label is >= every earlier cycle's and <= every later one's; the
+    label of the claim_offloaded that follows it is both."""
+    for i, e in enumerate(events):
+        if e["event"] in ("kv_store_started", "kv_store_finished") and e.get("claim_id"):
+            following = (x.get("generation") for x in events[i + 1:]
+                         if x["event"] == "claim_offloaded" and x["claim_id"] == e["claim_id"])
+            label = next(following, None)
+            if isinstance(label, int):
+                e["generation"] = label
+    return events
+
+
+def resident_reuse(events: Events) -> Events:
+    """SPEC §4.2 Order: a reuse while the claim is resident since a materialization with no
+    offload since (right after each claim's first materialization, on its request)."""
+    done: set[Any] = set()
+    for i in range(len(events) - 1, -1, -1):
+        e = events[i]
+        if e["event"] != "claim_materialized" or not e.get("holds"):
+            continue
+        first = all(not (x["event"] == "claim_materialized" and x["claim_id"] == e["claim_id"])
+                    for x in events[:i])
+        if first and e["claim_id"] not in done:
+            done.add(e["claim_id"])
+            reuse = {k: v for k, v in e.items() if k in (
+                "schema", "seq", "ts_ns", "source", "claim_id", "request_id", "object_id",
+                "cache_identity", "request_token_map_id", "predicate_id")}
+            events.insert(i + 1, {**reuse, "event": "claim_reused", "generation": 0,
+                                  "holds": True})
+    return _renumber(events)
+
+
 EVENT_REWRITES: dict[str, Callable[[Events], Events]] = {
     f.__name__: f for f in (carrying_start_names_claim, identical_second_accept,
-                            submitted_first, load_labels, shifted_labels, large_seqs,
-                            sparse_seqs, owner_scopes, noise, f_minus_one)
+                            submitted_first, load_labels, store_labels, shifted_labels,
+                            large_seqs, sparse_seqs, owner_scopes, noise, f_minus_one,
+                            resident_reuse)
 }
 
 
