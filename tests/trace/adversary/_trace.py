@@ -273,3 +273,8 @@ def patched(e: Ev, **fields: Any) -> Ev:
     out = dict(e)
     out.update(fields)
     return out
+
+
+def deferred(c: str | None, r: str, blocking: list[str]) -> Ev:
+    return _env("active_request_deferred", c, r, reason="resident claim kept",
+                blocking_claim_ids=blocking)

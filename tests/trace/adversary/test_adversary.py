@@ -71,15 +71,17 @@ def _results(run: Run) -> tuple[dict[tuple[str, str], dict[str, Any]], int | Non
 
 
 def judge(path: Path, case: dict[str, Any], tmp: Path) -> tuple[dict[tuple[str, str], Any],
-                                                               int | None, list[int]]:
-    """Every (claim, gate) result the CLI reports for the claims the case names."""
+                                                               int | None, dict[str, int]]:
+    """Every (claim, gate) result the CLI reports for the claims the case names, the number of
+    reader problems, and per claim the exit code of the run that judged it."""
     first = _check(path, tmp)
     found, problems = _results(first)
-    codes = [first.code]
+    codes = {"": first.code}
     for claim in case["expect"]:
+        codes[claim] = first.code
         if claim in case.get("claim_arg", []) or any((claim, g) not in found for g in GATES):
             run = _check(path, tmp, claim)
-            codes.append(run.code)
+            codes[claim] = run.code
             more, p2 = _results(run)
             found.update({k: v for k, v in more.items() if k[0] == claim})
             if problems is None:
@@ -88,10 +90,10 @@ def judge(path: Path, case: dict[str, Any], tmp: Path) -> tuple[dict[tuple[str, 
 
 
 def mismatches(case: dict[str, Any], found: dict[tuple[str, str], Any],
-               problems: int | None, codes: list[int]) -> list[str]:
+               problems: int | None, codes: dict[str, int]) -> list[str]:
     """What the CLI said that the manifest does not expect (empty when they agree)."""
     bad: list[str] = []
-    if 101 in codes:
+    if 101 in codes.values():
         bad.append(f"internal error (exit 101) on {case['file']}")
     if "problems" in case:
         if problems is None:
@@ -110,7 +112,7 @@ def mismatches(case: dict[str, Any], found: dict[tuple[str, str], Any],
             if got is not None and got.get("passed") is not False:
                 bad.append(f"{claim}/{gate}: expected fail, got pass")
                 continue
-            if got is None and codes[0] == 0:
+            if got is None and codes[claim] == 0:
                 bad.append(f"{claim}/{gate}: expected fail, no result and exit 0")
             need = case.get("controls", {}).get(claim, {}).get(gate, [])
             fired = {k for k, v in (got or {}).get("controls", {}).items() if v}
@@ -125,7 +127,9 @@ def mismatches(case: dict[str, Any], found: dict[tuple[str, str], Any],
 def test_case(case: dict[str, Any], tmp_path: Path) -> None:
     found, problems, codes = judge(HERE / case["file"], case, tmp_path)
     bad = mismatches(case, found, problems, codes)
-    assert not bad, f"{case['name']} ({case['class']}): " + "; ".join(bad)
+    reading = f" [ambiguous in SPEC, fail-closed reading: {case['ambiguous']}]" if (
+        "ambiguous" in case) else ""
+    assert not bad, f"{case['name']} ({case['class']}): " + "; ".join(bad) + reading
 
 
 def test_corpus_in_sync_with_builder() -> None:

@@ -8,9 +8,10 @@ history is "legal" here). Each violation carries the gates it condemns: almost e
 condemns all four (SPEC §4.2: "a violation in every gate"); the few that SPEC scopes more
 narrowly say so (an open failure fails failure_outcome, lifecycle and attribution).
 
-Readings the SPEC leaves to the reader are marked ``READING:`` next to the rule; each is the
-one an expert would pick under default deny, and the differential test reports them by rule id
-so a disagreement can be traced back to the sentence it comes from.
+Where the SPEC text is silent, the acceptor still rules the way an expert would under default
+deny, but as a *reading* (:data:`READINGS`): a reading is reported beside the text-backed rules
+(``survey.py``) and is not what the differential property asserts, so the property fails only
+on what the SPEC's sentences decide.
 """
 
 from __future__ import annotations
@@ -33,7 +34,10 @@ ALL: frozenset[str] = frozenset(GATES)
 #: SPEC §4.2 Failures: an open failure fails these three (observation is not named); B4's
 #: attribution of outcomes is theirs too
 FAILURE_GATES: frozenset[str] = frozenset({FAILURE_OUTCOME, LIFECYCLE, ATTRIBUTION})
-ATTRIBUTION_ONLY: frozenset[str] = frozenset({ATTRIBUTION})
+#: not a gate: what `attribution` requires of a claim when it is a non-target (SPEC §4.2
+#: Attribution: "a request that carries a non-target ... fails non_targets_served")
+AS_NON_TARGET = "attribution:non_target"
+NON_TARGET_ONLY: frozenset[str] = frozenset({AS_NON_TARGET})
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 BOM = b"\xef\xbb\xbf"
@@ -62,7 +66,7 @@ class Rule(StrEnum):
     MODE = "mode"                                 # §4.2 Modes
     AMBIGUOUS = "ambiguous_identity"              # §4 stable_identity, §4.1, §4.2 scope
     PREDICATE_FIXED = "predicate_fixed"           # §4 predicate_fixed
-    SUBMIT_ORDER = "submit_order"                 # §2 submitted -> accepted | rejected
+    SUBMIT_ORDER = "submit_order"                 # reading of §2 submitted -> accepted
     HOLDS_CONTRADICTION = "holds_contradiction"   # §4.1/§4.2 Predicates
     SILENT_LOSS = "silent_loss"                   # §4.1 loss, §4.2 Tiers
     STORE_ORDER = "store_before_materialization"  # §4.2 Order
@@ -74,11 +78,13 @@ class Rule(StrEnum):
     LABEL_CYCLE = "label_cycle"                   # §4.2 Generations: one label per cycle
     CYCLE_ORDER = "cycle_order"                   # §2/§4.2 required -> restored|failed -> reused
     LOAD_OUTSIDE_CYCLE = "load_outside_cycle"     # §4.2 Generations: loads in the open cycle
+    LOAD_AFTER_CYCLE = "load_after_closed_cycle"  # reading: a cycle closes with reuse/failure
+    FAILURE_OUTSIDE_CYCLE = "failure_branch_outside_cycle"  # reading: the branch is the cycle's
     REUSE_ORDER = "reuse_without_restore"         # §4.2 Order
     RESTORE_VOIDED = "restore_from_voided_load"   # §4.2 Failures: kv_load_failed voids
     AFTER_TERMINAL = "after_terminal"             # §4.2 Terminal states
     VACUOUS_PATH = "vacuous_path"                 # §4.2 No vacuous path
-    LOST_BEFORE_RELEASE = "lost_before_release"   # §2 post-release loss needs a release
+    LOST_BEFORE_RELEASE = "lost_before_release"   # reading of §2 post-release loss
     SCOPE = "owner_scope"                         # §4.2 Requests
     FAILURE_NO_REQUEST = "failure_without_request"  # §4.2 Failures
     OUTCOME_ENVELOPE = "outcome_envelope"         # §4.1 Attribution
@@ -87,10 +93,26 @@ class Rule(StrEnum):
     HARNESS_ONLY = "harness_only"                 # §4.2 Arbiters
     SMEAR = "blocking_claim_smear"                # §1 B4: blocking_claim_ids == [claim]
     NOT_SERVED = "not_served_unexplained"         # §4.2 Attribution: non_targets_served
+    NAMED_BY_FAILURE = "named_by_failure"         # §4.1 Attribution: failures name the target
+    UNCLAIMED_FAILURE = "unclaimed_failure"       # §4.1 Attribution: ... or name no claim
     REQ_RESTART = "request_restarted"             # §4.2 Requests
-    REQ_LATE_START = "request_started_late"       # READING: a request starts before it acts
-    REQ_AFTER_FINISH = "after_request_finished"   # §4.1/§4.2 first request_finished
+    REQ_LATE_START = "request_started_late"       # reading: a request starts before it acts
+    REQ_AFTER_FINISH = "after_request_finished"   # §4.1/§4.2 chain before the first finish
+    REQ_ACTS_AFTER_FINISH = "acts_after_finished"  # reading: a finished request does nothing
     REFUSED_SERVED = "refused_then_served"        # §4.1
+    FAIL_BRANCH_SERVED = "fail_branch_then_served"  # reading of §4.1 (branch without refusal)
+    OBSERVATION_GAP = "observation_gap"           # §4.2 via the v1 event: unknown, never pass
+
+
+#: rules the SPEC text does not state; the acceptor applies them, the property does not assert
+READINGS: frozenset[Rule] = frozenset({
+    Rule.SUBMIT_ORDER, Rule.LOAD_AFTER_CYCLE, Rule.FAILURE_OUTSIDE_CYCLE,
+    Rule.LOST_BEFORE_RELEASE, Rule.REQ_LATE_START, Rule.REQ_ACTS_AFTER_FINISH,
+    Rule.FAIL_BRANCH_SERVED,
+})
+#: the failure chain of SPEC §4.2 (and a second finish, §4.1): these after the first finish
+CHAIN = frozenset({"kv_load_failed", "scheduler_load_failure", "claim_restore_failed",
+                   "active_request_refused", "request_finished"})
 
 
 @dataclass(frozen=True)
@@ -102,13 +124,27 @@ class Violation:
     why: str
     gates: frozenset[str] = ALL
 
+    @property
+    def reading(self) -> bool:
+        return self.rule in READINGS
+
 
 @dataclass
 class Verdict:
-    """The acceptor's ruling on one claim."""
+    """The acceptor's ruling on one claim: its illegal events (``violations``) and, apart, what
+    fails `attribution` for another target when this claim is a non-target (``as_non_target``:
+    a failure or outcome naming it, a request of it not served and unexplained)."""
 
     claim_id: str
-    violations: list[Violation] = field(default_factory=list)
+    found: list[Violation] = field(default_factory=list)
+
+    @property
+    def violations(self) -> list[Violation]:
+        return [v for v in self.found if v.gates != NON_TARGET_ONLY]
+
+    @property
+    def as_non_target(self) -> list[Violation]:
+        return [v for v in self.found if v.gates == NON_TARGET_ONLY]
 
     @property
     def legal(self) -> bool:
@@ -118,8 +154,14 @@ class Verdict:
         """No violation condemns *gate*."""
         return not any(gate in v.gates for v in self.violations)
 
-    def against(self, gate: str) -> list[Violation]:
-        return [v for v in self.violations if gate in v.gates]
+    def against(self, gate: str, readings: bool = False) -> list[Violation]:
+        """The violations that fail *gate* (with the acceptor's readings, if asked)."""
+        return [v for v in self.violations if gate in v.gates and (readings or not v.reading)]
+
+    def against_non_target(self, readings: bool = False) -> list[Violation]:
+        """What fails `attribution` for another claim when this one is its non-target."""
+        return [v for v in self.found if v.gates & {ATTRIBUTION, AS_NON_TARGET}
+                and (readings or not v.reading)]
 
     def pairs(self) -> list[tuple[int, str]]:
         """(seq, reason) per violation, in stream order."""
@@ -247,9 +289,29 @@ def needed_positions(predicate: Mapping[str, Any]) -> range:
 @dataclass
 class _Request:
     scope: str | None = None
+    started_at: int | None = None        # index of its (first) request_started
     finished_at: int | None = None       # index of its first request_finished
     finish_status: Any = None
     violations: list[Violation] = field(default_factory=list)
+
+
+def _defining(e: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in e.items() if k not in NOT_DEFINING}
+
+
+def _repeated_accepts(events: Sequence[Mapping[str, Any]]) -> set[int]:
+    """Indexes of claim_accepted events identical to their claim's first in every defining
+    field: SPEC §4.2 says they change nothing, so the request rules do not see them either."""
+    first: dict[Any, dict[str, Any]] = {}
+    out: set[int] = set()
+    for index, e in enumerate(events):
+        if e.get("event") != "claim_accepted":
+            continue
+        c = e.get("claim_id")
+        if c in first and first[c] == _defining(e):
+            out.add(index)
+        first.setdefault(c, _defining(e))
+    return out
 
 
 def _requests(events: Sequence[Mapping[str, Any]]) -> dict[str, _Request]:
@@ -257,15 +319,18 @@ def _requests(events: Sequence[Mapping[str, Any]]) -> dict[str, _Request]:
     out: dict[str, _Request] = defaultdict(_Request)
     started: set[str] = set()
     acted: set[str] = set()
-    refused: dict[str, int] = {}
+    refused: dict[str, bool] = {}  # request -> refused (True) or only its fail branch fired
+    repeated = _repeated_accepts(events)
     for index, e in enumerate(events):
         r = e.get("request_id")
-        if not isinstance(r, str):
+        if not isinstance(r, str) or index in repeated:
             continue
         req, kind, seq = out[r], e.get("event"), _seq(e)
         if req.finished_at is not None:
-            req.violations.append(Violation(seq, Rule.REQ_AFTER_FINISH,
-                                            f"{kind} of {r} after its first request_finished"))
+            late = kind in CHAIN or (kind == "kv_load_finished" and e.get("success") is not True)
+            req.violations.append(Violation(
+                seq, Rule.REQ_AFTER_FINISH if late else Rule.REQ_ACTS_AFTER_FINISH,
+                f"{kind} of {r} after its first request_finished"))
         if kind == "request_started":
             if r in started:
                 req.violations.append(Violation(seq, Rule.REQ_RESTART, f"{r} started again"))
@@ -273,18 +338,40 @@ def _requests(events: Sequence[Mapping[str, Any]]) -> dict[str, _Request]:
                 req.violations.append(Violation(seq, Rule.REQ_LATE_START,
                                                 f"{r} started after it acted"))
             if r not in started:
-                req.scope = e.get("owner_scope")
+                req.scope, req.started_at = e.get("owner_scope"), index
             started.add(r)
             continue
         acted.add(r)
         if kind == "active_request_refused":
-            refused.setdefault(r, index)
+            refused[r] = True
+        elif kind == "scheduler_load_failure" and e.get("policy") == "fail":
+            refused.setdefault(r, False)
         if kind == "request_finished" and req.finished_at is None:
             req.finished_at, req.finish_status = index, e.get("status")
             if e.get("status") == "served" and r in refused:
-                req.violations.append(Violation(seq, Rule.REFUSED_SERVED,
-                                                f"{r} finishes served after it was refused"))
+                rule = Rule.REFUSED_SERVED if refused[r] else Rule.FAIL_BRANCH_SERVED
+                req.violations.append(Violation(
+                    seq, rule, f"{r} finishes served after it was refused"
+                    + ("" if refused[r] else " (its policy=fail branch fired)")))
     return out
+
+
+def is_failure_or_outcome(e: Mapping[str, Any]) -> bool:
+    """SPEC §4.1 Attribution's list: store/load failure, restore failure, refusal, demotion,
+    expiry, harm."""
+    kind = e.get("event")
+    if kind in ("kv_store_finished", "kv_load_finished"):
+        return e.get("success") is not True
+    return kind in ("kv_load_failed", "scheduler_load_failure", "claim_restore_failed",
+                    "active_request_refused", "claim_demoted", "claim_expired", "claim_harmed")
+
+
+def _unclaimed_failures(events: Sequence[Mapping[str, Any]]) -> list[Violation]:
+    """Failures that name no claim: attribution cannot pass beside them (for any target)."""
+    return [Violation(_seq(e), Rule.UNCLAIMED_FAILURE, f"{e.get('event')} names no claim",
+                      frozenset({ATTRIBUTION}))
+            for e in events if is_failure_or_outcome(e) and e.get("claim_id") is None
+            and e.get("outcome_claim_id") is None and not e.get("blocking_claim_ids")]
 
 
 def _seq(e: Mapping[str, Any]) -> int:
@@ -355,6 +442,7 @@ class _ClaimWalk:
         self.closing_refusals: dict[str, list[int]] = defaultdict(list)
         self.failure_requests: set[str] = set()
         self.refusal_arbiters: list[Any] = []
+        self.index = 0  # of the event being walked
 
     def bad(self, e: Mapping[str, Any], rule: Rule, why: str,
             gates: frozenset[str] = ALL) -> None:
@@ -375,11 +463,16 @@ class _ClaimWalk:
         seen_accept = False
         first_seq: int | None = None
         for index, e in enumerate(self.events):
-            if not names(e, self.claim):
+            if not names(e, self.claim) and e.get("event") != "observation_gap":
                 continue
-            if first_seq is None:
+            if first_seq is None and e.get("event") != "observation_gap":
                 first_seq = _seq(e)
             kind = e.get("event")
+            if kind == "observation_gap":  # names no claim: it concerns every open one
+                if seen_accept and self.terminal is None:
+                    self.bad(e, Rule.OBSERVATION_GAP, "the emitter missed part of the open "
+                             "claim's history")
+                continue
             if kind == "claim_accepted" and e.get("claim_id") == self.claim:
                 self.accept(e, first=not seen_accept)
                 seen_accept = True
@@ -388,6 +481,7 @@ class _ClaimWalk:
                 self.before_accept(e, kind)
                 continue
             self.identity_of(e)
+            self.index = index
             self.step(index, e, kind)
         if not seen_accept:
             self.out.append(Violation(first_seq if first_seq is not None else -1,
@@ -424,8 +518,7 @@ class _ClaimWalk:
     def accept(self, e: Mapping[str, Any], first: bool) -> None:
         if not first:
             assert self.accepted is not None
-            a, b = ({k: v for k, v in x.items() if k not in NOT_DEFINING}
-                    for x in (self.accepted, e))
+            a, b = _defining(self.accepted), _defining(e)
             if a != b:
                 changed = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
                 self.bad(e, Rule.AMBIGUOUS, f"second claim_accepted changes {changed}")
@@ -439,7 +532,7 @@ class _ClaimWalk:
             self.bad(e, Rule.POST_HOC, "registration is not pre_registered")
         predicate = e.get("predicate")
         self.predicate = predicate if isinstance(predicate, dict) else {}
-        if self.predicate.get("id") != e.get("predicate_id"):
+        if e.get("predicate_id") is not None and self.predicate.get("id") != e.get("predicate_id"):
             self.bad(e, Rule.PREDICATE_FIXED, "predicate_id differs from the predicate's id")
         footprint = e.get("footprint_blocks")
         self.footprint = footprint if isinstance(footprint, int) else 0
@@ -452,6 +545,8 @@ class _ClaimWalk:
     def step(self, index: int, e: Mapping[str, Any], kind: Any) -> None:
         r = e.get("request_id")
         mine = e.get("claim_id") == self.claim
+        if is_failure_or_outcome(e):
+            self.bad(e, Rule.NAMED_BY_FAILURE, f"{kind} names the claim", NON_TARGET_ONLY)
         if kind == "active_request_refused":
             self.refusal(index, e)
             return
@@ -563,7 +658,9 @@ class _ClaimWalk:
         if self.scope is None:
             return
         req = self.requests.get(r) if isinstance(r, str) else None
-        scope = req.scope if req is not None else None
+        # the scope the request has declared by now (a later start declares it too late)
+        scope = req.scope if req is not None and req.started_at is not None \
+            and req.started_at < self.index else None
         if scope != self.scope:
             self.bad(e, Rule.SCOPE, f"{what} by a request of scope {scope!r}, claim's is "
                      f"{self.scope!r}")
@@ -589,11 +686,16 @@ class _ClaimWalk:
 
     def cycle_of(self, e: Mapping[str, Any], r: Any, what: str) -> _Cycle | None:
         cycle = self.cycles.get(r) if isinstance(r, str) else None
-        if cycle is not None and what == "load" and cycle.state in ("reused", "failed"):
-            cycle = None  # READING: a cycle closes with its reuse or its restore failure
+        rule = Rule.CYCLE_ORDER
+        if what == "load":
+            branch = e.get("event") == "scheduler_load_failure"
+            rule = Rule.FAILURE_OUTSIDE_CYCLE if branch else Rule.LOAD_OUTSIDE_CYCLE
+            if cycle is not None and cycle.state in ("reused", "failed"):
+                cycle = None
+                rule = Rule.FAILURE_OUTSIDE_CYCLE if branch else Rule.LOAD_AFTER_CYCLE
         if cycle is None:
-            self.bad(e, Rule.LOAD_OUTSIDE_CYCLE if what == "load" else Rule.CYCLE_ORDER,
-                     f"{e.get('event')} with no restore cycle of the claim on request {r!r}")
+            self.bad(e, rule, f"{e.get('event')} with no open restore cycle of the claim on "
+                     f"request {r!r}")
         return cycle
 
     def load(self, index: int, e: Mapping[str, Any], kind: str, r: Any) -> None:
@@ -743,7 +845,7 @@ class _ClaimWalk:
             if status != "served" and r not in explained:
                 self.out.append(Violation(-1, Rule.NOT_SERVED, f"{r} names the claim and "
                                           f"finishes {status} with no outcome naming it",
-                                          ATTRIBUTION_ONLY))
+                                          NON_TARGET_ONLY))
 
 
 def _job(job: Any) -> Any:
@@ -752,16 +854,16 @@ def _job(job: Any) -> Any:
 
 def judge(events: Sequence[Mapping[str, Any]]) -> dict[str, Verdict]:
     """Rule on every claim the stream names: legal, or the violations with their seqs."""
-    stream = stream_problems(events)
+    stream = stream_problems(events) + _unclaimed_failures(events)
     requests = _requests(events)
     verdicts: dict[str, Verdict] = {}
     for claim in claims_named(events):
         verdict = Verdict(claim, list(stream))
-        verdict.violations.extend(_ClaimWalk(claim, events, requests).run())
+        verdict.found.extend(_ClaimWalk(claim, events, requests).run())
         named = {e.get("request_id") for e in events
                  if names(e, claim) and isinstance(e.get("request_id"), str)}
         for r in sorted(named):
-            verdict.violations.extend(requests[r].violations)
+            verdict.found.extend(requests[r].violations)
         verdicts[claim] = verdict
     return verdicts
 
@@ -771,5 +873,5 @@ def judge_bytes(data: bytes) -> dict[str, Verdict]:
     events, problems = parse(data)
     verdicts = judge(events)
     for verdict in verdicts.values():
-        verdict.violations.extend(Violation(-1, Rule.MALFORMED, p) for p in problems)
+        verdict.found.extend(Violation(-1, Rule.MALFORMED, p) for p in problems)
     return verdicts

@@ -25,7 +25,8 @@ class Disagreement:
     violation: Violation | None  # None: the acceptor does not know the claim at all
 
     def category(self) -> str:
-        rule = self.violation.rule.value if self.violation else "unknown_claim"
+        v = self.violation
+        rule = (v.rule.value + (" (reading)" if v.reading else "")) if v else "unknown_claim"
         return f"{self.gate}:{rule}"
 
     def __str__(self) -> str:
@@ -46,9 +47,10 @@ def gate_passes(data: bytes) -> list[tuple[str, str]]:
     return [key for key, passed in gate_verdicts(data).items() if passed]
 
 
-def disagreements(data: bytes, verdicts: dict[str, Verdict] | None = None
-                  ) -> list[Disagreement]:
-    """Every gate pass the acceptor contradicts, one entry per violating event."""
+def disagreements(data: bytes, verdicts: dict[str, Verdict] | None = None,
+                  readings: bool = False) -> list[Disagreement]:
+    """Every gate pass the acceptor contradicts, one entry per violating event (by the SPEC's
+    text; with *readings*, also by the acceptor's readings where the text is silent)."""
     verdicts = judge_bytes(data) if verdicts is None else verdicts
     out: list[Disagreement] = []
     for gate, claim in gate_passes(data):
@@ -56,11 +58,13 @@ def disagreements(data: bytes, verdicts: dict[str, Verdict] | None = None
         if verdict is None:
             out.append(Disagreement(gate, claim, claim, None))
             continue
-        out.extend(Disagreement(gate, claim, claim, v) for v in verdict.against(gate))
+        out.extend(Disagreement(gate, claim, claim, v)
+                   for v in verdict.against(gate, readings))
         if gate == ATTRIBUTION:
             for other, v2 in verdicts.items():
                 if other != claim:
-                    out.extend(Disagreement(gate, claim, other, v) for v in v2.against(gate))
+                    out.extend(Disagreement(gate, claim, other, v)
+                               for v in v2.against_non_target(readings))
     return out
 
 

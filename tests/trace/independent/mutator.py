@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 SHIPPED = Path(__file__).resolve().parents[3] / "src" / "residentkv" / "data" / "traces"
 
-STRUCTURAL = ("drop", "duplicate", "swap", "swap_adjacent", "move")
+STRUCTURAL = ("drop", "duplicate", "swap", "swap_adjacent", "move", "insert")
 #: fields worth relabelling even when an event lacks them (a label on a load, a job id, ...)
 OPTIONAL_KEYS = ("generation", "job_id", "owner_scope", "position", "claim_id", "request_id")
 TIERS = ("device", "host", "disk")
@@ -161,6 +161,36 @@ def _values_for(key: str, value: Any, vocab: dict[str, list[Any]]) -> list[Any]:
     return [None]
 
 
+def _templates(claim: Any, request: Any) -> list[dict[str, Any]]:
+    """Events the legal traces rarely contain, to insert anywhere: ends, losses, failures
+    without a job, harness refusals, fallback restores, another tenant's request."""
+    claim_fields = {"object_id": f"prefix:{claim}", "predicate_id": "p-lead2"}
+    return [
+        {"event": "claim_harmed", "claim_id": claim, "request_id": None, **claim_fields,
+         "cause": "evicted", "before": {"surviving": 2, "leading": 2, "required": 2,
+                                        "holds": True},
+         "after": {"surviving": 1, "leading": 0, "required": 2, "holds": False}},
+        {"event": "claim_released", "claim_id": claim, "request_id": None, "reason": "done"},
+        {"event": "claim_expired", "claim_id": claim, "request_id": None},
+        {"event": "claim_demoted", "claim_id": claim, "request_id": None},
+        {"event": "block_evicted", "claim_id": claim, "request_id": None, "block_id": 1,
+         "protected": False, "reason": "lru", "position": 0},
+        {"event": "kv_load_failed", "claim_id": claim, "request_id": request,
+         "invalid_block_ids": [0]},
+        {"event": "claim_restored", "claim_id": claim, "request_id": request, "generation": 0,
+         "source": "fallback_recompute"},
+        {"event": "active_request_refused", "claim_id": claim, "request_id": request,
+         "outcome_claim_id": claim, "blocking_claim_ids": [claim], "feasibility": "x",
+         "arbiter": "harness"},
+        {"event": "request_started", "claim_id": None, "request_id": request,
+         "owner_scope": "tenant:x/session:9"},
+        {"event": "request_finished", "claim_id": None, "request_id": request,
+         "status": "served", "finish_reason": "length"},
+        {"event": "observation_gap", "claim_id": None, "request_id": None,
+         "reason": "batch sequence jumped"},
+    ]
+
+
 def _renumber(events: list[dict[str, Any]]) -> None:
     for i, e in enumerate(events):
         e["seq"], e["ts_ns"] = i, 1000 * (i + 1)
@@ -185,6 +215,14 @@ def edit(draw: st.DrawFn, mutant: Mutant, structural: bool) -> None:
             i = min(i, n - 2)
             mutant.edits.append(f"swap #{i} {ev[i].get('event')} with next")
             ev[i], ev[i + 1] = ev[i + 1], ev[i]
+        elif kind == "insert":
+            vocab = _vocabulary(ev)
+            claim = draw(st.sampled_from([*vocab["claims"], "c-new"]))
+            request = draw(st.sampled_from([*vocab["requests"], "r-new"]))
+            body = draw(st.sampled_from(_templates(claim, request)))
+            mutant.edits.append(f"insert {body['event']} {claim} {request} at #{i}")
+            ev.insert(i, {"schema": "residentkv.event/v1", "seq": 0, "ts_ns": 0,
+                          "source": "test", **body})
         elif kind == "swap":
             j = draw(st.integers(0, n - 1))
             mutant.edits.append(f"swap #{i} {ev[i].get('event')} with #{j} "
@@ -215,12 +253,11 @@ def edit(draw: st.DrawFn, mutant: Mutant, structural: bool) -> None:
 
 
 @st.composite
-def mutants(draw: st.DrawFn, sources: st.SearchStrategy[tuple[str, list[dict[str, Any]]]]
-            ) -> Mutant:
+def mutants(draw: st.DrawFn, sources: st.SearchStrategy[Mutant]) -> Mutant:
     """A legal trace from *sources* with 1–3 blind edits (structural edits first, then
     relabels, so a relabelled seq is not renumbered away)."""
-    origin, events = draw(sources)
-    mutant = Mutant(origin, copy.deepcopy(events))
+    source = draw(sources)
+    mutant = Mutant(source.origin, copy.deepcopy(source.events))
     count = draw(st.integers(1, 3))
     kinds = sorted(draw(st.lists(st.booleans(), min_size=count, max_size=count)), reverse=True)
     for structural in kinds:

@@ -101,7 +101,8 @@ def sparse_seqs(events: Events) -> Events:
 def owner_scopes(events: Events) -> Events:
     """One tenant throughout: every request and claim declares the same owner scope."""
     for e in events:
-        if e["event"] in ("request_started", "claim_accepted"):
+        if e["event"] in ("request_started", "claim_accepted") or (
+                e["event"] == "claim_submitted" and e.get("owner_scope") is not None):
             e["owner_scope"] = "tenant:a/session:1"
     return events
 
@@ -141,15 +142,65 @@ def f_minus_one(events: Events) -> Events:
             e["predicate"], e["footprint_blocks"] = dict(predicate), 2
         elif e["event"] == "claim_materialized":
             e.update(surviving=1, leading=0, required=1, holds=True)
-        elif e["event"] == "block_evicted" and e.get("position") == 0:
-            e["position"] = 1  # keep a post-release loss a loss of a needed position
+        elif e["event"] in ("block_evicted", "claim_block_lost_after_release") \
+                and e.get("position") is not None:
+            e["position"] = 1  # a loss stays a loss of a needed position
     return events
+
+
+def increasing_labels(events: Events) -> Events:
+    """Each claim's generation labels renamed 0, 1, 2, ... in order of first appearance.
+
+    The defect generator draws distinct labels in any order; SPEC §4.2 wants each new cycle's
+    label above every earlier one, which this restores without changing anything else.
+    """
+    ranks: dict[Any, dict[int, int]] = {}
+    for e in events:
+        g = e.get("generation")
+        if isinstance(g, int) and not isinstance(g, bool):
+            rank = ranks.setdefault(e.get("claim_id"), {})
+            e["generation"] = rank.setdefault(g, len(rank))
+    return events
+
+
+def store_labels(events: Events) -> Events:
+    """SPEC §4.2: a store's label is >= every earlier cycle's and <= every later one's; the
+    label of the claim_offloaded that follows it is both."""
+    for i, e in enumerate(events):
+        if e["event"] in ("kv_store_started", "kv_store_finished") and e.get("claim_id"):
+            following = (x.get("generation") for x in events[i + 1:]
+                         if x["event"] == "claim_offloaded" and x["claim_id"] == e["claim_id"])
+            label = next(following, None)
+            if isinstance(label, int):
+                e["generation"] = label
+    return events
+
+
+def resident_reuse(events: Events) -> Events:
+    """SPEC §4.2 Order: a reuse while the claim is resident since a materialization with no
+    offload since (right after each claim's first materialization, on its request)."""
+    done: set[Any] = set()
+    for i in range(len(events) - 1, -1, -1):
+        e = events[i]
+        if e["event"] != "claim_materialized" or not e.get("holds"):
+            continue
+        first = all(not (x["event"] == "claim_materialized" and x["claim_id"] == e["claim_id"])
+                    for x in events[:i])
+        if first and e["claim_id"] not in done:
+            done.add(e["claim_id"])
+            reuse = {k: v for k, v in e.items() if k in (
+                "schema", "seq", "ts_ns", "source", "claim_id", "request_id", "object_id",
+                "cache_identity", "request_token_map_id", "predicate_id")}
+            events.insert(i + 1, {**reuse, "event": "claim_reused", "generation": 0,
+                                  "holds": True})
+    return _renumber(events)
 
 
 EVENT_REWRITES: dict[str, Callable[[Events], Events]] = {
     f.__name__: f for f in (carrying_start_names_claim, identical_second_accept,
-                            submitted_first, load_labels, shifted_labels, large_seqs,
-                            sparse_seqs, owner_scopes, noise, f_minus_one)
+                            submitted_first, load_labels, store_labels, shifted_labels,
+                            large_seqs, sparse_seqs, owner_scopes, noise, f_minus_one,
+                            resident_reuse)
 }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from acceptor import (
+    AS_NON_TARGET,
     ATTRIBUTION,
     FAILURE_GATES,
     FAILURE_OUTCOME,
@@ -27,7 +28,8 @@ from acceptor import (
 )
 from compare import disagreements, gate_verdicts
 from hypothesis import given, settings
-from mutant_sources import SOURCES
+from hypothesis import strategies as st
+from mutant_sources import LEGAL_GENERATED, SOURCES, Source
 from mutator import Mutant, mutants, shipped_traces, to_bytes
 from rewrites import REWRITES, rewritten
 
@@ -35,6 +37,7 @@ from tracekit import PRED, Trace, claimed_load_failure, success_path, two_genera
 
 SHIPPED = shipped_traces()
 MUTANT_EXAMPLES = 400
+GENERATED_EXAMPLES = 60
 
 
 def _budget(examples: int) -> settings:
@@ -74,6 +77,20 @@ def test_legal_rewrites_keep_every_gate_verdict(name: str, rewrite: str) -> None
     after = gate_verdicts(rewritten(rewrite, SHIPPED[name]))
     assert {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys()
             if before.get(k) != after.get(k)} == {}
+
+
+@_budget(GENERATED_EXAMPLES)
+@given(LEGAL_GENERATED, st.sampled_from(REWRITES))
+def test_generated_legal_traces_and_their_rewrites(source: Source, rewrite: str) -> None:
+    """(a) and the rewrites over the generator's richer legal traces (owner scopes,
+    submissions, labelled transfers, re-offloads, deferrals, harm, expiry, demotion)."""
+    name = source.origin
+    original, changed = source.data(), rewritten(rewrite, source.events)
+    for data in (original, changed):
+        assert {c: v.pairs() for c, v in judge_bytes(data).items() if not v.legal} == {}, name
+    before, after = gate_verdicts(original), gate_verdicts(changed)
+    assert {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys()
+            if before.get(k) != after.get(k)} == {}, name
 
 
 @_budget(MUTANT_EXAMPLES)
@@ -151,6 +168,8 @@ class TestBeforeAcceptance:
     def test_identical_second_acceptance_changes_nothing(self) -> None:
         t = Trace().started("r-1").accept("c-1", "r-1").accept("c-1", "r-1")
         assert verdict(t).legal
+        t.finished("r-1").accept("c-1", "r-1")  # not even after its request finished
+        assert verdict(t).legal
 
     @pytest.mark.parametrize("change", [
         {"predicate": {**PRED, "blocks": 1}}, {"owner_scope": SCOPE},
@@ -179,10 +198,19 @@ class TestOrder:
         t = resident().started("r-2").add("claim_reused", "c-1", "r-2", generation=0, holds=True)
         assert rules(t) == {Rule.REUSE_ORDER}
 
-    def test_reuse_with_the_next_label_inside_a_cycle(self) -> None:
+    @pytest.mark.parametrize("event,fields,rule", [
+        # a reuse labelled with the next generation inside the current cycle
+        ("claim_reused", {"generation": 1, "holds": True}, Rule.REUSE_ORDER),
+        # a restore after the reuse (restore_after_reuse)
+        ("claim_restored", {"generation": 0, "source": "offload_tier"}, Rule.CYCLE_ORDER),
+        # a cycle closes with its reuse: no load belongs to it afterwards
+        ("kv_load_finished", {"job_id": 1, "success": True}, Rule.LOAD_AFTER_CYCLE),
+    ])
+    def test_after_a_complete_cycle(self, event: str, fields: dict[str, Any],
+                                    rule: Rule) -> None:
         t = resident().started("r-2").restore_ok("c-1", "r-2")
-        t.add("claim_reused", "c-1", "r-2", generation=1, holds=True)
-        assert rules(t) == {Rule.REUSE_ORDER}
+        assert verdict(t).legal
+        assert rules(t.add(event, "c-1", "r-2", **fields)) == {rule}
 
     def test_reuse_by_another_request_than_the_restore(self) -> None:
         t = resident().started("r-2").restore_ok("c-1", "r-2").finished("r-2").started("r-3")
@@ -194,16 +222,6 @@ class TestOrder:
         t.add("claim_restored", "c-1", "r-2", generation=0, source="fallback_recompute")
         t.add("claim_reused", "c-1", "r-2", generation=0, holds=True)
         assert rules(t) == {Rule.REUSE_ORDER}
-
-    def test_restore_twice_in_one_cycle(self) -> None:
-        t = resident().started("r-2").restore_ok("c-1", "r-2")
-        t.add("claim_restored", "c-1", "r-2", generation=0, source="offload_tier")
-        assert rules(t) == {Rule.CYCLE_ORDER}
-
-    def test_a_cycle_closes_with_its_reuse(self) -> None:
-        t = resident().started("r-2").restore_ok("c-1", "r-2")
-        t.add("kv_load_finished", "c-1", "r-2", job_id=1, success=True)
-        assert rules(t) == {Rule.LOAD_OUTSIDE_CYCLE}
 
     def test_loads_belong_to_an_open_cycle(self) -> None:
         t = resident().started("r-2").add("kv_load_started", "c-1", "r-2", job_id=1)
@@ -300,10 +318,10 @@ class TestFailures:
         t.started("r-3").restore_fails("c-1", "r-3", generation=1, job=2)
         t.finished("r-3", "error", "error")
         v = verdict(t)
-        assert {(x.rule, x.gates) for x in v.violations} == {
-            (Rule.OPEN_FAILURE, FAILURE_GATES),  # the later chain does not close it
-            (Rule.NOT_SERVED, frozenset({ATTRIBUTION})),  # r-2 failed, nothing names c-1
-        }
+        assert [(x.rule, x.gates) for x in v.violations] == [
+            (Rule.OPEN_FAILURE, FAILURE_GATES)]  # the later chain does not close it
+        # as a non-target: r-2 failed with nothing naming c-1, and failures name it
+        assert {x.rule for x in v.as_non_target} == {Rule.NOT_SERVED, Rule.NAMED_BY_FAILURE}
 
     def test_a_textbook_failure_is_legal(self) -> None:
         assert verdict(claimed_load_failure()).legal
@@ -324,7 +342,7 @@ class TestFailures:
 class TestRequests:
     def test_a_request_starts_once(self) -> None:
         t = success_path().started("r-2")
-        assert rules(t) == {Rule.REQ_RESTART, Rule.REQ_AFTER_FINISH}
+        assert rules(t) == {Rule.REQ_RESTART, Rule.REQ_ACTS_AFTER_FINISH}
 
     def test_finishes_once(self) -> None:
         t = success_path().finished("r-2")
@@ -333,6 +351,22 @@ class TestRequests:
     def test_refused_then_served_contradicts_the_refusal(self) -> None:
         t = resident().started("r-2").restore_fails("c-1", "r-2").finished("r-2")
         assert rules(t) == {Rule.REFUSED_SERVED}
+
+    def test_served_after_the_fail_branch(self) -> None:
+        t = resident().started("r-2").restore_required("c-1", "r-2")
+        t.add("scheduler_load_failure", "c-1", "r-2", policy="fail", invalid_block_count=2,
+              failed_tokens=256, finish_status="FINISHED_ERROR").finished("r-2")
+        assert Rule.FAIL_BRANCH_SERVED in rules(t)
+
+    def test_an_observation_gap_leaves_an_open_claim_unknown(self) -> None:
+        gap = {"reason": "batch sequence jumped"}
+        t = resident().add("observation_gap", None, None, **gap)
+        assert rules(t) == {Rule.OBSERVATION_GAP}
+        t = resident().add("claim_released", "c-1", None, reason="done")
+        assert verdict(t.add("observation_gap", None, None, **gap)).legal
+        before = Trace().add("observation_gap", None, None, **gap).events
+        assert verdict(before + [{**e, "seq": e["seq"] + 1}
+                                 for e in success_path().events]).legal
 
     def _scoped(self, claim_scope: dict[str, Any], request_scope: str | None) -> Trace:
         t = Trace().add("request_started", None, "r-1", owner_scope=SCOPE)
@@ -352,6 +386,16 @@ class TestRequests:
         assert rules(self._scoped({"accepted": SCOPE}, "tenant:b/session:1")) == {Rule.SCOPE}
         assert rules(self._scoped({"accepted": SCOPE}, None)) == {Rule.SCOPE}
 
+    def test_a_scope_declared_after_the_restore_is_too_late(self) -> None:
+        t = self._scoped({"accepted": SCOPE}, SCOPE)
+        start = next(i for i, e in enumerate(t.events)
+                     if e["event"] == "request_started" and e["request_id"] == "r-2")
+        t.events.insert(start + 3, t.events.pop(start))  # after the lookup and the restore
+        for i, e in enumerate(t.events):
+            e["seq"] = i
+        assert rules(t) == {Rule.SCOPE, Rule.REQ_LATE_START}
+        assert [v.rule for v in verdict(t).against(OBSERVATION)] == [Rule.SCOPE]
+
     def test_scope_declared_on_submission_only(self) -> None:
         assert rules(self._scoped({"submitted": SCOPE}, "tenant:b/session:1")) == {Rule.SCOPE}
         assert verdict(self._scoped({"submitted": SCOPE}, SCOPE)).legal
@@ -365,6 +409,18 @@ class TestModesTiersArbiters:
     def test_best_effort_is_not_a_claim(self) -> None:
         assert rules(Trace().started("r-1").accept("c-1", "r-1", mode="best_effort")) == {
             Rule.MODE}
+
+    def test_predicate_fixed(self) -> None:
+        t = Trace().started("r-1").accept("c-1", "r-1")
+        assert verdict(t).legal
+        t.events[-1]["predicate"] = {**PRED, "id": "p-other"}
+        assert rules(t) == {Rule.PREDICATE_FIXED}
+
+    def test_submission_after_acceptance_is_a_reading(self) -> None:
+        t = Trace().started("r-1").accept("c-1", "r-1").add("claim_submitted", "c-1", "r-1")
+        assert rules(t) == {Rule.SUBMIT_ORDER}
+        assert verdict(t).violations[0].reading and not verdict(t).against(OBSERVATION)
+        assert verdict(t).against(OBSERVATION, readings=True)
 
     def test_post_hoc_registration(self) -> None:
         t = Trace().started("r-1").accept("c-1", "r-1", registration="post_hoc")
@@ -438,8 +494,19 @@ class TestModesTiersArbiters:
 
     def test_a_request_naming_the_claim_is_served_or_explained(self) -> None:
         t = resident().started("r-2").restore_ok("c-1", "r-2").finished("r-2", "error", "x")
-        assert [(x.rule, x.gates) for x in verdict(t).violations] == [
-            (Rule.NOT_SERVED, frozenset({ATTRIBUTION}))]
+        assert verdict(t).legal
+        assert [(x.rule, x.gates) for x in verdict(t).as_non_target] == [
+            (Rule.NOT_SERVED, frozenset({AS_NON_TARGET}))]
+        assert verdict(t).legal_for(ATTRIBUTION) and verdict(t).against_non_target()
+
+    def test_failures_name_only_the_target(self) -> None:
+        v = verdict(claimed_load_failure())
+        assert v.legal and {x.rule for x in v.as_non_target} == {Rule.NAMED_BY_FAILURE}
+        assert not verdict(success_path()).as_non_target
+        t = success_path().started("r-3").add("kv_load_failed", None, "r-3",
+                                              invalid_block_ids=[0])
+        assert rules(t) == {Rule.UNCLAIMED_FAILURE}
+        assert verdict(t).legal_for(OBSERVATION) and not verdict(t).legal_for(ATTRIBUTION)
 
     def test_refusal_envelope_names_its_outcome_claim(self) -> None:
         assert Rule.OUTCOME_ENVELOPE in rules(self._conflict("admission", outcome="c-2"))
