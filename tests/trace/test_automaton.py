@@ -221,7 +221,7 @@ def test_every_request_cell_agrees_in_both_readers(state: RequestPhase, kind: st
         facts = collect(case)
         run = facts.requests["r-9"]
         phase, violation = legal.request_run(Stream(case, True), "r-9")
-        assert (run.phase, run.violation) == (phase, violation)
+        assert (run.phase, run.own) == (phase, violation)
         outcomes = {o for _, o in REQUEST_TABLE[state, kind]}
         if violation is not None and violation.violation is not Violation.UNFINISHED:
             assert (violation.seq, violation.state) == (10, state.value)

@@ -207,7 +207,7 @@ def test_a_restart_of_the_request_is_a_violation_at_its_seq() -> None:
 # legal under SPEC §4.2, failed before (false fails)
 LEGAL: list[tuple[str, Edit]] = [
     ("carrier_request_started_names_the_claim", setf("request_started", claim_id="c-1")),
-    ("identical_second_acceptance", lambda ev: ev[:2] + [copy.deepcopy(ev[1])] + ev[2:]),
+    ("identical_second_acceptance", lambda ev: [*ev[:2], copy.deepcopy(ev[1]), *ev[2:]]),
     ("generation_label_on_the_loads", chain(setf("kv_load_started", generation=0),
                                             setf("kv_load_finished", generation=0))),
 ]

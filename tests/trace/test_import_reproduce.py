@@ -36,10 +36,11 @@ def gates(path: Path) -> dict[str, tuple[bool, list[str]]]:
 def test_scheduler_boundary_trace_meets_the_chain_but_is_no_legal_run(fixtures: Path) -> None:
     """The failure chain is complete, but SPEC §4.2 rules the run illegal: the claim is stored
     with no materialization before, and its claim_restore_failed follows the affected
-    request's first request_finished (the whole chain must precede it)."""
+    request's first request_finished (the whole chain must precede it). Its finish has no
+    status (the artifact records none), which cannot show the request was not served."""
     got = gates(fixtures / "claimed_load_failure/scheduler-boundary-21-event/"
                 "vllm_runtime_events.jsonl")
-    assert got["failure_outcome"] == (False, ["legal_transitions"])
+    assert got["failure_outcome"] == (False, ["legal_transitions", "outcome_before_finish"])
     assert got["observation"][0] is False
 
 

@@ -74,6 +74,7 @@ class Guard(StrEnum):
     CYCLE_STEP = "cycle_step"
     SERVED = "served"
     LOSS = "loss"
+    NOT_OFFLOADED = "not_offloaded"
 
 
 #: what each guard asks, for the generated table in docs/trace-gates.md
@@ -104,6 +105,7 @@ GUARD_WHY: dict[Guard, str] = {
     Guard.CYCLE_STEP: "a step of a restore cycle or a reuse (`claim_restore_required`, "
                       "`claim_restored`, `claim_reused`, `claim_restore_failed`, a load event)",
     Guard.SERVED: "`status` is `served`",
+    Guard.NOT_OFFLOADED: "no `claim_offloaded` of the claim before",
     Guard.LOSS: "an observed loss: an eviction of a needed position (for `offloadable`, "
                 "while no stored, offloaded copy is held), a reuse that does not hold, or a "
                 "materialization the numbers no longer prove",
@@ -293,11 +295,13 @@ def _claim_cell(state: Phase, kind: str) -> Cell:
         return (*unnamed, (G.SAME_TIER, V.SAME_TIER), (G.LABEL_BELOW, V.LABEL_DECREASED),
                 (_ALWAYS, then))
     if kind == "claim_restore_required":
-        if state in (P.ACCEPTED, P.RESIDENT):
+        if state is P.ACCEPTED:
             return ((_ALWAYS, V.NOT_OFFLOADED),)
         if state is P.RESTORE_REQUIRED:
             return ((_ALWAYS, V.CYCLE_OPEN),)
-        return ((G.FOREIGN_SCOPE, V.FOREIGN_SCOPE), (G.LABEL_NOT_NEW, V.LABEL_NOT_NEW),
+        # materialized ⇄ offloaded (SPEC §2): a resident claim whose copy was offloaded may
+        # still be restored from that copy
+        return ((G.NOT_OFFLOADED, V.NOT_OFFLOADED), (G.FOREIGN_SCOPE, V.FOREIGN_SCOPE), (G.LABEL_NOT_NEW, V.LABEL_NOT_NEW),
                 (G.WRONG_TIER, V.WRONG_TIER), (_ALWAYS, P.RESTORE_REQUIRED))
     if kind in _LOADS:
         if state not in CYCLE:

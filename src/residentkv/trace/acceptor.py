@@ -85,8 +85,10 @@ class ClaimRun:
     offloaded: bool = False
     copy_lost: bool = False
 
-    def step(self, e: Event, scopes: dict[str, str | None]) -> None:
-        """Feed one event that names this claim."""
+    def step(self, e: Event, scopes: dict[str, str | None],
+             request: RequestRun | None = None) -> None:
+        """Feed one event that names this claim (*request*: the run of the request it names,
+        which shares a violation of this step with every claim it names)."""
         cell: Cell = CLAIM_TABLE[self.phase, e.event]
         if len(cell) == 1:
             outcome = cell[0][1]
@@ -96,6 +98,8 @@ class ClaimRun:
             step = Step(e.seq, e.event, self.phase.value, outcome)
             self.own = earlier(self.own, step)
             self.violation = earlier(self.violation, step)
+            if request is not None:
+                request.violate(step)
             return
         self._apply(e)
         if outcome is not STAY:
@@ -138,6 +142,8 @@ class ClaimRun:
             return defining(e) != self.definition
         if g is Guard.LOSS:
             return self._loss(e)
+        if g is Guard.NOT_OFFLOADED:
+            return not self.offloaded
         raise ValueError(f"guard {g} is not a claim guard")  # pragma: no cover
 
     def _needs(self, position: int | None) -> bool:
@@ -201,6 +207,8 @@ class RequestRun:
     """One request's automaton, with the claims it named (they share its violations)."""
 
     phase: RequestPhase = RequestPhase.NEW
+    #: the first violation of the request's own run; of it or of a claim step on it
+    own: Step | None = None
     violation: Step | None = None
     claims: list[ClaimRun] = field(default_factory=list)
     #: the first failure-chain event of the request (it must finish in the stream)
@@ -213,17 +221,20 @@ class RequestRun:
         if self.failure_seq is None and failure_chain_event(e):
             self.failure_seq, self.failure_kind = e.seq, e.event
         if isinstance(outcome, Violation):
-            self._violate(Step(e.seq, e.event, self.phase.value, outcome))
+            self.own = earlier(self.own, Step(e.seq, e.event, self.phase.value, outcome))
+            self.violate(self.own)
         elif outcome is not STAY:
             self.phase = outcome  # type: ignore[assignment]
 
     def end(self) -> None:
         """The stream ended: a request with a failure chain must have finished."""
         if self.failure_seq is not None and self.phase is not RequestPhase.FINISHED:
-            self._violate(Step(self.failure_seq, self.failure_kind or "", self.phase.value,
-                               Violation.UNFINISHED))
+            self.own = earlier(self.own, Step(self.failure_seq, self.failure_kind or "",
+                                              self.phase.value, Violation.UNFINISHED))
+            self.violate(self.own)
 
-    def _violate(self, step: Step) -> None:
+    def violate(self, step: Step) -> None:
+        """A step of this request was illegal: every claim it names shares the violation."""
         self.violation = earlier(self.violation, step)
         for run in self.claims:
             run.violation = earlier(run.violation, step)

@@ -165,7 +165,7 @@ class TraceCheck(BaseModel):
 def _common(facts: StreamFacts, t: ClaimTrack, well_formed: bool) -> Seqs:
     """SPEC §4 common requirements (see :mod:`residentkv.trace.semantics.rules`)."""
     ok: Seqs = {"claim_events_present": [t.first_seq or 0]}
-    if well_formed and facts.duplicate_finish is None:
+    if well_formed and facts.duplicate_finish is None and not facts.best_effort:
         ok["trace_well_formed"] = []
     if t.head_accepted and t.accepted_seq is not None:
         ok["claim_accepted_before_lifecycle"] = [t.accepted_seq]

@@ -149,7 +149,9 @@ class FailureChain:
             met["restore_failed_scoped"] = [self.restore_failed]
         if self.refusal is not None:
             met["refusal_attributed"] = [self.refusal]
-            if self.finish is not None and not self.finished_early and self.finish[1] != "served":
+            # a null status (imported traces) cannot show the request was not served
+            if self.finish is not None and not self.finished_early and self.finish[1] not in (
+                    "served", None):
                 met["outcome_before_finish"] = [self.refusal, self.finish[0]]
         if not self.restored_after:
             met["no_restore_after_failure"] = []
@@ -254,7 +256,8 @@ class ClaimTrack:
         """SPEC §4 attribution: restored/served or untouched (see the reference's ``served``)."""
         return not (self.first_harm is not None or self.restore_failed or self.failed_load
                     or self.unrestored_cycle or self.unreported_loss()
-                    or self.run.violation is not None or self.carrier_unexplained)
+                    or self.run.violation is not None or self.carrier_unexplained
+                    or self.unstable())
 
     def failure_requirements(self) -> Seqs:
         """The failure requirements met by the failure cycle (else the best cycle without)."""
@@ -288,6 +291,9 @@ class StreamFacts:
     #: request -> claims whose load failed on it
     failed_on: dict[str, list[ClaimTrack]] = field(default_factory=dict)
     generic_counters: int = 0
+    #: a claim_accepted declared best_effort: a problem line (SPEC §4.2), so no stream is well
+    #: formed
+    best_effort: bool = False
     #: seq of the first observation_gap (SPEC §4.2: what a gap hides is unknown)
     gap: int | None = None
     unclaimed_store: int | None = None
@@ -353,7 +359,7 @@ def collect(events: Iterable[Event]) -> StreamFacts:
             t = claims.get(cid)
             if t is None:
                 t = track(cid)
-            t.run.step(event, scopes)
+            t.run.step(event, scopes, req)
             if name not in _NO_EVIDENCE:
                 t.evidence = True
             if req is not None:
@@ -438,6 +444,8 @@ def _accepted(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
         if defining != t.defining:
             t.ambiguous = True
         return
+    if str(e.protection_mode) == "best_effort":
+        facts.best_effort = True
     t.accepted_seq, t.defining = e.seq, defining
     t.registration, t.mode = str(e.registration), str(e.protection_mode)
     t.predicate = (p.id, str(p.kind), p.blocks, p.start or 0)
@@ -755,6 +763,9 @@ def _deferred(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     if blocking:
         own = () if e.claim_id is None else (e.claim_id,)
         facts.name_failure(e, *own, *blocking)
+        for cid in {*own, *blocking}:  # a deferral that blames others smears too
+            if blocking != [cid]:
+                facts.track(cid).smear = True
     if len(blocking) == 1:
         _conflict(facts, facts.track(blocking[0]), e, refused=False)
 

@@ -248,7 +248,8 @@ def outcome_before_finish(cy: Cycle) -> Found:
     *first* ``request_finished``; a request that then finishes ``served`` contradicts it."""
     ref = attributed_refusal(cy)
     fin = cy.claim.stream.first_finish(cy.request_id)
-    if ref is None or fin is None or fin.seq < ref.seq or fin.status == "served":
+    # a null status (imported traces) cannot show the request was not served
+    if ref is None or fin is None or fin.seq < ref.seq or fin.status in ("served", None):
         return None
     return [ref.seq, fin.seq]
 

@@ -34,10 +34,23 @@ from residentkv.trace.semantics.stream import Event, Stream, first, generation
 def claim_violation(stream: Stream, claim_id: str) -> Step | None:
     """The first violation of the claim's run or of the run of a request that names it."""
     found = claim_run(stream, claim_id)[1]
-    for rid in {e.request_id for e in stream.events
-                if e.claim_id == claim_id and e.request_id is not None}:
+    for rid in _requests_naming(stream, claim_id):
         found = earlier(found, request_run(stream, rid)[1])
+        # an illegal step of any claim on a request that names this claim is this claim's too
+        for other in {e.claim_id for e in stream.events if e.request_id == rid} - {None}:
+            for step in claim_steps(stream, other):
+                if _event_at(stream, step.seq).request_id == rid:
+                    found = earlier(found, step)
     return found
+
+
+def _requests_naming(stream: Stream, claim_id: str) -> set[str]:
+    return {e.request_id for e in stream.events
+            if e.claim_id == claim_id and e.request_id is not None}
+
+
+def _event_at(stream: Stream, seq: int) -> Event:
+    return first(stream.events, lambda e: e.seq == seq)
 
 
 def request_run(stream: Stream, request_id: str) -> tuple[RequestPhase, Step | None]:
@@ -60,16 +73,26 @@ def request_run(stream: Stream, request_id: str) -> tuple[RequestPhase, Step | N
 
 def claim_run(stream: Stream, claim_id: str) -> tuple[Phase, Step | None]:
     """The state the claim's own run ends in, and its first violation."""
+    state, steps = _run(stream, claim_id)
+    return state, steps[0] if steps else None
+
+
+def claim_steps(stream: Stream, claim_id: str) -> list[Step]:
+    """Every violation of the claim's own run, in seq order."""
+    return _run(stream, claim_id)[1]
+
+
+def _run(stream: Stream, claim_id: str) -> tuple[Phase, list[Step]]:
     state = Phase.START
     history: list[Event] = []  # the steps the automaton accepted, in order
-    found: Step | None = None
+    found: list[Step] = []
     for e in stream.events:
         if e.claim_id != claim_id:
             continue
         outcome: Outcome = decide(CLAIM_TABLE[state, e.event],
                                   partial(_claim_guard, e, history, stream))
         if isinstance(outcome, Violation):
-            found = earlier(found, Step(e.seq, e.event, state.value, outcome))
+            found.append(Step(e.seq, e.event, state.value, outcome))
             continue
         history.append(e)
         if outcome is not STAY:
@@ -196,4 +219,6 @@ def _holds(g: Guard, e: Event, history: list[Event], stream: Stream) -> bool:
         return bool(e.source == "fallback_recompute")
     if g is Guard.LOSS:
         return _loss(e, history)
+    if g is Guard.NOT_OFFLOADED:
+        return not _named(history, "claim_offloaded")
     raise ValueError(f"guard {g} is not a claim guard")  # pragma: no cover

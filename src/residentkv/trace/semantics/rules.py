@@ -37,7 +37,10 @@ from residentkv.trace.tracker import ACCEPTED_FIELDS, RELEASES
 def trace_well_formed(c: ClaimView) -> Found:
     """SPEC §3/§4.1: every line a valid v1 event; a second ``request_finished`` of one request
     is a well-formedness problem."""
-    return [] if c.stream.well_formed and c.stream.duplicate_finish is None else None
+    best_effort = any(e.event == "claim_accepted" and str(e.protection_mode) == "best_effort"
+                      for e in c.stream.events)  # SPEC §4.2: a problem of that line
+    return [] if c.stream.well_formed and c.stream.duplicate_finish is None and not (
+        best_effort) else None
 
 
 def claim_events_present(c: ClaimView) -> Found:
@@ -324,6 +327,8 @@ def served(other: ClaimView) -> bool:
     # carries it and finishes other than served without an outcome naming it is spill-over
     if legal.claim_violation(other.stream, other.id) is not None or _unexplained_carrier(other):
         return False
+    if stable_identity(other) is None:  # "every rule above": its identity too
+        return False
     return all(OBSERVATION_RULES["restored_from_offload"](cy) is not None
                for cy in other.cycles)
 
@@ -368,9 +373,7 @@ def controls(c: ClaimView) -> dict[str, bool]:
             for e in c.stream.events),
         C.POST_HOC_NAMING: bool(c.claim_events) and claim_accepted_before_lifecycle(c) is None,
         C.RESTORE_AFTER_REUSE: any(_reuse_before_restore(cy) for cy in c.cycles),
-        C.BLOCKING_CLAIM_SMEAR: any(
-            e.event == "active_request_refused" and c.id in _refusal_names(e)
-            and list(e.blocking_claim_ids) != [c.id] for e in c.stream.events),
+        C.BLOCKING_CLAIM_SMEAR: any(_smears(c, e) for e in c.stream.events),
         C.AMBIGUOUS_IDENTITY: bool(c.claim_events) and stable_identity(c) is None,
         C.ADMISSION_REFUSAL: any(
             e.event == "active_request_refused" and c.id in _refusal_names(e)
@@ -388,7 +391,18 @@ _NO_EVIDENCE = frozenset({"claim_submitted", "claim_accepted", "request_started"
                           "generic_counter"})
 
 
+def _smears(c: ClaimView, e: Event) -> bool:
+    """A refusal, or a deferral that blames claims, naming this claim but not blocking on
+    exactly it."""
+    if e.event == "active_request_deferred" and not e.blocking_claim_ids:
+        return False
+    return e.event in ("active_request_refused", "active_request_deferred") and (
+        c.id in _refusal_names(e)) and list(e.blocking_claim_ids) != [c.id]
+
+
 def _refusal_names(e: Event) -> set[str | None]:
+    if e.event == "active_request_deferred":
+        return {e.claim_id, *e.blocking_claim_ids}
     return {e.claim_id, e.outcome_claim_id, *e.blocking_claim_ids}
 
 
