@@ -301,7 +301,8 @@ def _claim_cell(state: Phase, kind: str) -> Cell:
             return ((_ALWAYS, V.CYCLE_OPEN),)
         # materialized ⇄ offloaded (SPEC §2): a resident claim whose copy was offloaded may
         # still be restored from that copy
-        return ((G.NOT_OFFLOADED, V.NOT_OFFLOADED), (G.FOREIGN_SCOPE, V.FOREIGN_SCOPE), (G.LABEL_NOT_NEW, V.LABEL_NOT_NEW),
+        return ((G.NOT_OFFLOADED, V.NOT_OFFLOADED), (G.FOREIGN_SCOPE, V.FOREIGN_SCOPE),
+                (G.LABEL_NOT_NEW, V.LABEL_NOT_NEW),
                 (G.WRONG_TIER, V.WRONG_TIER), (_ALWAYS, P.RESTORE_REQUIRED))
     if kind in _LOADS:
         if state not in CYCLE:

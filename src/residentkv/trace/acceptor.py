@@ -221,17 +221,19 @@ class RequestRun:
         if self.failure_seq is None and failure_chain_event(e):
             self.failure_seq, self.failure_kind = e.seq, e.event
         if isinstance(outcome, Violation):
-            self.own = earlier(self.own, Step(e.seq, e.event, self.phase.value, outcome))
-            self.violate(self.own)
+            step = Step(e.seq, e.event, self.phase.value, outcome)
+            self.own = earlier(self.own, step)
+            self.violate(step)
         elif outcome is not STAY:
             self.phase = outcome  # type: ignore[assignment]
 
     def end(self) -> None:
         """The stream ended: a request with a failure chain must have finished."""
         if self.failure_seq is not None and self.phase is not RequestPhase.FINISHED:
-            self.own = earlier(self.own, Step(self.failure_seq, self.failure_kind or "",
-                                              self.phase.value, Violation.UNFINISHED))
-            self.violate(self.own)
+            step = Step(self.failure_seq, self.failure_kind or "", self.phase.value,
+                        Violation.UNFINISHED)
+            self.own = earlier(self.own, step)
+            self.violate(step)
 
     def violate(self, step: Step) -> None:
         """A step of this request was illegal: every claim it names shares the violation."""
