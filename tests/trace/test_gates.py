@@ -235,6 +235,13 @@ COUPLED: list[tuple[str, Callable[[], Trace], str, str, Callable[[Events], Event
         "claim_reused", {"event": "observation_gap", "claim_id": None, "reason": "overflow"})),
     ("observation", success_path, "c-1", "restore_content_verified",
      setf("kv_store_finished", content_digest="sha256:00")),
+    # control blocking_claim_smear: a refusal naming the claim blocks exactly its outcome claim
+    ("failure_outcome", claimed_load_failure, "c-1", "no_blocking_smear",
+     setf("active_request_refused", blocking_claim_ids=["c-1", "c-9"])),
+    ("lifecycle", two_generations, "c-1", "no_blocking_smear",
+     setf("active_request_refused", blocking_claim_ids=["c-1", "c-9"])),
+    ("attribution", two_claim_attribution, "c-a", "no_blocking_smear",
+     setf("active_request_refused", blocking_claim_ids=["c-a", "c-b"])),
     # SPEC §4.2: a failed load without its claim-scoped outcome is an open failure
     ("failure_outcome", claimed_load_failure, "c-1", "no_open_failure",
      setf("claim_restore_failed", outcome_claim_id="c-other")),

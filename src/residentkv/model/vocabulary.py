@@ -77,6 +77,7 @@ class Requirement(StrEnum):
     OUTCOME_BEFORE_FINISH = "outcome_before_finish"
     NO_RESTORE_AFTER_FAILURE = "no_restore_after_failure"
     NO_OPEN_FAILURE = "no_open_failure"
+    NO_BLOCKING_SMEAR = "no_blocking_smear"
     # lifecycle
     SUCCESS_GENERATION = "success_generation"
     FAILURE_GENERATION = "failure_generation"

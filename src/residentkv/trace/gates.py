@@ -46,15 +46,15 @@ OBSERVATION: tuple[str, ...] = _ids(
 FAILURE: tuple[str, ...] = _ids(
     R.STORE_SUCCEEDED, R.RESTORE_REQUIRED, R.CLAIM_LOAD_FAILED, R.SCHEDULER_FAILURE_BRANCH,
     R.RESTORE_FAILED_SCOPED, R.REFUSAL_ATTRIBUTED, R.OUTCOME_BEFORE_FINISH,
-    R.NO_RESTORE_AFTER_FAILURE,
+    R.NO_RESTORE_AFTER_FAILURE, R.NO_BLOCKING_SMEAR,
 )
 LIFECYCLE: tuple[str, ...] = _ids(
-    R.SUCCESS_GENERATION, R.FAILURE_GENERATION, R.GENERATIONS_ORDERED,
+    R.NO_BLOCKING_SMEAR, R.SUCCESS_GENERATION, R.FAILURE_GENERATION, R.GENERATIONS_ORDERED,
     R.EXPIRY_BEFORE_LOSS, R.DEMOTION_BEFORE_LOSS, R.NO_HARM, R.MATERIALIZED,
     R.CONFLICT_ATTRIBUTED,
 )
 ATTRIBUTION: tuple[str, ...] = _ids(
-    R.MULTIPLE_CLAIMS, R.TARGET_FAILURE_OUTCOME, R.FAILURES_NAME_ONLY_TARGET,
+    R.NO_BLOCKING_SMEAR, R.MULTIPLE_CLAIMS, R.TARGET_FAILURE_OUTCOME, R.FAILURES_NAME_ONLY_TARGET,
     R.NON_TARGETS_SERVED,
 )
 
@@ -183,6 +183,8 @@ def _common(facts: StreamFacts, t: ClaimTrack, well_formed: bool) -> Seqs:
         ok["no_observation_gap"] = []
     if not t.open_on:
         ok["no_open_failure"] = []
+    if not t.smear:
+        ok["no_blocking_smear"] = []
     return ok
 
 
@@ -200,10 +202,10 @@ def _lifecycle(facts: StreamFacts, t: ClaimTrack) -> tuple[Seqs, tuple[str, ...]
     if t.materialized_seq is not None:
         ok["materialized"] = [t.materialized_seq]
     if t.mode == "soft_priority":
-        return ok, ("materialized",)
+        return ok, ("no_blocking_smear", "materialized")
     if t.mode == "hard_protected":
         _conflict_attributed(t, ok)
-        return ok, ("materialized", "no_harm", "conflict_attributed")
+        return ok, ("no_blocking_smear", "materialized", "no_harm", "conflict_attributed")
     if t.mode in ("expiring", "demotable"):
         key, event = (("expiry_before_loss", "claim_expired") if t.mode == "expiring"
                       else ("demotion_before_loss", "claim_demoted"))
@@ -212,9 +214,9 @@ def _lifecycle(facts: StreamFacts, t: ClaimTrack) -> tuple[Seqs, tuple[str, ...]
         if release is not None and t.materialized_seq is not None and (
                 t.materialized_seq < release) and (t.first_loss is None or release < t.first_loss):
             ok[key] = [release]
-        return ok, (key, "no_harm")
+        return ok, ("no_blocking_smear", key, "no_harm")
     _generations(t, ok)
-    return ok, ("no_harm", "success_generation", "failure_generation",
+    return ok, ("no_blocking_smear", "no_harm", "success_generation", "failure_generation",
                 "generations_ordered")
 
 
@@ -238,7 +240,7 @@ def _generations(t: ClaimTrack, ok: Seqs) -> None:
         ok["generations_ordered"] = [before[0], f.cycle.seq]
 
 
-_FAIL_SET = frozenset(FAILURE)
+_FAIL_SET = frozenset(FAILURE) - {"no_blocking_smear"}
 
 
 class _Roster:
@@ -250,6 +252,8 @@ class _Roster:
         self.first_seqs = sorted((c.accepted_seq or 0, c.claim_id) for c in accepted)[:17]
         self.first_two = [s for s, _ in self.first_seqs[:2]]
         self.unserved = {c.claim_id for c in accepted if not c.served()}
+        # SPEC §4.2: any other claim of the stream, accepted or not, needs a legal history
+        self.unserved |= {cid for cid, t in facts.claims.items() if t.run.violation is not None}
         self.accepted = {c.claim_id for c in accepted}
 
 

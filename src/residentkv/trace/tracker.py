@@ -738,7 +738,7 @@ def _refused(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     facts.name_failure(e, e.claim_id, e.outcome_claim_id, *blocking)
     for cid in {e.claim_id, e.outcome_claim_id, *blocking} - {None}:
         named = facts.track(cid)
-        if blocking != [cid]:
+        if blocking != [cid] or e.outcome_claim_id != cid:  # it blocks only its outcome claim
             named.smear = True
         if e.arbiter == "admission":
             named.admission = True

@@ -124,6 +124,12 @@ def no_open_failure(c: ClaimView) -> Found:
     return []
 
 
+def no_blocking_smear(c: ClaimView) -> Found:
+    """SPEC §4 control ``blocking_claim_smear``: a refusal (or a blaming deferral) that names
+    this claim blocks exactly it; a smeared one leaves the claim's outcome unexplained."""
+    return None if any(_smears(c, e) for e in c.stream.events) else []
+
+
 def predicate_fixed(c: ClaimView) -> Found:
     """SPEC §4 ``predicate_fixed``: the accepted predicate is the claim's ``predicate_id`` and
     every materialization is judged against its size."""
@@ -148,6 +154,7 @@ COMMON_RULES: dict[str, Callable[[ClaimView], Found]] = {
     R.LEGAL_TRANSITIONS: legal_transitions,
     R.NO_OBSERVATION_GAP: no_observation_gap,
     R.NO_OPEN_FAILURE: no_open_failure,
+    R.NO_BLOCKING_SMEAR: no_blocking_smear,
 }
 
 
@@ -269,17 +276,17 @@ def lifecycle(c: ClaimView) -> tuple[Seqs, tuple[str, ...]]:
         if seqs is not None:
             found[key] = seqs
     if c.mode == "soft_priority":
-        return found, ("materialized",)
+        return found, ("no_blocking_smear", "materialized")
     if c.mode == "hard_protected":
         _put(found, "conflict_attributed", conflict_attributed(c))
-        return found, ("materialized", "no_harm", "conflict_attributed")
+        return found, ("no_blocking_smear", "materialized", "no_harm", "conflict_attributed")
     if c.mode in ("expiring", "demotable"):
         key, event = (("expiry_before_loss", "claim_expired") if c.mode == "expiring"
                       else ("demotion_before_loss", "claim_demoted"))
         _put(found, key, release_before_loss(c, event))
-        return found, (key, "no_harm")
+        return found, ("no_blocking_smear", key, "no_harm")
     found.update(generations(c))
-    return found, ("no_harm", "success_generation", "failure_generation",
+    return found, ("no_blocking_smear", "no_harm", "success_generation", "failure_generation",
                    "generations_ordered")
 
 
@@ -350,6 +357,10 @@ def non_targets_served(c: ClaimView) -> Found:
     others = [ClaimView(c.stream, a) for a in c.stream.accepted_claims if a != c.id]
     if not others or not all(served(o) for o in others):
         return None
+    # SPEC §4.2: any other claim of the stream, accepted or not, needs a legal history
+    named = {e.claim_id for e in c.stream.events} - {None, c.id}
+    if any(legal.claim_violation(c.stream, o) is not None for o in named):
+        return None
     return sorted(seq_of(o.accepted) for o in others)[:16]
 
 
@@ -396,8 +407,12 @@ def _smears(c: ClaimView, e: Event) -> bool:
     exactly it."""
     if e.event == "active_request_deferred" and not e.blocking_claim_ids:
         return False
-    return e.event in ("active_request_refused", "active_request_deferred") and (
-        c.id in _refusal_names(e)) and list(e.blocking_claim_ids) != [c.id]
+    if e.event not in ("active_request_refused", "active_request_deferred") or (
+            c.id not in _refusal_names(e)):
+        return False
+    # a refusal blocks exactly its outcome claim
+    outcome = e.outcome_claim_id if e.event == "active_request_refused" else c.id
+    return list(e.blocking_claim_ids) != [c.id] or outcome != c.id
 
 
 def _refusal_names(e: Event) -> set[str | None]:

@@ -26,6 +26,8 @@ _WHY: dict[str, str] = {
     R.NO_OPEN_FAILURE: "a failed load of the claim has no claim_restore_failed naming it on "
                        "that request (an open failure; a later proper one never makes up "
                        "for it)",
+    R.NO_BLOCKING_SMEAR: "a refusal or deferral naming the claim blocks other claims too (or "
+                         "not it): the control blocking_claim_smear fired",
     R.MATERIALIZED: "no claim_materialized whose leading/surviving numbers satisfy the "
                     "accepted predicate (before the restore)",
     R.STORE_SUCCEEDED: "no successful kv_store_finished of the claim before its offload and "
