@@ -86,9 +86,10 @@ class ClaimRun:
     copy_lost: bool = False
 
     def step(self, e: Event, scopes: dict[str, str | None],
-             request: RequestRun | None = None) -> None:
+             request: RequestRun | None = None) -> bool:
         """Feed one event that names this claim (*request*: the run of the request it names,
-        which shares a violation of this step with every claim it names)."""
+        which shares a violation of this step with every claim it names); True when it was
+        illegal."""
         cell: Cell = CLAIM_TABLE[self.phase, e.event]
         if len(cell) == 1:
             outcome = cell[0][1]
@@ -100,10 +101,11 @@ class ClaimRun:
             self.violation = earlier(self.violation, step)
             if request is not None:
                 request.violate(step)
-            return
+            return True
         self._apply(e)
         if outcome is not STAY:
             self.phase = outcome  # type: ignore[assignment]
+        return False
 
     def _holds(self, g: Guard, e: Event, scopes: dict[str, str | None]) -> bool:
         gen = getattr(e, "generation", None)
@@ -215,7 +217,8 @@ class RequestRun:
     failure_seq: int | None = None
     failure_kind: str | None = None
 
-    def step(self, e: Event) -> None:
+    def step(self, e: Event) -> bool:
+        """Feed one event that names this request; True when it was illegal."""
         cell = REQUEST_TABLE[self.phase, e.event]
         outcome = cell[0][1] if len(cell) == 1 else decide(cell, lambda g: request_guard(g, e))
         if self.failure_seq is None and failure_chain_event(e):
@@ -224,8 +227,10 @@ class RequestRun:
             step = Step(e.seq, e.event, self.phase.value, outcome)
             self.own = earlier(self.own, step)
             self.violate(step)
-        elif outcome is not STAY:
+            return True
+        if outcome is not STAY:
             self.phase = outcome  # type: ignore[assignment]
+        return False
 
     def end(self) -> None:
         """The stream ended: a request with a failure chain must have finished."""

@@ -9,6 +9,7 @@ the whole stream, for a request's owner scope) — quadratic and obvious. The st
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 from residentkv.model.automaton import (
     CLAIM_TABLE,
@@ -30,9 +31,26 @@ from residentkv.model.automaton import (
 from residentkv.trace.acceptor import defining, earlier
 from residentkv.trace.semantics.stream import Event, Stream, first, generation
 
+__all__ = ["Stream", "claim_run", "claim_steps", "claim_violation", "request_run"]
+
+
+def _memo(stream: Stream) -> dict[tuple[str, str], Any]:
+    """Per-stream answers (the stream's events never change once read)."""
+    memo: dict[tuple[str, str], Any] = vars(stream).setdefault("_legal_memo", {})
+    return memo
+
 
 def claim_violation(stream: Stream, claim_id: str) -> Step | None:
     """The first violation of the claim's run or of the run of a request that names it."""
+    memo = _memo(stream)
+    key = ("violation", claim_id)
+    if key not in memo:
+        memo[key] = _claim_violation(stream, claim_id)
+    found: Step | None = memo[key]
+    return found
+
+
+def _claim_violation(stream: Stream, claim_id: str) -> Step | None:
     found = claim_run(stream, claim_id)[1]
     for rid in _requests_naming(stream, claim_id):
         found = earlier(found, request_run(stream, rid)[1])
@@ -50,7 +68,10 @@ def _requests_naming(stream: Stream, claim_id: str) -> set[str]:
 
 
 def _event_at(stream: Stream, seq: int) -> Event:
-    return first(stream.events, lambda e: e.seq == seq)
+    memo = _memo(stream)
+    if ("seqs", "") not in memo:
+        memo["seqs", ""] = {e.seq: e for e in stream.events}
+    return memo["seqs", ""][seq]
 
 
 def request_run(stream: Stream, request_id: str) -> tuple[RequestPhase, Step | None]:
@@ -83,6 +104,15 @@ def claim_steps(stream: Stream, claim_id: str) -> list[Step]:
 
 
 def _run(stream: Stream, claim_id: str) -> tuple[Phase, list[Step]]:
+    memo = _memo(stream)
+    key = ("run", claim_id)
+    if key not in memo:
+        memo[key] = _replay(stream, claim_id)
+    found: tuple[Phase, list[Step]] = memo[key]
+    return found
+
+
+def _replay(stream: Stream, claim_id: str) -> tuple[Phase, list[Step]]:
     state = Phase.START
     history: list[Event] = []  # the steps the automaton accepted, in order
     found: list[Step] = []
