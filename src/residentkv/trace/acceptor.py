@@ -9,7 +9,9 @@ whole event list (:mod:`residentkv.trace.semantics.legal`); both must agree on e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from residentkv.model.automaton import (
@@ -90,63 +92,25 @@ class ClaimRun:
         """Feed one event that names this claim (*request*: the run of the request it names,
         which shares a violation of this step with every claim it names); True when it was
         illegal."""
-        cell: Cell = CLAIM_TABLE[self.phase, e.event]
-        if len(cell) == 1:
-            outcome = cell[0][1]
-        else:
-            outcome = decide(cell, lambda g: self._holds(g, e, scopes))
-        if isinstance(outcome, Violation):
+        cell: Cell = _CLAIM_CELLS[self.phase][e.event]
+        outcome = cell[0][1]
+        if len(cell) > 1:  # the first row whose guard holds decides (the last is ALWAYS)
+            for guard, then in cell:
+                if guard is _ALWAYS or _CLAIM_GUARDS[guard](self, e, scopes):
+                    outcome = then
+                    break
+        if outcome.__class__ is Violation:
             step = Step(e.seq, e.event, self.phase.value, outcome)
             self.own = earlier(self.own, step)
             self.violation = earlier(self.violation, step)
             if request is not None:
                 request.violate(step)
             return True
-        self._apply(e)
+        if e.event in _TEACHING:
+            self._apply(e)
         if outcome is not STAY:
             self.phase = outcome  # type: ignore[assignment]
         return False
-
-    def _holds(self, g: Guard, e: Event, scopes: dict[str, str | None]) -> bool:
-        gen = getattr(e, "generation", None)
-        if g is Guard.FOREIGN_SCOPE:
-            rid = e.request_id
-            return self.scope is not None and (rid is None or scopes.get(rid) != self.scope)
-        if g is Guard.OTHER_REQUEST:
-            return bool(e.request_id != self.cycle_request)
-        if g is Guard.OTHER_LABEL:
-            return gen is not None and gen != self.cycle_label
-        if g is Guard.UNNAMED_FAILURE:
-            return e.request_id is None and substrate_failure(e)
-        if g is Guard.FAILED_LOAD:
-            return failed_load(e)
-        if g is Guard.SAME_TIER:
-            return bool(e.from_tier == e.to_tier)
-        if g is Guard.LABEL_BELOW:
-            return gen is not None and gen < self.top_cycle_label
-        if g is Guard.LABEL_NOT_NEW:
-            label = int(e.generation)  # required on claim_restore_required
-            return label <= self.top_cycle_label or label < self.top_copy_label
-        if g is Guard.WRONG_TIER:
-            copy = self.offload_tier if self.store_tier is None else self.store_tier
-            return copy is None or bool(e.from_tier != copy)
-        if g is Guard.FALLBACK:
-            return bool(e.source == "fallback_recompute")
-        if g is Guard.HOLDS_CONTRADICTED:
-            return bool(e.holds) != self._proves(e)
-        if g is Guard.PROVEN:
-            return self._proves(e)
-        if g is Guard.BEST_EFFORT:
-            return str(e.protection_mode) == "best_effort"
-        if g is Guard.NOT_CARRIER:
-            return any(r != e.request_id for r in self.carriers)
-        if g is Guard.CHANGED_DEFINITION:
-            return defining(e) != self.definition
-        if g is Guard.LOSS:
-            return self._loss(e)
-        if g is Guard.NOT_OFFLOADED:
-            return not self.offloaded
-        raise ValueError(f"guard {g} is not a claim guard")  # pragma: no cover
 
     def _needs(self, position: int | None) -> bool:
         p = self.predicate
@@ -219,11 +183,16 @@ class RequestRun:
 
     def step(self, e: Event) -> bool:
         """Feed one event that names this request; True when it was illegal."""
-        cell = REQUEST_TABLE[self.phase, e.event]
-        outcome = cell[0][1] if len(cell) == 1 else decide(cell, lambda g: request_guard(g, e))
-        if self.failure_seq is None and failure_chain_event(e):
-            self.failure_seq, self.failure_kind = e.seq, e.event
-        if isinstance(outcome, Violation):
+        name = e.event
+        cell = _REQUEST_CELLS[self.phase][name]
+        if cell is _STAY_CELL:
+            if self.failure_seq is None and name in _FAILURE_KINDS and failure_chain_event(e):
+                self.failure_seq, self.failure_kind = e.seq, name
+            return False
+        outcome = cell[0][1] if len(cell) == 1 else decide(cell, partial(request_guard, event=e))
+        if self.failure_seq is None and name in _FAILURE_KINDS and failure_chain_event(e):
+            self.failure_seq, self.failure_kind = e.seq, name
+        if outcome.__class__ is Violation:
             step = Step(e.seq, e.event, self.phase.value, outcome)
             self.own = earlier(self.own, step)
             self.violate(step)
@@ -248,7 +217,82 @@ class RequestRun:
 
     def names(self, run: ClaimRun) -> None:
         """The request names *run*'s claim: it shares the request's violations."""
-        if run not in self.claims:
+        claims = self.claims
+        if claims and claims[-1] is run:
+            return
+        if all(c is not run for c in claims):
             self.claims.append(run)
             if self.violation is not None:
                 run.violation = earlier(run.violation, self.violation)
+
+
+# ------------------------------------------------------------------ compiled forms of the table
+def _gen(e: Event) -> int | None:
+    g: int | None = getattr(e, "generation", None)
+    return g
+
+
+def _foreign_scope(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
+    rid = e.request_id
+    return r.scope is not None and (rid is None or scopes.get(rid) != r.scope)
+
+
+def _wrong_tier(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
+    copy = r.offload_tier if r.store_tier is None else r.store_tier
+    return copy is None or bool(e.from_tier != copy)
+
+
+def _label_not_new(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
+    label = int(e.generation)  # required on claim_restore_required
+    return label <= r.top_cycle_label or label < r.top_copy_label
+
+
+def _label_below(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
+    g = _gen(e)
+    return g is not None and g < r.top_cycle_label
+
+
+def _other_label(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
+    g = _gen(e)
+    return g is not None and g != r.cycle_label
+
+
+GuardFn = Callable[[ClaimRun, Event, dict[str, str | None]], bool]
+
+#: every claim guard, answered from the running facts of one claim (see :class:`Guard`)
+_CLAIM_GUARDS: dict[Guard, GuardFn] = {
+    Guard.FOREIGN_SCOPE: _foreign_scope,
+    Guard.OTHER_REQUEST: lambda r, e, s: bool(e.request_id != r.cycle_request),
+    Guard.OTHER_LABEL: _other_label,
+    Guard.UNNAMED_FAILURE: lambda r, e, s: e.request_id is None and substrate_failure(e),
+    Guard.FAILED_LOAD: lambda r, e, s: failed_load(e),
+    Guard.SAME_TIER: lambda r, e, s: bool(e.from_tier == e.to_tier),
+    Guard.LABEL_BELOW: _label_below,
+    Guard.LABEL_NOT_NEW: _label_not_new,
+    Guard.WRONG_TIER: _wrong_tier,
+    Guard.FALLBACK: lambda r, e, s: bool(e.source == "fallback_recompute"),
+    Guard.HOLDS_CONTRADICTED: lambda r, e, s: bool(e.holds) != r._proves(e),
+    Guard.PROVEN: lambda r, e, s: r._proves(e),
+    Guard.BEST_EFFORT: lambda r, e, s: str(e.protection_mode) == "best_effort",
+    Guard.NOT_CARRIER: lambda r, e, s: any(c != e.request_id for c in r.carriers),
+    Guard.CHANGED_DEFINITION: lambda r, e, s: defining(e) != r.definition,
+    Guard.LOSS: lambda r, e, s: r._loss(e),
+    Guard.NOT_OFFLOADED: lambda r, e, s: not r.offloaded,
+}
+_ALWAYS = Guard.ALWAYS
+#: the table by state, then by event kind (one lookup less per event than the pair key)
+STAY_CELL = _STAY_CELL = ((Guard.ALWAYS, STAY),)
+CLAIM_CELLS = _CLAIM_CELLS = {
+    p: {k: (_STAY_CELL if c == _STAY_CELL else c) for (q, k), c in CLAIM_TABLE.items()
+        if q is p} for p in Phase}
+REQUEST_CELLS = _REQUEST_CELLS = {
+    p: {k: (_STAY_CELL if c == _STAY_CELL else c) for (q, k), c in REQUEST_TABLE.items()
+        if q is p} for p in RequestPhase}
+#: event kinds a failure chain may hold (``failure_chain_event`` decides)
+FAILURE_KINDS = _FAILURE_KINDS = frozenset({
+    "kv_load_finished", "kv_load_failed", "scheduler_load_failure", "claim_restore_failed",
+    "active_request_refused"})
+#: event kinds whose legal step teaches a guard something (see ``ClaimRun._apply``)
+TEACHING = _TEACHING = frozenset({"request_started", "claim_submitted", "claim_accepted",
+                       "kv_store_started", "kv_store_finished", "claim_offloaded",
+                       "block_evicted", "claim_restore_required"})

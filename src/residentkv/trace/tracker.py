@@ -16,7 +16,16 @@ from typing import Any
 
 from residentkv.model.automaton import proves
 from residentkv.model.events import CLAIM_EVENT_NAMES, IDENTITY_FIELDS
-from residentkv.trace.acceptor import ACCEPTED_FIELDS, ClaimRun, RequestRun
+from residentkv.trace.acceptor import (
+    ACCEPTED_FIELDS,
+    CLAIM_CELLS,
+    FAILURE_KINDS,
+    REQUEST_CELLS,
+    STAY_CELL,
+    TEACHING,
+    ClaimRun,
+    RequestRun,
+)
 
 #: events after which a claim makes no further promise (SPEC §4.1: "released, expired, failed
 #: closed"; demotion ends the claim too, SPEC §2)
@@ -336,6 +345,8 @@ def collect(events: Iterable[Event]) -> StreamFacts:
     claims, track, order = facts.claims, facts.track, facts.order
     requests, scopes = facts.requests, facts.owner_scopes
     dispatch = _DISPATCH
+    claim_cells, request_cells, stay = CLAIM_CELLS, REQUEST_CELLS, STAY_CELL
+    failure_kinds, teaching = FAILURE_KINDS, TEACHING
     # the hot loop: one lookup says what an event is; what every claim event shares is inline
     for event in events:
         name = event.event
@@ -349,7 +360,9 @@ def collect(events: Iterable[Event]) -> StreamFacts:
                 req = requests[rid] = RequestRun()
             if name == "request_started" and rid not in scopes:
                 scopes[rid] = event.owner_scope
-            req.step(event)
+            # the automaton's common step inline: a plain "stay" that teaches nothing
+            if request_cells[req.phase][name] is not stay or name in failure_kinds:
+                req.step(event)
         if cid is None:
             if claim_event:
                 _unnamed_claim_event(facts, event, name)
@@ -359,11 +372,13 @@ def collect(events: Iterable[Event]) -> StreamFacts:
             t = claims.get(cid)
             if t is None:
                 t = track(cid)
-            t.run.step(event, scopes, req)
+            run = t.run
+            if claim_cells[run.phase][name] is not stay or name in teaching:
+                run.step(event, scopes, req)
             if name not in _NO_EVIDENCE:
                 t.evidence = True
-            if req is not None:
-                req.names(t.run)
+            if req is not None and not (req.claims and req.claims[-1] is run):
+                req.names(run)
             if not t.head_seen and name not in _BEFORE_ACCEPTANCE:
                 _head(t, event, name)
             if claim_event:
