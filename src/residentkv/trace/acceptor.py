@@ -18,7 +18,6 @@ from residentkv.model.automaton import (
     CLAIM_TABLE,
     REQUEST_TABLE,
     STAY,
-    Cell,
     Guard,
     Phase,
     RequestPhase,
@@ -92,13 +91,12 @@ class ClaimRun:
         """Feed one event that names this claim (*request*: the run of the request it names,
         which shares a violation of this step with every claim it names); True when it was
         illegal."""
-        cell: Cell = _CLAIM_CELLS[self.phase][e.event]
-        outcome = cell[0][1]
-        if len(cell) > 1:  # the first row whose guard holds decides (the last is ALWAYS)
-            for guard, then in cell:
-                if guard is _ALWAYS or _CLAIM_GUARDS[guard](self, e, scopes):
-                    outcome = then
-                    break
+        rows = _COMPILED[self.phase][e.event]
+        outcome = rows[-1][1]
+        for guard, then in rows:  # the first row whose guard holds decides (None: ALWAYS)
+            if guard is None or guard(self, e, scopes):
+                outcome = then
+                break
         if outcome.__class__ is Violation:
             step = Step(e.seq, e.event, self.phase.value, outcome)
             self.own = earlier(self.own, step)
@@ -109,7 +107,7 @@ class ClaimRun:
         if e.event in _TEACHING:
             self._apply(e)
         if outcome is not STAY:
-            self.phase = outcome  # type: ignore[assignment]
+            self.phase = outcome
         return False
 
     def _needs(self, position: int | None) -> bool:
@@ -296,3 +294,15 @@ FAILURE_KINDS = _FAILURE_KINDS = frozenset({
 TEACHING = _TEACHING = frozenset({"request_started", "claim_submitted", "claim_accepted",
                        "kv_store_started", "kv_store_finished", "claim_offloaded",
                        "block_evicted", "claim_restore_required"})
+#: state -> kinds whose step must run (not a plain "stay", or it teaches a guard something);
+#: the pass skips the others inline
+CLAIM_STEPS: dict[Phase, frozenset[str]] = {
+    p: frozenset(k for k, c in cells.items() if c is not _STAY_CELL or k in _TEACHING)
+    for p, cells in _CLAIM_CELLS.items()}
+REQUEST_STEPS: dict[RequestPhase, frozenset[str]] = {
+    p: frozenset(k for k, c in cells.items() if c is not _STAY_CELL or k in _FAILURE_KINDS)
+    for p, cells in _REQUEST_CELLS.items()}
+#: the claim table with each guard replaced by its function (None for ALWAYS)
+_COMPILED: dict[Phase, dict[str, tuple[tuple[GuardFn | None, Any], ...]]] = {
+    p: {k: tuple((None if g is _ALWAYS else _CLAIM_GUARDS[g], o) for g, o in cell)
+        for k, cell in cells.items()} for p, cells in _CLAIM_CELLS.items()}

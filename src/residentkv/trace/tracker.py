@@ -18,11 +18,8 @@ from residentkv.model.automaton import proves
 from residentkv.model.events import CLAIM_EVENT_NAMES, IDENTITY_FIELDS
 from residentkv.trace.acceptor import (
     ACCEPTED_FIELDS,
-    CLAIM_CELLS,
-    FAILURE_KINDS,
-    REQUEST_CELLS,
-    STAY_CELL,
-    TEACHING,
+    CLAIM_STEPS,
+    REQUEST_STEPS,
     ClaimRun,
     RequestRun,
 )
@@ -345,8 +342,7 @@ def collect(events: Iterable[Event]) -> StreamFacts:
     claims, track, order = facts.claims, facts.track, facts.order
     requests, scopes = facts.requests, facts.owner_scopes
     dispatch = _DISPATCH
-    claim_cells, request_cells, stay = CLAIM_CELLS, REQUEST_CELLS, STAY_CELL
-    failure_kinds, teaching = FAILURE_KINDS, TEACHING
+    claim_steps, request_steps = CLAIM_STEPS, REQUEST_STEPS
     # the hot loop: one lookup says what an event is; what every claim event shares is inline
     for event in events:
         name = event.event
@@ -361,7 +357,7 @@ def collect(events: Iterable[Event]) -> StreamFacts:
             if name == "request_started" and rid not in scopes:
                 scopes[rid] = event.owner_scope
             # the automaton's common step inline: a plain "stay" that teaches nothing
-            if request_cells[req.phase][name] is not stay or name in failure_kinds:
+            if name in request_steps[req.phase]:
                 req.step(event)
         if cid is None:
             if claim_event:
@@ -373,9 +369,9 @@ def collect(events: Iterable[Event]) -> StreamFacts:
             if t is None:
                 t = track(cid)
             run = t.run
-            if claim_cells[run.phase][name] is not stay or name in teaching:
+            if name in claim_steps[run.phase]:
                 run.step(event, scopes, req)
-            if name not in _NO_EVIDENCE:
+            if not t.evidence and name not in _NO_EVIDENCE:
                 t.evidence = True
             if req is not None and not (req.claims and req.claims[-1] is run):
                 req.names(run)
