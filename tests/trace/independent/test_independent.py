@@ -149,12 +149,10 @@ PINNED = {
     "non-target never accepted": ("two_claim_attribution.jsonl", _unaccepted_claim),
     "non-target with two identities": ("two_claim_attribution.jsonl",
                                        _set(16, cache_identity="other")),
-    "non-target restored from no stored copy": ("two_claim_attribution.jsonl", _drop(10, 11)),
     "contiguous range beyond the footprint": ("lifecycle_two_generations.jsonl", _set(
         1, predicate={"id": "p-lead2", "kind": "contiguous_range", "blocks": 2, "start": 1})),
     "refusal envelope names no claim": ("lifecycle_two_generations.jsonl",
                                         _set(23, claim_id=None)),
-    "failure branch after the outcome": ("claimed_load_failure.jsonl", _swap(13, 14)),
     "refused, then served": ("success_path.jsonl", _refuse_other),
     "expiry with no holding materialization": ("expiring_release_before_loss.jsonl",
                                                _set(2, surviving=1, leading=1)),
@@ -392,6 +390,13 @@ class TestFailures:
         # as a non-target: r-2 failed with nothing naming c-1, and failures name it
         assert {x.rule for x in v.as_non_target} == {Rule.NOT_SERVED, Rule.NAMED_BY_FAILURE}
 
+    def test_the_branch_after_the_outcome_is_a_reading(self) -> None:
+        events = claimed_load_failure().events
+        events[13], events[14] = ({**events[14], "seq": 13}, {**events[13], "seq": 14})
+        v = verdict(events)
+        assert {x.rule for x in v.violations} == {Rule.FAILURE_OUTSIDE_CYCLE, Rule.CHAIN_ORDER}
+        assert v.legal_for(FAILURE_OUTCOME) and v.against(FAILURE_OUTCOME, readings=True)
+
     def test_a_textbook_failure_is_legal(self) -> None:
         assert verdict(claimed_load_failure()).legal
 
@@ -508,6 +513,9 @@ class TestModesTiersArbiters:
     def test_restore_needs_a_stored_offloaded_copy(self) -> None:
         t = mat(Trace().started("r-1").accept("c-1", "r-1")).finished("r-1").started("r-2")
         assert rules(t.restore_ok("c-1", "r-2")) == {Rule.RESTORE_NO_COPY}
+        t = offloaded(mat(Trace().started("r-1").accept("c-1", "r-1"))).finished("r-1")
+        t.started("r-2").restore_ok("c-1", "r-2")
+        assert rules(t) == {Rule.RESTORE_NO_STORE} and verdict(t).legal_for(OBSERVATION)
 
     def _evicted(self, t: Trace, position: int | None = 0) -> Trace:
         return t.add("block_evicted", "c-1", None, block_id=5, protected=False, reason="lru",
