@@ -74,6 +74,7 @@ class Rule(StrEnum):
     STORE_TIER = "store_same_tier"                # §4.2 Tiers
     RESTORE_TIER = "restore_tier"                 # §4.2 Tiers
     RESTORE_NO_COPY = "restore_without_copy"      # §2 offloaded -> restore_required
+    RESTORE_NO_STORE = "restore_without_store"    # reading of §4.2 Tiers: the copy is stored
     LABEL_ORDER = "label_order"                   # §4.2 Generations
     LABEL_CYCLE = "label_cycle"                   # §4.2 Generations: one label per cycle
     CYCLE_ORDER = "cycle_order"                   # §2/§4.2 required -> restored|failed -> reused
@@ -89,6 +90,7 @@ class Rule(StrEnum):
     FAILURE_NO_REQUEST = "failure_without_request"  # §4.2 Failures
     OUTCOME_ENVELOPE = "outcome_envelope"         # §4.1 Attribution
     OPEN_FAILURE = "open_failure"                 # §4.2 Failures
+    CHAIN_ORDER = "failure_chain_order"           # reading: restore_failed and refusal follow
     UNFINISHED = "failure_request_unfinished"     # §4.2 whole failure chain
     HARNESS_ONLY = "harness_only"                 # §4.2 Arbiters
     SMEAR = "blocking_claim_smear"                # §1 B4: blocking_claim_ids == [claim]
@@ -108,7 +110,7 @@ class Rule(StrEnum):
 READINGS: frozenset[Rule] = frozenset({
     Rule.SUBMIT_ORDER, Rule.LOAD_AFTER_CYCLE, Rule.FAILURE_OUTSIDE_CYCLE,
     Rule.LOST_BEFORE_RELEASE, Rule.REQ_LATE_START, Rule.REQ_ACTS_AFTER_FINISH,
-    Rule.FAIL_BRANCH_SERVED,
+    Rule.FAIL_BRANCH_SERVED, Rule.RESTORE_NO_STORE, Rule.CHAIN_ORDER,
 })
 #: the failure chain of SPEC §4.2 (and a second finish, §4.1): these after the first finish
 CHAIN = frozenset({"kv_load_failed", "scheduler_load_failure", "claim_restore_failed",
@@ -150,9 +152,9 @@ class Verdict:
     def legal(self) -> bool:
         return not self.violations
 
-    def legal_for(self, gate: str) -> bool:
-        """No violation condemns *gate*."""
-        return not any(gate in v.gates for v in self.violations)
+    def legal_for(self, gate: str, readings: bool = False) -> bool:
+        """No violation condemns *gate* (by the SPEC's text; with *readings*, by any rule)."""
+        return not self.against(gate, readings)
 
     def against(self, gate: str, readings: bool = False) -> list[Violation]:
         """The violations that fail *gate* (with the acceptor's readings, if asked)."""
@@ -670,8 +672,10 @@ class _ClaimWalk:
             self.bad(e, Rule.CYCLE_ORDER, "claim_restore_required names no request")
             return
         self.scope_ok(e, r, "restore")
-        if not self.stored_tiers or not self.offloaded:
-            self.bad(e, Rule.RESTORE_NO_COPY, "restore required with no stored, offloaded copy")
+        if not self.offloaded:
+            self.bad(e, Rule.RESTORE_NO_COPY, "restore required with no offloaded copy")
+        elif not self.stored_tiers:
+            self.bad(e, Rule.RESTORE_NO_STORE, "restore required of an offload no store wrote")
         elif e.get("from_tier") not in self.stored_tiers:
             self.bad(e, Rule.RESTORE_TIER, f"restore from {e.get('from_tier')!r}, the copy is on "
                      f"{sorted(map(str, self.stored_tiers))}")
@@ -804,14 +808,18 @@ class _ClaimWalk:
     def at_end(self) -> None:
         self.served_or_explained()
         for index, r in self.failures:
-            closed = any(j > index for j in self.outcomes.get(r, ())) and any(
-                k > index for k in self.closing_refusals.get(r, ()))
-            if not closed:
+            # the claim-scoped outcome: claim_restore_failed naming the claim, or the
+            # attributed refusal (B4); READING: the whole chain wants both after the failure
+            outcome = any(j > index for j in self.outcomes.get(r, ()))
+            refusal = any(k > index for k in self.closing_refusals.get(r, ()))
+            if not (outcome and refusal):
                 self.out.append(Violation(
-                    _seq(self.events[index]), Rule.OPEN_FAILURE,
-                    f"{self.events[index].get('event')} on {r} not followed by the claim's "
-                    "restore-failure outcome and attributed refusal on that request",
-                    FAILURE_GATES))
+                    _seq(self.events[index]),
+                    Rule.CHAIN_ORDER if outcome or refusal else Rule.OPEN_FAILURE,
+                    f"{self.events[index].get('event')} on {r} not followed by "
+                    + ("both " if outcome or refusal else "")
+                    + "the claim's restore-failure outcome and attributed refusal on that "
+                    "request", FAILURE_GATES))
         for r in sorted(self.failure_requests):
             req = self.requests.get(r)
             if req is None or req.finished_at is None:

@@ -101,6 +101,73 @@ def test_gate_pass_implies_legal_history(mutant: Mutant) -> None:
                        + "\n" + mutant.compact())
 
 
+def _pinned(name: str, edit: Callable[[list[dict[str, Any]]], None]) -> bytes:
+    events = json.loads(json.dumps(SHIPPED[name]))
+    edit(events)
+    return to_bytes(events)
+
+
+def _set(index: int, **fields: Any) -> Callable[[list[dict[str, Any]]], None]:
+    return lambda events: events[index].update(fields)
+
+
+def _drop(*indexes: int) -> Callable[[list[dict[str, Any]]], None]:
+    def edit(events: list[dict[str, Any]]) -> None:
+        for i in sorted(indexes, reverse=True):
+            del events[i]
+    return edit
+
+
+def _swap(i: int, j: int) -> Callable[[list[dict[str, Any]]], None]:
+    def edit(events: list[dict[str, Any]]) -> None:
+        events[i], events[j] = ({**events[j], "seq": events[i]["seq"]},
+                                {**events[i], "seq": events[j]["seq"]})
+    return edit
+
+
+def _refuse_other(events: list[dict[str, Any]]) -> None:
+    events.insert(13, {**events[13], "event": "active_request_refused", "claim_id": "c-9",
+                       "outcome_claim_id": "c-9", "blocking_claim_ids": ["c-9"],
+                       "feasibility": "x", "arbiter": "admission"})
+    for key in ("object_id", "cache_identity", "request_token_map_id", "predicate_id",
+                "generation", "holds"):
+        events[13].pop(key, None)
+    for i, e in enumerate(events):
+        e["seq"] = i
+
+
+def _unaccepted_claim(events: list[dict[str, Any]]) -> None:
+    """A third claim, c-x, materialized on r-1 but never accepted."""
+    events.insert(2, {**events[2], "claim_id": "c-x", "object_id": "prefix:c-x",
+                      "request_token_map_id": "tokmap:c-x"})
+    for i, e in enumerate(events):
+        e["seq"] = i
+
+
+#: one small case per disagreement class the mutants found (each fails some gate on main)
+PINNED = {
+    "non-target never accepted": ("two_claim_attribution.jsonl", _unaccepted_claim),
+    "non-target with two identities": ("two_claim_attribution.jsonl",
+                                       _set(16, cache_identity="other")),
+    "contiguous range beyond the footprint": ("lifecycle_two_generations.jsonl", _set(
+        1, predicate={"id": "p-lead2", "kind": "contiguous_range", "blocks": 2, "start": 1})),
+    "refusal envelope names no claim": ("lifecycle_two_generations.jsonl",
+                                        _set(23, claim_id=None)),
+    "refused, then served": ("success_path.jsonl", _refuse_other),
+    "expiry with no holding materialization": ("expiring_release_before_loss.jsonl",
+                                               _set(2, surviving=1, leading=1)),
+    "seq beyond int64": ("success_path.jsonl", _set(14, seq=2**64)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PINNED))
+def test_pinned_disagreements(case: str) -> None:
+    name, edit = PINNED[case]
+    data = _pinned(name, edit)
+    assert any(not v.legal for v in judge_bytes(data).values()), case  # the case is illegal
+    assert [str(d) for d in disagreements(data)] == []
+
+
 # --- (c) the acceptor, rule by rule ------------------------------------------------------------
 
 SCOPE = "tenant:a/session:1"
@@ -323,6 +390,13 @@ class TestFailures:
         # as a non-target: r-2 failed with nothing naming c-1, and failures name it
         assert {x.rule for x in v.as_non_target} == {Rule.NOT_SERVED, Rule.NAMED_BY_FAILURE}
 
+    def test_the_branch_after_the_outcome_is_a_reading(self) -> None:
+        events = claimed_load_failure().events
+        events[13], events[14] = ({**events[14], "seq": 13}, {**events[13], "seq": 14})
+        v = verdict(events)
+        assert {x.rule for x in v.violations} == {Rule.FAILURE_OUTSIDE_CYCLE, Rule.CHAIN_ORDER}
+        assert v.legal_for(FAILURE_OUTCOME) and v.against(FAILURE_OUTCOME, readings=True)
+
     def test_a_textbook_failure_is_legal(self) -> None:
         assert verdict(claimed_load_failure()).legal
 
@@ -439,6 +513,9 @@ class TestModesTiersArbiters:
     def test_restore_needs_a_stored_offloaded_copy(self) -> None:
         t = mat(Trace().started("r-1").accept("c-1", "r-1")).finished("r-1").started("r-2")
         assert rules(t.restore_ok("c-1", "r-2")) == {Rule.RESTORE_NO_COPY}
+        t = offloaded(mat(Trace().started("r-1").accept("c-1", "r-1"))).finished("r-1")
+        t.started("r-2").restore_ok("c-1", "r-2")
+        assert rules(t) == {Rule.RESTORE_NO_STORE} and verdict(t).legal_for(OBSERVATION)
 
     def _evicted(self, t: Trace, position: int | None = 0) -> Trace:
         return t.add("block_evicted", "c-1", None, block_id=5, protected=False, reason="lru",
