@@ -444,6 +444,8 @@ def proves(kind: str, blocks: int, start: int, footprint: int, leading: int,
     if kind != "contiguous_range":
         return leading >= blocks
     end = start + blocks
+    if end > footprint:
+        return False  # a range beyond the footprint has no positions to be present
     if end <= leading or surviving == footprint:
         return True
     return surviving == footprint - 1 and not start <= leading < end
