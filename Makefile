@@ -81,7 +81,8 @@ fuzz-gates: $(STAMP)
 	  echo "fuzz-gates: round $$round"; \
 	  RESIDENTKV_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest -q \
 	    --hypothesis-profile=fuzz --hypothesis-show-statistics \
-	    tests/trace/test_differential.py tests/fleet/test_fleet_differential.py || exit 1; \
+	    tests/trace/test_differential.py tests/fleet/test_fleet_differential.py \
+	    tests/trace/independent/test_independent.py || exit 1; \
 	  round=$$((round + 1)); \
 	done
 

@@ -88,6 +88,10 @@ _CODES: list[Code] = [
          "a stream's provenance is its first event; a second or late one would let a stream "
          "change who claims to have written it",
          "stream_started on line 9 of a trace that began on line 1"),
+    Code("T030", "best_effort_claim", "a claim_accepted whose protection_mode is best_effort",
+         "best_effort is not a claim at all (SPEC §2, §4.2): the line is a problem and the claim "
+         "fails every gate",
+         '{"event": "claim_accepted", "protection_mode": "best_effort", ...}'),
     Code("E101", "internal_error", "residentkv hit a bug",
          "internal errors are never mistaken for a verdict",
          "rerun with --traceback and report the output"),

@@ -144,7 +144,8 @@ def test_offload_then_restore_passes_the_observation_gate(tmp_path: Path, run_tr
         rt.submit_claim(make_claim(mode=M.OFFLOADABLE))
         rt.request("r1", OBJ, 60)
         rt.request("r2", "active", 70)
-        rt.request("r3", OBJ, 60)
+        # SPEC §4.2: a restore is by a request of the claim's owner scope
+        rt.request("r3", OBJ, 60, owner_scope="tenant:a/session:1")
 
     trace = run_traced(80, "offload_resident", body)
     assert not trace.select("block_evicted", claim_id="claim-resident")
@@ -158,7 +159,8 @@ def test_injected_restore_failure_passes_the_failure_outcome_gate(run_traced: Ru
         rt.submit_claim(make_claim(mode=M.OFFLOADABLE))
         rt.request("r1", OBJ, 60)
         rt.request("r2", "active", 70)
-        assert rt.request("r3", OBJ, 60) is RequestState.REFUSED
+        assert rt.request("r3", OBJ, 60,
+                          owner_scope="tenant:a/session:1") is RequestState.REFUSED
 
     trace = run_traced(80, "offload_resident", body, fail_loads_of={"claim-resident"})
     assert not trace.select("claim_restored")

@@ -508,9 +508,8 @@ def _plan(rnd: random.Random, index: int, kind: Kind, successes: int) -> Plan:
         predicate = {"id": f"p-lead{blocks}", "kind": "leading_prefix_at_least",
                      "blocks": blocks}
     labels = list(range(successes + (kind in FAILS))) or [0]
-    if rnd.random() < 0.25:  # labels need only be distinct: seq orders the cycles
+    if rnd.random() < 0.25:  # SPEC §4.2: labels increase, not necessarily by one
         labels = [3 * g + 1 for g in labels]
-        rnd.shuffle(labels)
     return Plan(
         claim_id=f"c-{index}", kind=kind, owner_scope=f"tenant:{'ab'[index % 2]}/session:{index}",
         predicate=predicate, footprint=footprint, successes=successes, labels=labels,

@@ -187,7 +187,26 @@ def test_breaking_one_requirement_fails_with_exactly_that_id(
     assert run(build().events, tmp_path, gate, claim).passed  # the unbroken trace passes
     result = run(mutate(build().events), tmp_path, gate, claim)
     assert not result.passed
-    assert result.missing == [requirement]
+    assert result.missing == sorted({requirement, *ALSO_ILLEGAL.get((gate, requirement), ())})
+
+
+#: SPEC §4.2 (default deny): these breaks are also a step the automaton refuses (or leave a
+#: failed load without its outcome), so every gate reports that id beside the broken one
+ALSO_ILLEGAL: dict[tuple[str, str], tuple[str, ...]] = {
+    ("observation", "materialized"): ("legal_transitions",),  # holds contradicts the numbers
+    ("observation", "offloaded"): ("legal_transitions",),  # a restore with no offloaded copy
+    # restored after a failed load, which has no outcome
+    ("observation", "load_succeeded"): ("legal_transitions", "no_open_failure"),
+    ("observation", "restored_from_offload"): ("legal_transitions",),  # reuse before restore
+    ("failure_outcome", "claim_accepted_before_lifecycle"): ("legal_transitions",),
+    ("failure_outcome", "restore_failed_scoped"): ("no_open_failure",),
+    ("failure_outcome", "outcome_before_finish"): ("legal_transitions",),  # refusal after finish
+    ("failure_outcome", "no_restore_after_failure"): ("legal_transitions",),  # after failed closed
+    ("lifecycle", "conflict_attributed"): ("legal_transitions",),  # refusal after finish
+    # the unnamed load failure comes after the request finished
+    ("attribution", "failures_name_only_target"): ("legal_transitions",
+                                                   "target_failure_outcome"),
+}
 
 
 # Requirements whose break necessarily takes others with it: the id must still be reported.
@@ -211,6 +230,21 @@ COUPLED: list[tuple[str, Callable[[], Trace], str, str, Callable[[Events], Event
     ("lifecycle", expiring_release_before_loss.__call__, "c-e", "demotion_before_loss",
      setf("claim_accepted", protection_mode="demotable", expires_after_s=None)),
     ("attribution", claimed_load_failure, "c-1", "multiple_claims", lambda ev: ev),
+    # schema v1: a gap leaves the history unknown; a digest asks for a verified restore
+    ("observation", success_path, "c-1", "no_observation_gap", insert_after(
+        "claim_reused", {"event": "observation_gap", "claim_id": None, "reason": "overflow"})),
+    ("observation", success_path, "c-1", "restore_content_verified",
+     setf("kv_store_finished", content_digest="sha256:00")),
+    # control blocking_claim_smear: a refusal naming the claim blocks exactly its outcome claim
+    ("failure_outcome", claimed_load_failure, "c-1", "no_blocking_smear",
+     setf("active_request_refused", blocking_claim_ids=["c-1", "c-9"])),
+    ("lifecycle", two_generations, "c-1", "no_blocking_smear",
+     setf("active_request_refused", blocking_claim_ids=["c-1", "c-9"])),
+    ("attribution", two_claim_attribution, "c-a", "no_blocking_smear",
+     setf("active_request_refused", blocking_claim_ids=["c-a", "c-b"])),
+    # SPEC §4.2: a failed load without its claim-scoped outcome is an open failure
+    ("failure_outcome", claimed_load_failure, "c-1", "no_open_failure",
+     setf("claim_restore_failed", outcome_claim_id="c-other")),
     # SPEC §4.1: the timing is judged on the attributed refusal itself, so a refusal that is
     # not attributed takes outcome_before_finish with it
     ("failure_outcome", claimed_load_failure, "c-1", "refusal_attributed",

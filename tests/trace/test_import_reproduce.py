@@ -35,10 +35,14 @@ def gates(path: Path) -> dict[str, tuple[bool, list[str]]]:
             for r in check_events(result.events, ["observation", "failure_outcome"])}
 
 
-def test_scheduler_boundary_trace_passes_failure_outcome(fixtures: Path) -> None:
+def test_scheduler_boundary_trace_meets_the_chain_but_is_no_legal_run(fixtures: Path) -> None:
+    """The failure chain is complete, but SPEC §4.2 rules the run illegal: the claim is stored
+    with no materialization before, and its claim_restore_failed follows the affected
+    request's first request_finished (the whole chain must precede it). Its finish has no
+    status (the artifact records none), which cannot show the request was not served."""
     got = gates(fixtures / "claimed_load_failure/scheduler-boundary-21-event/"
                 "vllm_runtime_events.jsonl")
-    assert got["failure_outcome"] == (True, [])
+    assert got["failure_outcome"] == (False, ["legal_transitions", "outcome_before_finish"])
     assert got["observation"][0] is False
 
 
@@ -46,7 +50,8 @@ def test_scheduler_boundary_trace_passes_failure_outcome(fixtures: Path) -> None
 def test_refusal_after_termination_fails_failure_outcome(fixtures: Path, run: str) -> None:
     got = gates(fixtures / f"claimed_load_failure/{run}/vllm_runtime_events.jsonl")
     assert got["failure_outcome"] == (
-        False, ["outcome_before_finish", "refusal_attributed", "scheduler_failure_branch"])
+        False, ["legal_transitions", "outcome_before_finish", "refusal_attributed",
+                "scheduler_failure_branch"])
 
 
 def test_import_synthesizes_only_the_registration(fixtures: Path) -> None:
@@ -79,7 +84,9 @@ def test_reproduction_table(fixtures: Path) -> None:
     by = {(r.scenario, (r.trace or "").split("/")[1] if r.trace else None, r.gate): r
           for r in rows}
     fo = "failure_outcome"
-    assert by[("claimed_load_failure", "scheduler-boundary-21-event", fo)].ours == "pass"
+    # SPEC §4.2: no legal run (store before any materialization, failure after the finish)
+    boundary = by[("claimed_load_failure", "scheduler-boundary-21-event", fo)]
+    assert boundary.ours == "fail" and "legal_transitions" in boundary.reason
     for run in ("rep-001", "rep-002", "early-19-event"):
         row = by[("claimed_load_failure", run, fo)]
         assert (row.ours, row.published, row.agree, row.explained) == ("fail", "pass", False,

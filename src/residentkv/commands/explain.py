@@ -9,13 +9,15 @@ import click
 from residentkv.codes import CODES
 from residentkv.errors import UsageError
 from residentkv.lowering.bundles import load_bundles
+from residentkv.model.automaton import Violation
 from residentkv.model.vocabulary import CONTROLS, GATE_NAMES
 from residentkv.report.vocab_text import all_requirements, explain_lines, list_lines
 
 
 def _known_terms() -> list[str]:
     names = [c.name for c in CODES.values()]
-    return [*CODES, *names, *all_requirements(), *CONTROLS, *GATE_NAMES, *load_bundles()]
+    return [*CODES, *names, *all_requirements(), *CONTROLS, *GATE_NAMES, *load_bundles(),
+            *(v.value for v in Violation)]
 
 
 @click.command()
@@ -34,5 +36,6 @@ def explain(term: str | None, list_: bool) -> None:
         close = difflib.get_close_matches(term, _known_terms(), n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UsageError(f"explain: '{term}' is not a finding code, requirement id, control, "
-                         f"gate or protection mode{hint} (see residentkv explain --list)")
+                         f"gate, protection mode or automaton violation{hint} (see residentkv "
+                         "explain --list)")
     click.echo("\n".join(lines))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from residentkv.model.claim import PredicateSpec, ProtectionMode, Registration
@@ -16,6 +17,12 @@ from residentkv.model.predicate import PredicateResult
 from residentkv.model.vocabulary import OutcomeType
 
 SCHEMA_ID = "residentkv.event/v1"
+
+#: SPEC §4.2: every integer of an event is signed 64-bit; out of range is a typing problem
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+I64 = Annotated[int, annotated_types.Ge(INT64_MIN), annotated_types.Le(INT64_MAX)]
+#: a 64-bit integer whose field gives its own lower bound (two lower bounds would conflict)
+Bounded64 = Annotated[int, annotated_types.Le(INT64_MAX)]
 
 Tier = str
 Arbiter = Literal["scheduler_boundary", "admission", "harness"]
@@ -27,8 +34,8 @@ class Envelope(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     schema_: Literal["residentkv.event/v1"] = Field(alias="schema")
-    seq: int = Field(ge=0)
-    ts_ns: int
+    seq: Bounded64 = Field(ge=0)
+    ts_ns: I64
     source: str = Field(min_length=1)
     claim_id: str | None
     request_id: str | None
@@ -56,7 +63,7 @@ class StreamStarted(Envelope):
     runtime: Party
     stream_id: str | None = Field(default=None, description="unique name of this stream")
     replica: str | None = Field(default=None, description="serving replica that wrote it")
-    rank: int | None = Field(default=None, ge=0, description="tensor-parallel rank, if any")
+    rank: Bounded64 | None = Field(default=None, ge=0, description="tensor-parallel rank, if any")
 
 
 class ClaimEvent(Envelope):
@@ -85,7 +92,7 @@ class ClaimAccepted(ClaimEvent):
     event: Literal["claim_accepted"]
     registration: Registration
     protection_mode: ProtectionMode
-    footprint_blocks: int = Field(gt=0)
+    footprint_blocks: Bounded64 = Field(gt=0)
     predicate: PredicateSpec
     owner_scope: str | None = None
     expires_after_s: float | None = None
@@ -98,27 +105,27 @@ class ClaimRejected(ClaimEvent):
 
 class ClaimMaterialized(ClaimEvent):
     event: Literal["claim_materialized"]
-    surviving: int = Field(ge=0)
-    leading: int = Field(ge=0)
-    required: int = Field(ge=0)
+    surviving: Bounded64 = Field(ge=0)
+    leading: Bounded64 = Field(ge=0)
+    required: Bounded64 = Field(ge=0)
     holds: bool
     tier: Tier
 
 
 class ClaimOffloaded(ClaimEvent):
     event: Literal["claim_offloaded"]
-    generation: int = Field(ge=0)
+    generation: Bounded64 = Field(ge=0)
     from_tier: Tier
     to_tier: Tier
-    block_count: int = Field(ge=0)
+    block_count: Bounded64 = Field(ge=0)
 
 
 class ClaimRestoreRequired(ClaimEvent):
     event: Literal["claim_restore_required"]
-    generation: int = Field(ge=0)
+    generation: Bounded64 = Field(ge=0)
     from_tier: Tier
     to_tier: Tier
-    tokens: int = Field(ge=0)
+    tokens: Bounded64 = Field(ge=0)
 
 
 class ClaimRestored(ClaimEvent):
@@ -129,20 +136,20 @@ class ClaimRestored(ClaimEvent):
     """
 
     event: Literal["claim_restored"]
-    generation: int = Field(ge=0)
+    generation: Bounded64 = Field(ge=0)
     source: Literal["offload_tier", "fallback_recompute"]
     content_verified: bool | None = None
 
 
 class ClaimReused(ClaimEvent):
     event: Literal["claim_reused"]
-    generation: int = Field(ge=0)
+    generation: Bounded64 = Field(ge=0)
     holds: bool
 
 
 class ClaimRestoreFailed(ClaimEvent):
     event: Literal["claim_restore_failed"]
-    generation: int = Field(ge=0)
+    generation: Bounded64 = Field(ge=0)
     reason: str
     injected: bool
     outcome_type: OutcomeType
@@ -173,13 +180,13 @@ class ClaimHarmed(ClaimEvent):
 
 class ClaimBlockLostAfterRelease(ClaimEvent):
     event: Literal["claim_block_lost_after_release"]
-    block_id: int | None = None
-    position: int | None = None
+    block_id: I64 | None = None
+    position: I64 | None = None
 
 
 class RequestStarted(Envelope):
     event: Literal["request_started"]
-    prompt_tokens: int | None = None
+    prompt_tokens: I64 | None = None
     owner_scope: str | None = None
     # not the envelope claim_id: request_started keeps that null, so the single-stream gates
     # never see the intake as a claim event; the fleet view (residentkv.fleet) reads this
@@ -204,7 +211,7 @@ class RequestFinished(Envelope):
 
 class ActiveRequestAdmitted(Envelope):
     event: Literal["active_request_admitted"]
-    blocks: int | None = None
+    blocks: I64 | None = None
 
 
 class ActiveRequestDeferred(Envelope):
@@ -219,7 +226,7 @@ class ActiveRequestRefused(Envelope):
     blocking_claim_ids: list[str]
     feasibility: str
     arbiter: Arbiter
-    shortfall: int | None = None
+    shortfall: I64 | None = None
 
 
 class FutureReuseAdmitted(Envelope):
@@ -234,15 +241,15 @@ class FutureReuseDenied(Envelope):
 
 class KvLookup(Envelope):
     event: Literal["kv_lookup"]
-    hit_tokens: int = Field(ge=0)
+    hit_tokens: Bounded64 = Field(ge=0)
     async_load: bool
-    generation: int | None = None
+    generation: I64 | None = None
 
 
 class _Transfer(Envelope):
-    job_id: int | str
-    bytes: int | None = Field(default=None, ge=0)
-    generation: int | None = None
+    job_id: I64 | str
+    bytes: Bounded64 | None = Field(default=None, ge=0)
+    generation: I64 | None = None
 
 
 class KvStoreStarted(_Transfer):
@@ -273,27 +280,27 @@ class KvLoadFinished(_Transfer):
 
 class KvLoadFailed(Envelope):
     event: Literal["kv_load_failed"]
-    invalid_block_ids: list[int]
-    job_id: int | str | None = None
+    invalid_block_ids: list[I64]
+    job_id: I64 | str | None = None
     injected: bool = False
-    generation: int | None = None
+    generation: I64 | None = None
     reason: str | None = None
 
 
 class SchedulerLoadFailure(Envelope):
     event: Literal["scheduler_load_failure"]
     policy: Literal["fail", "recompute"]
-    invalid_block_count: int = Field(ge=0)
-    failed_tokens: int = Field(ge=0)
+    invalid_block_count: Bounded64 = Field(ge=0)
+    failed_tokens: Bounded64 = Field(ge=0)
     finish_status: str | None
 
 
 class BlockEvicted(Envelope):
     event: Literal["block_evicted"]
-    block_id: int
+    block_id: I64
     protected: bool
     reason: str
-    position: int | None = Field(default=None, ge=0)
+    position: Bounded64 | None = Field(default=None, ge=0)
     medium: str | None = None
     block_hash: str | None = None
 
@@ -308,14 +315,14 @@ class ObservationGap(Envelope):
 
     event: Literal["observation_gap"]
     reason: str = Field(min_length=1)
-    missed_from: int | None = None
-    missed_to: int | None = None
+    missed_from: I64 | None = None
+    missed_to: I64 | None = None
 
 
 class GenericCounter(Envelope):
     event: Literal["generic_counter"]
     name: str
-    value: int | float
+    value: I64 | float
 
 
 CLAIM_EVENT_TYPES: tuple[type[ClaimEvent], ...] = (

@@ -30,14 +30,23 @@ from residentkv.model.events import ALL_EVENT_TYPES
 def _constraints(metadata: list[Any]) -> dict[str, Any]:
     meta: dict[str, Any] = {}
     for m in metadata:
+        # several bounds of one kind (a 64-bit type narrowed by a field): the tightest holds
         if isinstance(m, annotated_types.Ge):
-            meta["ge"] = m.ge
+            meta["ge"] = max(m.ge, meta.get("ge", m.ge))
+        elif isinstance(m, annotated_types.Le):
+            meta["le"] = min(m.le, meta.get("le", m.le))
         elif isinstance(m, annotated_types.Gt):
             meta["gt"] = m.gt
         elif isinstance(m, annotated_types.MinLen):
             meta["min_length"] = m.min_length
         else:
             raise TypeError(f"constraint {m!r} has no msgspec mirror")
+    if "gt" in meta and "ge" in meta:
+        # msgspec takes one lower bound: keep the tighter
+        if meta["ge"] > meta["gt"]:
+            del meta["gt"]
+        else:
+            del meta["ge"]
     return meta
 
 
@@ -50,8 +59,21 @@ def _with_meta(annotation: Any, meta: dict[str, Any]) -> Any:
         inner = [a for a in args if a is not type(None)]
         if len(inner) != 1:
             raise TypeError(f"constraints on {annotation!r} have no msgspec mirror")
-        return Annotated[inner[0], msgspec.Meta(**meta)] | None
+        return _with_meta(inner[0], meta) | None
+    if get_origin(annotation) is Annotated:
+        # a constrained type (64-bit) narrowed by the field: one Meta with the tightest bounds
+        base, *metas = get_args(annotation)
+        bounds = [annotated_types.Ge(m.ge) for m in metas if m.ge is not None] + [
+            annotated_types.Le(m.le) for m in metas if m.le is not None]
+        meta = _constraints([*bounds, *(_as_annotated(k, v) for k, v in meta.items())])
+        return Annotated[base, msgspec.Meta(**meta)]
     return Annotated[annotation, msgspec.Meta(**meta)]
+
+
+def _as_annotated(key: str, value: Any) -> Any:
+    kinds = {"ge": annotated_types.Ge, "le": annotated_types.Le, "gt": annotated_types.Gt,
+             "min_length": annotated_types.MinLen}
+    return kinds[key](value)
 
 
 def _mirrorable(model: type[BaseModel]) -> bool:
@@ -68,9 +90,17 @@ def _mirrorable(model: type[BaseModel]) -> bool:
 
 
 def _field_type(annotation: Any) -> Any:
-    """The msgspec type of a pydantic field annotation (nested models become Structs)."""
+    """The msgspec type of a pydantic field annotation (nested models become Structs, and
+    constrained types inside unions and lists carry their constraints as msgspec metadata)."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return _mirror(annotation)
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return Annotated[_field_type(args[0]), msgspec.Meta(**_constraints(list(args[1:])))]
+    if origin in (Union, types.UnionType):
+        return Union[tuple(_field_type(a) for a in args)]  # noqa: UP007
+    if origin is list:
+        return list[_field_type(args[0])]  # type: ignore[misc]
     return annotation
 
 

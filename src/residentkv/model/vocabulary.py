@@ -57,6 +57,8 @@ class Requirement(StrEnum):
     IDENTITY_COMPLETE = "identity_complete"
     STABLE_IDENTITY = "stable_identity"
     PREDICATE_FIXED = "predicate_fixed"
+    LEGAL_TRANSITIONS = "legal_transitions"
+    NO_OBSERVATION_GAP = "no_observation_gap"
     # observation
     MATERIALIZED = "materialized"
     STORE_SUCCEEDED = "store_succeeded"
@@ -66,6 +68,7 @@ class Requirement(StrEnum):
     LOAD_SUCCEEDED = "load_succeeded"
     RESTORED_FROM_OFFLOAD = "restored_from_offload"
     REUSED_AFTER_RESTORE = "reused_after_restore"
+    RESTORE_CONTENT_VERIFIED = "restore_content_verified"
     # failure_outcome
     CLAIM_LOAD_FAILED = "claim_load_failed"
     SCHEDULER_FAILURE_BRANCH = "scheduler_failure_branch"
@@ -73,8 +76,9 @@ class Requirement(StrEnum):
     REFUSAL_ATTRIBUTED = "refusal_attributed"
     OUTCOME_BEFORE_FINISH = "outcome_before_finish"
     NO_RESTORE_AFTER_FAILURE = "no_restore_after_failure"
+    NO_OPEN_FAILURE = "no_open_failure"
+    NO_BLOCKING_SMEAR = "no_blocking_smear"
     # lifecycle
-    LEGAL_TRANSITIONS = "legal_transitions"
     SUCCESS_GENERATION = "success_generation"
     FAILURE_GENERATION = "failure_generation"
     GENERATIONS_ORDERED = "generations_ordered"

@@ -9,9 +9,7 @@ the trace file is found by one scan for those seqs.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 from residentkv import __version__
@@ -22,34 +20,12 @@ from residentkv.report.registry import RenderOptions, reporter
 from residentkv.report.sarif import code_rule, locations, sarif_log
 from residentkv.report.text import render_table
 from residentkv.trace.gates import BOUNDARIES, REQUIREMENTS, TraceCheck
-from residentkv.trace.reader import STDIN
+from residentkv.trace.reader import seq_lines as seq_lines
 
 GLOBAL_BOUNDARY = (
     "residentkv judges the evidence given, not unaudited behaviour: a gate result says what "
     "this stream shows, never what the runtime would do elsewhere."
 )
-# at most 20 digits: a seq is a 64-bit integer, and a longer run (a hostile line) must not
-# reach int(), which refuses strings past 4,300 digits
-_SEQ = re.compile(rb'"seq"\s*:\s*(\d{1,20})(?!\d)')
-
-
-def seq_lines(path: str | Path, seqs: Iterable[int]) -> dict[int, int]:
-    """seq -> 1-based line number in the trace file, for the seqs asked (first occurrence)."""
-    wanted = set(seqs)
-    found: dict[int, int] = {}
-    if str(path) == STDIN:  # already consumed; standard input has no lines to point at
-        return found
-    try:
-        with open(path, "rb") as fh:
-            for number, line in enumerate(fh, start=1):
-                m = _SEQ.search(line)
-                if m is not None and int(m.group(1)) in wanted:
-                    found.setdefault(int(m.group(1)), number)
-                    if len(found) == len(wanted):
-                        break
-    except OSError:
-        return found
-    return found
 
 
 def missing_reasons(missing: Iterable[str]) -> dict[str, str]:
@@ -65,12 +41,19 @@ def _deciding_seq(evidence: dict[str, list[int]]) -> int | None:
 
 
 def _trace_obj(c: TraceCheck) -> dict[str, Any]:
-    deciding = {id(r): _deciding_seq(r.evidence) for r in c.results}
+    # an illegal run is decided by its offending event (SPEC §4.2), else by the last evidence
+    deciding = {id(r): r.illegal.seq if r.illegal is not None else _deciding_seq(r.evidence)
+                for r in c.results}
     lines = seq_lines(c.path, {s for s in deciding.values() if s is not None})
     results = []
     for r in c.results:
         seq = deciding[id(r)]
-        results.append({**r.model_dump(mode="json"), "why": missing_reasons(r.missing),
+        why = missing_reasons(r.missing)
+        if r.illegal is not None:
+            i = r.illegal
+            why["legal_transitions"] = (f"seq {i.seq}: {i.event} in state {i.state} is "
+                                        f"{i.violation}: {i.why}")
+        results.append({**r.model_dump(mode="json"), "why": why,
                         "deciding": {"seq": seq, "line": lines.get(seq) if seq is not None
                                      else None}})
     return {
@@ -215,7 +198,8 @@ def render_sarif(doc: dict[str, Any], opts: RenderOptions) -> str:
                 "locations": locations(t["path"], r["deciding"]["line"], None, opts.srcroot),
                 "properties": {"claim": r["claim_id"], "missing": r["missing"],
                                "controls": r["controls"], "boundary": r["boundary"],
-                               "deciding_seq": r["deciding"]["seq"]}})
+                               "deciding_seq": r["deciding"]["seq"],
+                               "illegal": r["illegal"]}})
     rules = [_gate_rule(g) for g in gates] + [code_rule(lookup(c).id) for c in codes]
     run = {"results": results, "properties": {"boundary": doc["boundary"],
                                               "passed": doc["passed"]}}

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from residentkv.codes import CODES, Code
 from residentkv.lowering.bundles import Bundle, load_bundles
+from residentkv.model.automaton import VIOLATION_WHY, Violation
 from residentkv.model.vocabulary import (
     CONTROLS,
     FLEET_GATE,
@@ -74,6 +75,17 @@ def _gate(gate: str, bundles: dict[str, Bundle]) -> list[str]:
             f"  satisfies (in some alternative): {', '.join(used) or '(none)'}"]
 
 
+def _violation(v: Violation) -> list[str]:
+    return [f"{v.value} (automaton violation, SPEC §4.2; docs/trace-gates.md shows the table)",
+            f"  why:     {VIOLATION_WHY[v]}",
+            "  effect:  every gate of the claim the event names (and of every claim a request "
+            "names, for a request's violation) misses legal_transitions; the result names the "
+            "seq of the offending event and the state it met"]
+
+
+_VIOLATIONS = {v.value: v for v in Violation}
+
+
 def _mode(b: Bundle) -> list[str]:
     return [f"{b.mode} (protection mode, bundle v{b.version})", f"  {b.summary}",
             f"  outcomes: {', '.join(b.outcomes)}", "  run `residentkv bundles show "
@@ -92,6 +104,7 @@ def explain_lines(term: str) -> list[str] | None:
         lambda: _control(term) if term in CONTROLS else None,
         lambda: _gate(term, bundles) if term in GATE_NAMES else None,
         lambda: _mode(bundles[term]) if term in bundles else None,
+        lambda: _violation(_VIOLATIONS[term]) if term in _VIOLATIONS else None,
     ]
     hits = [lines for find in finders if (lines := find()) is not None]
     return [line for i, lines in enumerate(hits) for line in ([""] if i else []) + lines] or None
@@ -111,4 +124,5 @@ def list_lines() -> list[str]:
     out += ["fleet requirement ids:"] + [f"  {r}" for r in FLEET_REQUIREMENTS]
     out += ["gates:"] + [f"  {g}" for g in (*GATE_NAMES, FLEET_GATE)]
     out += ["protection modes:"] + [f"  {m}" for m in sorted(load_bundles())]
+    out += ["automaton violations:"] + [f"  {v.value}: {VIOLATION_WHY[v]}" for v in Violation]
     return out

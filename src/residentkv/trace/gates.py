@@ -18,11 +18,12 @@ from typing import BinaryIO
 from pydantic import BaseModel, ConfigDict
 
 from residentkv.findings import Finding
+from residentkv.model.automaton import VIOLATION_WHY, Step, Violation
 from residentkv.model.events import Envelope, StreamStarted
 from residentkv.model.vocabulary import CONTROLS as CONTROLS
 from residentkv.model.vocabulary import GATE_NAMES as GATE_NAMES
 from residentkv.model.vocabulary import GateName, Requirement
-from residentkv.trace.reader import DEFAULT_MAX_LINE_BYTES, TraceReader
+from residentkv.trace.reader import DEFAULT_MAX_LINE_BYTES, TraceReader, seq_lines
 from residentkv.trace.tracker import ClaimTrack, StreamFacts, collect
 
 R = Requirement
@@ -34,24 +35,26 @@ def _ids(*requirements: Requirement) -> tuple[str, ...]:
 
 COMMON: tuple[str, ...] = _ids(
     R.TRACE_WELL_FORMED, R.CLAIM_EVENTS_PRESENT, R.CLAIM_ACCEPTED_BEFORE_LIFECYCLE,
-    R.IDENTITY_COMPLETE, R.STABLE_IDENTITY, R.PREDICATE_FIXED,
+    R.IDENTITY_COMPLETE, R.STABLE_IDENTITY, R.PREDICATE_FIXED, R.LEGAL_TRANSITIONS,
+    R.NO_OBSERVATION_GAP, R.NO_OPEN_FAILURE,
 )
 OBSERVATION: tuple[str, ...] = _ids(
     R.MATERIALIZED, R.STORE_SUCCEEDED, R.OFFLOADED, R.LOOKUP_HIT, R.RESTORE_REQUIRED,
     R.LOAD_SUCCEEDED, R.RESTORED_FROM_OFFLOAD, R.REUSED_AFTER_RESTORE,
+    R.RESTORE_CONTENT_VERIFIED,
 )
 FAILURE: tuple[str, ...] = _ids(
     R.STORE_SUCCEEDED, R.RESTORE_REQUIRED, R.CLAIM_LOAD_FAILED, R.SCHEDULER_FAILURE_BRANCH,
     R.RESTORE_FAILED_SCOPED, R.REFUSAL_ATTRIBUTED, R.OUTCOME_BEFORE_FINISH,
-    R.NO_RESTORE_AFTER_FAILURE,
+    R.NO_RESTORE_AFTER_FAILURE, R.NO_BLOCKING_SMEAR,
 )
 LIFECYCLE: tuple[str, ...] = _ids(
-    R.LEGAL_TRANSITIONS, R.SUCCESS_GENERATION, R.FAILURE_GENERATION, R.GENERATIONS_ORDERED,
+    R.NO_BLOCKING_SMEAR, R.SUCCESS_GENERATION, R.FAILURE_GENERATION, R.GENERATIONS_ORDERED,
     R.EXPIRY_BEFORE_LOSS, R.DEMOTION_BEFORE_LOSS, R.NO_HARM, R.MATERIALIZED,
     R.CONFLICT_ATTRIBUTED,
 )
 ATTRIBUTION: tuple[str, ...] = _ids(
-    R.MULTIPLE_CLAIMS, R.TARGET_FAILURE_OUTCOME, R.FAILURES_NAME_ONLY_TARGET,
+    R.NO_BLOCKING_SMEAR, R.MULTIPLE_CLAIMS, R.TARGET_FAILURE_OUTCOME, R.FAILURES_NAME_ONLY_TARGET,
     R.NON_TARGETS_SERVED,
 )
 
@@ -85,6 +88,26 @@ BOUNDARIES: dict[str, str] = {
 Seqs = dict[str, list[int]]
 
 
+class IllegalStep(BaseModel):
+    """The first step of the claim (or of a request naming it) the automaton refused."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    seq: int
+    event: str
+    state: str
+    violation: str
+    why: str
+
+
+def illegal_step(step: Step | None) -> IllegalStep | None:
+    """The report form of an automaton violation."""
+    if step is None:
+        return None
+    return IllegalStep(seq=step.seq, event=step.kind, state=step.state,
+                       violation=step.violation.value, why=VIOLATION_WHY[step.violation])
+
+
 class GateResult(BaseModel):
     """The verdict of one gate for one claim in one stream."""
 
@@ -97,6 +120,8 @@ class GateResult(BaseModel):
     controls: dict[str, bool]
     evidence: dict[str, list[int]]
     boundary: str
+    #: the first illegal step (SPEC §4.2), when ``legal_transitions`` is missing
+    illegal: IllegalStep | None = None
 
 
 _RESULT_FIELDS = frozenset(GateResult.model_fields)
@@ -140,18 +165,26 @@ class TraceCheck(BaseModel):
 def _common(facts: StreamFacts, t: ClaimTrack, well_formed: bool) -> Seqs:
     """SPEC §4 common requirements (see :mod:`residentkv.trace.semantics.rules`)."""
     ok: Seqs = {"claim_events_present": [t.first_seq or 0]}
-    if well_formed and facts.duplicate_finish is None:
+    if well_formed and facts.duplicate_finish is None and not facts.best_effort:
         ok["trace_well_formed"] = []
     if t.head_accepted and t.accepted_seq is not None:
         ok["claim_accepted_before_lifecycle"] = [t.accepted_seq]
     if not t.identity_missing:
         ok["identity_complete"] = []
-    if not t.ambiguous:
+    if not t.unstable():
         ok["stable_identity"] = []
     p = t.predicate
     if (p is not None and t.first_predicate_id == p[0]
             and t.required_values <= {p[2]}):
         ok["predicate_fixed"] = [t.accepted_seq or 0]
+    if t.run.violation is None:
+        ok["legal_transitions"] = []
+    if facts.gap is None:
+        ok["no_observation_gap"] = []
+    if not t.open_on:
+        ok["no_open_failure"] = []
+    if not t.smear:
+        ok["no_blocking_smear"] = []
     return ok
 
 
@@ -164,27 +197,26 @@ def _lifecycle(facts: StreamFacts, t: ClaimTrack) -> tuple[Seqs, tuple[str, ...]
     harm first. offloadable and the rest: a success cycle, then the failure cycle.
     """
     ok: Seqs = {}
-    if t.state is not None and not t.illegal and not (
-            t.mode == "soft_priority" and t.unreported_loss(t.first_harm)):
-        ok["legal_transitions"] = []
     if t.first_harm is None and not t.unreported_loss():
         ok["no_harm"] = []
     if t.materialized_seq is not None:
         ok["materialized"] = [t.materialized_seq]
     if t.mode == "soft_priority":
-        return ok, ("legal_transitions", "materialized")
+        return ok, ("no_blocking_smear", "materialized")
     if t.mode == "hard_protected":
         _conflict_attributed(t, ok)
-        return ok, ("legal_transitions", "materialized", "no_harm", "conflict_attributed")
+        return ok, ("no_blocking_smear", "materialized", "no_harm", "conflict_attributed")
     if t.mode in ("expiring", "demotable"):
         key, event = (("expiry_before_loss", "claim_expired") if t.mode == "expiring"
                       else ("demotion_before_loss", "claim_demoted"))
         release = t.release_of.get(event)
-        if release is not None and (t.first_loss is None or release < t.first_loss):
+        # no vacuous path (SPEC §4.2): the path starts with a materialization that holds
+        if release is not None and t.materialized_seq is not None and (
+                t.materialized_seq < release) and (t.first_loss is None or release < t.first_loss):
             ok[key] = [release]
-        return ok, ("legal_transitions", key, "no_harm")
+        return ok, ("no_blocking_smear", key, "no_harm")
     _generations(t, ok)
-    return ok, ("legal_transitions", "no_harm", "success_generation", "failure_generation",
+    return ok, ("no_blocking_smear", "no_harm", "success_generation", "failure_generation",
                 "generations_ordered")
 
 
@@ -208,7 +240,7 @@ def _generations(t: ClaimTrack, ok: Seqs) -> None:
         ok["generations_ordered"] = [before[0], f.cycle.seq]
 
 
-_FAIL_SET = frozenset(FAILURE)
+_FAIL_SET = frozenset(FAILURE) - {"no_blocking_smear"}
 
 
 class _Roster:
@@ -220,6 +252,8 @@ class _Roster:
         self.first_seqs = sorted((c.accepted_seq or 0, c.claim_id) for c in accepted)[:17]
         self.first_two = [s for s, _ in self.first_seqs[:2]]
         self.unserved = {c.claim_id for c in accepted if not c.served()}
+        # SPEC §4.2: any other claim of the stream, accepted or not, needs a legal history
+        self.unserved |= {cid for cid, t in facts.claims.items() if t.run.violation is not None}
         self.accepted = {c.claim_id for c in accepted}
 
 
@@ -251,7 +285,7 @@ def _attribution(facts: StreamFacts, t: ClaimTrack, common: Seqs) -> Seqs:
 def _controls(facts: StreamFacts, t: ClaimTrack) -> dict[str, bool]:
     names = facts.failure_names
     return {
-        "generic_counter_only": facts.generic_counters > 0 and t.claim_events == 0,
+        "generic_counter_only": facts.generic_counters > 0 and not t.evidence,
         "wrong_claim_failure": bool(names - {None, t.claim_id}) or facts.failure_named_more,
         "unclaimed_failure": facts.unclaimed_failure,
         "fallback_recompute": t.fallback,
@@ -260,7 +294,7 @@ def _controls(facts: StreamFacts, t: ClaimTrack) -> dict[str, bool]:
             t.head_accepted and t.accepted_seq is not None),
         "restore_after_reuse": t.restore_after_reuse,
         "blocking_claim_smear": t.smear,
-        "ambiguous_identity": t.claim_events > 0 and t.ambiguous,
+        "ambiguous_identity": t.claim_events > 0 and t.unstable(),
         "admission_refusal": t.admission,
     }
 
@@ -283,6 +317,7 @@ class _ClaimJudge:
         self.common = _common(facts, t, well_formed) if t.claim_events else {}
         # one controls dict shared by the claim's results (they are read-only values)
         self.controls = _controls(facts, t)
+        self.illegal = illegal_step(t.run.violation)
 
     def result(self, gate: str) -> GateResult:
         ok, wanted = self._met(gate)
@@ -295,21 +330,24 @@ class _ClaimJudge:
             controls=self.controls,
             evidence={k: ok[k] for k in sorted(ok) if k in wanted},
             boundary=BOUNDARIES[gate],
+            illegal=self.illegal if "legal_transitions" in missing else None,
         )
 
     def _met(self, gate: str) -> tuple[Seqs, tuple[str, ...]]:
         """What the claim meets, and which requirements the gate asks of it."""
         facts, t, ok = self.facts, self.t, self.common
         if t.claim_events == 0:
-            return {}, ((*COMMON, "legal_transitions") if gate == "lifecycle"
-                        else REQUIREMENTS[gate])
+            return {}, COMMON if gate == "lifecycle" else REQUIREMENTS[gate]
         if gate == "observation":
             return {**ok, **t.best}, REQUIREMENTS[gate]
         if gate == "failure_outcome":
             return {**ok, **t.failure_requirements()}, REQUIREMENTS[gate]
         if gate == "lifecycle":
             found, applicable = _lifecycle(facts, t)
-            return {**ok, **found}, (*COMMON, *applicable)
+            merged = {**ok, **found}
+            if t.mode == "soft_priority" and t.unreported_loss(t.first_harm):
+                merged.pop("legal_transitions", None)  # an unreported loss is an illegal step
+            return merged, (*COMMON, *applicable)
         return {**ok, **_attribution(facts, t, ok)}, REQUIREMENTS[gate]
 
 
@@ -355,6 +393,17 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _best_effort(facts: StreamFacts, path: str | Path) -> list[Finding]:
+    """SPEC §4.2: ``best_effort`` on ``claim_accepted`` is a problem of that line."""
+    seqs = sorted(t.run.own.seq for t in facts.claims.values() if t.run.own is not None
+                  and t.run.own.violation is Violation.BEST_EFFORT)
+    lines = seq_lines(path, seqs) if seqs else {}
+    return [Finding(code="T030", message=f"claim_accepted at seq {seq} declares protection_mode "
+                    "best_effort, which is not a claim", path=str(path), line=lines.get(seq),
+                    help="declare one of the five claim modes, or emit no claim")
+            for seq in seqs]
+
+
 def check_trace(
     path: str | Path,
     gates: Sequence[str] = GATE_NAMES,
@@ -386,6 +435,7 @@ def check_trace(
         problems.append(Finding(code="T013", message=f"request {request!r} finished twice "
                                 f"(second request_finished at seq {seq})", path=str(path),
                                 help="a request finishes once; the first finish is its deadline"))
+    problems += _best_effort(facts, path)
     if claim_id is None and not facts.order and reader.events_read:
         problems.append(Finding(code="T012", message="the trace names no claim",
                                 path=str(path),

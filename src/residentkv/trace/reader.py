@@ -12,8 +12,9 @@ and sockets are refused before anything is read.
 from __future__ import annotations
 
 import os
+import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -278,7 +279,18 @@ class TraceReader:
         over-long line is skipped without being stored.
         """
         limit, number, partial, skipping = self.max_line_bytes, 0, b"", False
+        first = True
         while chunk := fh.read(_CHUNK):
+            if first:
+                # SPEC §4.2: a UTF-8 byte-order mark before the first line is ignored
+                first = False
+                if chunk.startswith(b"\xef\xbb\xbf"):
+                    chunk = chunk[3:]
+                elif len(chunk) < 3 and b"\xef\xbb\xbf".startswith(chunk):
+                    chunk += fh.read(3 - len(chunk))
+                    chunk = chunk.removeprefix(b"\xef\xbb\xbf")
+                    if not chunk:
+                        continue
             # NUL never occurs in a JSONL trace: stop at the first one, even inside a line
             # that never ends (/dev/zero through a pipe)
             nul = chunk.find(b"\x00")
@@ -345,3 +357,27 @@ class TraceReader:
                 elif kind == "missing":
                     message = f"{event}: missing field {field!r}"
             self._problem(code, line_no, message)
+
+
+# at most 20 digits: a seq is a 64-bit integer, and a longer run (a hostile line) must not
+# reach int(), which refuses strings past 4,300 digits
+_SEQ = re.compile(rb'"seq"\s*:\s*(\d{1,20})(?!\d)')
+
+
+def seq_lines(path: str | Path, seqs: Iterable[int]) -> dict[int, int]:
+    """seq -> 1-based line number in the trace file, for the seqs asked (first occurrence)."""
+    wanted = set(seqs)
+    found: dict[int, int] = {}
+    if str(path) == STDIN:  # already consumed; standard input has no lines to point at
+        return found
+    try:
+        with open(path, "rb") as fh:
+            for number, line in enumerate(fh, start=1):
+                m = _SEQ.search(line)
+                if m is not None and int(m.group(1)) in wanted:
+                    found.setdefault(int(m.group(1)), number)
+                    if len(found) == len(wanted):
+                        break
+    except OSError:
+        return found
+    return found

@@ -14,34 +14,22 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from residentkv.model.automaton import proves
 from residentkv.model.events import CLAIM_EVENT_NAMES, IDENTITY_FIELDS
-from residentkv.model.lifecycle import TRANSITIONS, ClaimState
+from residentkv.trace.acceptor import (
+    ACCEPTED_FIELDS,
+    CLAIM_STEPS,
+    REQUEST_STEPS,
+    ClaimRun,
+    RequestRun,
+)
 
-#: claim event -> lifecycle state it enters (claim_materialized only when the predicate holds)
-STATE_OF = {
-    "claim_submitted": ClaimState.SUBMITTED,
-    "claim_accepted": ClaimState.ACCEPTED,
-    "claim_rejected": ClaimState.REJECTED,
-    "claim_materialized": ClaimState.MATERIALIZED,
-    "claim_offloaded": ClaimState.OFFLOADED,
-    "claim_restore_required": ClaimState.RESTORE_REQUIRED,
-    "claim_restored": ClaimState.RESTORED,
-    "claim_reused": ClaimState.REUSED,
-    "claim_restore_failed": ClaimState.FAILED_CLOSED,
-    "claim_demoted": ClaimState.DEMOTED,
-    "claim_expired": ClaimState.EXPIRED,
-    "claim_released": ClaimState.RELEASED,
-    "claim_harmed": ClaimState.HARMED,
-}
 #: events after which a claim makes no further promise (SPEC §4.1: "released, expired, failed
 #: closed"; demotion ends the claim too, SPEC §2)
 ENDINGS = frozenset({"claim_released", "claim_expired", "claim_demoted", "claim_restore_failed"})
 #: endings that turn a later loss into post-release loss (SPEC §2)
 RELEASES = frozenset({"claim_released", "claim_expired", "claim_demoted"})
-#: fields of claim_accepted that define the claim (with its predicate): a second acceptance may
-#: not change them
-ACCEPTED_FIELDS = (*IDENTITY_FIELDS, "registration", "protection_mode", "footprint_blocks",
-                   "owner_scope", "expires_after_s")
+__all__ = ["ACCEPTED_FIELDS", "ENDINGS", "RELEASES", "ClaimTrack", "StreamFacts", "collect"]
 _NAMES_KEPT = 2  # two distinct failure names already decide every attribution question
 
 #: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
@@ -65,9 +53,13 @@ class Cycle:
     offloaded: int | None
     stored: int | None
     hit: int | None
+    #: the content digest the stored copy's store recorded (None: it recorded none)
+    digest: str | None = None
     loads: list[tuple[Any, int]] | None = None
     voided_jobs: set[Any] | None = None
+    voided_all: bool = False
     offload_restores: list[int] | None = None
+    verified: set[int] | None = None
     restore_any: int | None = None
     restore_offload: int | None = None
     restored_member: int | None = None
@@ -100,7 +92,7 @@ class Cycle:
     def settled(self) -> tuple[int | None, int | None, int | None]:
         """The deciding seqs of load_succeeded, restored_from_offload, reused_after_restore."""
         load = restored = None
-        if self.loads is not None:
+        if self.loads is not None and not self.voided_all:
             voided = self.voided_jobs or ()
             for job, seq in self.loads:
                 if job not in voided:
@@ -117,10 +109,18 @@ class Cycle:
     def observation(self) -> Seqs:
         """The observation requirements this cycle meets (final once it is closed)."""
         met = dict(self.before)
-        for key, seq in zip(_AFTER_REQUIRED, self.settled(), strict=True):
+        settled = self.settled()
+        for key, seq in zip(_AFTER_REQUIRED, settled, strict=True):
             if seq is not None:
                 met[key] = [seq]
+        if self.content_verified(settled[1]):
+            met["restore_content_verified"] = [] if settled[1] is None else [settled[1]]
         return met
+
+    def content_verified(self, restored: int | None) -> bool:
+        """Schema v1: when the stored copy's store recorded a digest, the restore that counts
+        carries ``content_verified: true`` (no digest: nothing to verify)."""
+        return self.digest is None or restored in (self.verified or ())
 
     def _reused_after_restore(self) -> bool:
         if self.restore_any is None or self.reuse_ok is None or self.foreign_reuse:
@@ -155,7 +155,9 @@ class FailureChain:
             met["restore_failed_scoped"] = [self.restore_failed]
         if self.refusal is not None:
             met["refusal_attributed"] = [self.refusal]
-            if self.finish is not None and not self.finished_early and self.finish[1] != "served":
+            # a null status (imported traces) cannot show the request was not served
+            if self.finish is not None and not self.finished_early and self.finish[1] not in (
+                    "served", None):
                 met["outcome_before_finish"] = [self.refusal, self.finish[0]]
         if not self.restored_after:
             met["no_restore_after_failure"] = []
@@ -168,6 +170,8 @@ class ClaimTrack:
 
     claim_id: str
     claim_events: int = 0
+    #: an event names the claim beyond its submission and acceptance (not a generic counter)
+    evidence: bool = False
     first_seq: int | None = None
     head_seen: bool = False
     head_accepted: bool = False
@@ -175,6 +179,7 @@ class ClaimTrack:
     registration: str | None = None
     mode: str | None = None
     predicate: tuple[str, str, int, int] | None = None  # id, kind, blocks, start
+    footprint: int | None = None
     owner_scope: str | None = None
     defining: tuple[Any, ...] | None = None
     first_predicate_id: str | None = None
@@ -183,10 +188,8 @@ class ClaimTrack:
     last_identity: tuple[Any, ...] | None = None
     identity_missing: bool = False
     ambiguous: bool = False
-    #: the lifecycle state its events entered (``None`` before any); an illegal step is noted
-    #: in ``illegal`` and the claim moves on from the state it reached
-    state: ClaimState | None = None
-    illegal: bool = False
+    #: the claim's automaton (SPEC §4.2): its state and first violation
+    run: ClaimRun = field(init=False)
     end_seq: int | None = None
     materialized_seq: int | None = None
     first_loss: int | None = None
@@ -205,7 +208,18 @@ class ClaimTrack:
     first_stored: Cycle | None = None
     failure: FailureChain | None = None
     failed_requests: set[str] = field(default_factory=set)
+    #: requests whose failed load of the claim has no claim_restore_failed outcome yet
+    open_on: set[str | None] = field(default_factory=set)
+    submitted_scopes: set[str] = field(default_factory=set)
+    copy_digest: str | None = None
+    stored: bool = False
+    copy_medium: str | None = None
     failed_load: bool = False
+    #: the request its claim_accepted names, whether an outcome naming the claim was on it
+    #: before its first finish, and whether that finish was other than served
+    carrier: str | None = None
+    carrier_outcome: bool = False
+    carrier_unexplained: bool = False
     restore_failed: bool = False
     unrestored_cycle: bool = False
     restore_after_reuse: bool = False
@@ -218,11 +232,15 @@ class ClaimTrack:
     conflict_finish: tuple[int, str | None] | None = None
     conflict_early: bool = False
 
+    def __post_init__(self) -> None:
+        self.run = ClaimRun(self.claim_id)
+
     def evaluates(self, e: Event) -> bool:
         """The accepted predicate evaluated on a ``claim_materialized`` event's numbers."""
-        if self.predicate is None or not e.holds or e.leading > e.surviving:
+        p = self.predicate
+        if p is None or not e.holds or self.footprint is None:
             return False
-        return bool(e.leading >= self.predicate[3] + self.predicate[2])
+        return proves(p[1], p[2], p[3], self.footprint, e.leading, e.surviving)
 
     def needs(self, position: int | None) -> bool:
         if position is None or self.predicate is None:
@@ -234,10 +252,18 @@ class ClaimTrack:
         told = min((s for s in (self.first_release, *reports) if s is not None), default=None)
         return self.first_loss is not None and (told is None or self.first_loss < told)
 
+    def unstable(self) -> bool:
+        """Ambiguous identity, or a submitted owner scope the acceptance contradicts."""
+        mine = self.owner_scope
+        return self.ambiguous or (mine is not None and bool(self.submitted_scopes - {mine})) or (
+            mine is None and len(self.submitted_scopes) > 1)
+
     def served(self) -> bool:
         """SPEC §4 attribution: restored/served or untouched (see the reference's ``served``)."""
         return not (self.first_harm is not None or self.restore_failed or self.failed_load
-                    or self.unrestored_cycle or self.unreported_loss())
+                    or self.unrestored_cycle or self.unreported_loss()
+                    or self.run.violation is not None or self.carrier_unexplained
+                    or self.unstable())
 
     def failure_requirements(self) -> Seqs:
         """The failure requirements met by the failure cycle (else the best cycle without)."""
@@ -258,15 +284,24 @@ class StreamFacts:
     order: dict[str, None] = field(default_factory=dict)
     finished: set[str] = field(default_factory=set)
     duplicate_finish: tuple[int, str] | None = None
-    #: request -> the owner scope it declared first (requests that declare none are not kept)
-    owner_scopes: dict[str, str] = field(default_factory=dict)
+    #: request -> the owner scope its first request_started declared (None: it declared none)
+    owner_scopes: dict[str, str | None] = field(default_factory=dict)
+    #: request -> its automaton (SPEC §4.2: starts once, finishes once, failures before)
+    requests: dict[str, RequestRun] = field(default_factory=dict)
     #: request -> claims waiting for its first finish
     awaiting: dict[str, list[ClaimTrack]] = field(default_factory=dict)
+    #: request -> claims whose claim_accepted names it, until its first finish
+    carried: dict[str, list[ClaimTrack]] = field(default_factory=dict)
     #: request -> claims whose failure cycle is that request's
     failing: dict[str, list[ClaimTrack]] = field(default_factory=dict)
     #: request -> claims whose load failed on it
     failed_on: dict[str, list[ClaimTrack]] = field(default_factory=dict)
     generic_counters: int = 0
+    #: a claim_accepted declared best_effort: a problem line (SPEC §4.2), so no stream is well
+    #: formed
+    best_effort: bool = False
+    #: seq of the first observation_gap (SPEC §4.2: what a gap hides is unknown)
+    gap: int | None = None
     unclaimed_store: int | None = None
     failure_names: set[str | None] = field(default_factory=set)
     failure_named_more: bool = False
@@ -279,8 +314,14 @@ class StreamFacts:
             t = self.claims[claim_id] = ClaimTrack(claim_id)
         return t
 
-    def name_failure(self, *names: str | None) -> None:
+    def name_failure(self, e: Event, *names: str | None) -> None:
         """Record the claim names of one failure or outcome event (SPEC §4.1 attribution)."""
+        rid = e.request_id
+        if rid is not None and rid not in self.finished:
+            for name in names:
+                carried = self.claims.get(name) if name is not None else None
+                if carried is not None and carried.carrier == rid:
+                    carried.carrier_outcome = True
         if all(name is None for name in names):
             self.unclaimed_failure = True
         for name in names:
@@ -299,12 +340,25 @@ def collect(events: Iterable[Event]) -> StreamFacts:
     """Run one pass over *events* (already in seq order) and return the settled facts."""
     facts = StreamFacts()
     claims, track, order = facts.claims, facts.track, facts.order
-    dispatch, legal = _DISPATCH, TRANSITIONS
+    requests, scopes = facts.requests, facts.owner_scopes
+    dispatch = _DISPATCH
+    claim_steps, request_steps = CLAIM_STEPS, REQUEST_STEPS
     # the hot loop: one lookup says what an event is; what every claim event shares is inline
     for event in events:
         name = event.event
         cid = event.claim_id
-        claim_event, handler, state, ending = dispatch.get(name, _UNHANDLED)
+        rid = event.request_id
+        claim_event, handler, ending = dispatch.get(name, _UNHANDLED)
+        req = None
+        if rid is not None:
+            req = requests.get(rid)
+            if req is None:
+                req = requests[rid] = RequestRun()
+            if name == "request_started" and rid not in scopes:
+                scopes[rid] = event.owner_scope
+            # the automaton's common step inline: a plain "stay" that teaches nothing
+            if name in request_steps[req.phase]:
+                req.step(event)
         if cid is None:
             if claim_event:
                 _unnamed_claim_event(facts, event, name)
@@ -314,7 +368,14 @@ def collect(events: Iterable[Event]) -> StreamFacts:
             t = claims.get(cid)
             if t is None:
                 t = track(cid)
-            if not t.head_seen and name != "claim_submitted":
+            run = t.run
+            if name in claim_steps[run.phase]:
+                run.step(event, scopes, req)
+            if not t.evidence and name not in _NO_EVIDENCE:
+                t.evidence = True
+            if req is not None and not (req.claims and req.claims[-1] is run):
+                req.names(run)
+            if not t.head_seen and name not in _BEFORE_ACCEPTANCE:
                 _head(t, event, name)
             if claim_event:
                 if t.claim_events == 0:
@@ -326,23 +387,31 @@ def collect(events: Iterable[Event]) -> StreamFacts:
                     _identity(t, event)
                 if handler is not None:
                     handler(facts, t, event)
-                if state is not None and (name != "claim_materialized" or t.evaluates(event)):
-                    if state not in legal[t.state]:
-                        t.illegal = True
-                    t.state = state
                 if ending:
                     _ending(t, event, name)
                 continue
         if handler is not None:
             handler(facts, t, event)
+    for req in requests.values():
+        req.end()
     for t in claims.values():
         _close(t)
+    for carried in facts.carried.values():  # SPEC §4.2: a carrier that never finished
+        for c in carried:
+            if not c.carrier_outcome:
+                c.carrier_unexplained = True
     return facts
 
 
-#: what the pass does with one event type: (claim event?, handler, state it enters, ending?)
-_Dispatch = tuple[bool, Callable[..., None] | None, ClaimState | None, bool]
-_UNHANDLED: _Dispatch = (False, None, None, False)
+#: events that show nothing of a claim beyond its acceptance (control generic_counter_only)
+_NO_EVIDENCE = frozenset({"claim_submitted", "claim_accepted", "request_started",
+                          "generic_counter"})
+#: events that may name a claim before its acceptance (SPEC §4.2)
+_BEFORE_ACCEPTANCE = frozenset({"claim_submitted", "request_started"})
+
+#: what the pass does with one event type: (claim event?, handler, ending?)
+_Dispatch = tuple[bool, Callable[..., None] | None, bool]
+_UNHANDLED: _Dispatch = (False, None, False)
 
 
 def _head(t: ClaimTrack, e: Event, name: str) -> None:
@@ -353,7 +422,7 @@ def _head(t: ClaimTrack, e: Event, name: str) -> None:
 
 def _unnamed_claim_event(facts: StreamFacts, e: Event, name: str) -> None:
     if name in ("claim_restore_failed", "claim_demoted", "claim_expired", "claim_harmed"):
-        facts.name_failure(None, getattr(e, "outcome_claim_id", None))
+        facts.name_failure(e, None, getattr(e, "outcome_claim_id", None))
 
 
 def _ending(t: ClaimTrack, e: Event, name: str) -> None:
@@ -386,9 +455,15 @@ def _accepted(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
         if defining != t.defining:
             t.ambiguous = True
         return
+    if str(e.protection_mode) == "best_effort":
+        facts.best_effort = True
     t.accepted_seq, t.defining = e.seq, defining
     t.registration, t.mode = str(e.registration), str(e.protection_mode)
     t.predicate = (p.id, str(p.kind), p.blocks, p.start or 0)
+    t.footprint = e.footprint_blocks
+    t.carrier = rid = e.request_id
+    if rid is not None and rid not in facts.finished:
+        facts.carried.setdefault(rid, []).append(t)
     t.owner_scope = e.owner_scope
 
 
@@ -423,7 +498,7 @@ def _restore_required(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     if hit is not None and hit <= max(prev, -1 if off is None else off):
         hit = None
     cy = t.cycle = Cycle(e.seq, int(e.generation), e.request_id, t.materialized_seq, off, store,
-                         hit)
+                         hit, t.copy_digest)
     t.cycles += 1
     if t.first_cycle is None:
         t.first_cycle = cy
@@ -433,7 +508,7 @@ def _restore_required(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
 
 _OBSERVATION = frozenset({"materialized", "store_succeeded", "offloaded", "lookup_hit",
                           "restore_required", "load_succeeded", "restored_from_offload",
-                          "reused_after_restore"})
+                          "reused_after_restore", "restore_content_verified"})
 
 
 def _close(t: ClaimTrack) -> None:
@@ -444,7 +519,7 @@ def _close(t: ClaimTrack) -> None:
     t.cycle = None
     settled = cy.settled()
     score = cy.known_before() + (settled[0] is not None) + (settled[1] is not None) + (
-        settled[2] is not None)
+        settled[2] is not None) + cy.content_verified(settled[1])
     if score > len(t.best):
         t.best = cy.observation()
     if score == len(_OBSERVATION) and len(t.full) < 2 and all(
@@ -476,6 +551,10 @@ def _restored(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
         if cy.offload_restores is None:
             cy.offload_restores = []
         cy.offload_restores.append(e.seq)
+        if e.content_verified is True:
+            if cy.verified is None:
+                cy.verified = set()
+            cy.verified.add(e.seq)
         if cy.restore_offload is None:
             cy.restore_offload = e.seq
 
@@ -488,7 +567,7 @@ def _reused(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
         return
     if cy.reuse_first is None:
         cy.reuse_first = e.seq
-    mine, theirs = t.owner_scope, facts.owner_scopes.get(e.request_id or "")
+    mine, theirs = t.run.scope, facts.owner_scopes.get(e.request_id or "")
     if mine is not None and theirs is not None and mine != theirs:
         cy.foreign_reuse = True
     if (e.holds and cy.reuse_ok is None and cy.restore_any is not None
@@ -497,8 +576,10 @@ def _reused(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
 
 
 def _restore_failed(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
-    facts.name_failure(t.claim_id, e.outcome_claim_id)
+    facts.name_failure(e, t.claim_id, e.outcome_claim_id)
     t.restore_failed = True
+    if e.outcome_claim_id == t.claim_id:
+        t.open_on.discard(e.request_id)
     f = t.failure
     if f is None or f.restore_failed_checked:
         return
@@ -510,11 +591,11 @@ def _restore_failed(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
 
 
 def _named(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
-    facts.name_failure(t.claim_id)
+    facts.name_failure(e, t.claim_id)
 
 
 def _harmed(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
-    facts.name_failure(t.claim_id)
+    facts.name_failure(e, t.claim_id)
     if t.first_harm is None:
         t.first_harm = e.seq
 
@@ -523,7 +604,13 @@ def _lost(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     _loss(t, e)
 
 
+def _submitted(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
+    if e.owner_scope is not None and len(t.submitted_scopes) < 2:
+        t.submitted_scopes.add(e.owner_scope)
+
+
 _CLAIM_HANDLERS: dict[str, ClaimHandler] = {
+    "claim_submitted": _submitted,
     "claim_accepted": _accepted,
     "claim_materialized": _materialized,
     "claim_offloaded": _offloaded,
@@ -540,12 +627,6 @@ _CLAIM_HANDLERS: dict[str, ClaimHandler] = {
 OtherHandler = Callable[[StreamFacts, "ClaimTrack | None", Event], None]
 
 
-def _started(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
-    rid, scope = e.request_id, e.owner_scope
-    if rid is not None and scope is not None and rid not in facts.owner_scopes:
-        facts.owner_scopes[rid] = scope
-
-
 def _finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     rid = e.request_id
     if rid is None:
@@ -555,6 +636,9 @@ def _finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
             facts.duplicate_finish = (e.seq, rid)
         return
     facts.finished.add(rid)
+    for c in facts.carried.pop(rid, ()):
+        if e.status != "served" and not c.carrier_outcome:
+            c.carrier_unexplained = True
     waiting = facts.awaiting.pop(rid, None)
     for w in waiting or ():
         _finish_of(w, rid, (e.seq, e.status))
@@ -572,15 +656,22 @@ def _generic(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     facts.generic_counters += 1
 
 
+def _gap(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
+    if facts.gap is None:
+        facts.gap = e.seq
+
+
 def _store_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     if not e.success:
-        facts.name_failure(e.claim_id)
+        facts.name_failure(e, e.claim_id)
         return
     if t is None:
         if facts.unclaimed_store is None:
             facts.unclaimed_store = e.seq
-    elif t.store_seq is None:
-        t.store_seq = e.seq
+    else:
+        t.stored, t.copy_digest, t.copy_medium = True, e.content_digest, e.to_tier
+        if t.store_seq is None:
+            t.store_seq = e.seq
 
 
 def _lookup(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
@@ -604,18 +695,24 @@ def _load_failed(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
         return  # a report of no invalid block is no failed load
     cy = None if t is None else t.cycle
     if cy is not None:
-        if cy.voided_jobs is None:
-            cy.voided_jobs = set()
-        cy.voided_jobs.add(e.job_id)
+        if e.job_id is None:
+            # SPEC §4.2: without job_id it voids every successful load of that request
+            if e.request_id == cy.request_id:
+                cy.voided_all = True
+        else:
+            if cy.voided_jobs is None:
+                cy.voided_jobs = set()
+            cy.voided_jobs.add(e.job_id)
     _load_failure(facts, t, e)
 
 
 def _load_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
-    facts.name_failure(e.claim_id)
+    facts.name_failure(e, e.claim_id)
     if t is None:
         return
     t.failed_load = True
     rid = e.request_id
+    t.open_on.add(rid)
     if rid is not None and rid not in t.failed_requests:
         t.failed_requests.add(rid)
         facts.failed_on.setdefault(rid, []).append(t)
@@ -632,7 +729,7 @@ def _load_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
 
 
 def _scheduler_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
-    facts.name_failure(e.claim_id)
+    facts.name_failure(e, e.claim_id)
     rid = e.request_id
     if e.policy == "recompute":
         if t is not None:
@@ -649,10 +746,10 @@ def _scheduler_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> No
 
 def _refused(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     blocking = e.blocking_claim_ids
-    facts.name_failure(e.claim_id, e.outcome_claim_id, *blocking)
+    facts.name_failure(e, e.claim_id, e.outcome_claim_id, *blocking)
     for cid in {e.claim_id, e.outcome_claim_id, *blocking} - {None}:
         named = facts.track(cid)
-        if blocking != [cid]:
+        if blocking != [cid] or e.outcome_claim_id != cid:  # it blocks only its outcome claim
             named.smear = True
         if e.arbiter == "admission":
             named.admission = True
@@ -676,7 +773,10 @@ def _deferred(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     blocking = e.blocking_claim_ids
     if blocking:
         own = () if e.claim_id is None else (e.claim_id,)
-        facts.name_failure(*own, *blocking)
+        facts.name_failure(e, *own, *blocking)
+        for cid in {*own, *blocking}:  # a deferral that blames others smears too
+            if blocking != [cid]:
+                facts.track(cid).smear = True
     if len(blocking) == 1:
         _conflict(facts, facts.track(blocking[0]), e, refused=False)
 
@@ -685,7 +785,8 @@ def _conflict(facts: StreamFacts, t: ClaimTrack, e: Event, *, refused: bool) -> 
     """The first refusal or deferral naming exactly this live, resident claim (hard_protected)."""
     if t.conflict is not None or t.materialized_seq is None:
         return
-    if refused and e.outcome_claim_id != t.claim_id:
+    if refused and (e.outcome_claim_id != t.claim_id or e.claim_id not in (None, t.claim_id)
+                    or e.arbiter == "harness"):
         return
     if t.end_seq is not None or t.first_harm is not None or e.request_id in t.failed_requests:
         return
@@ -700,15 +801,22 @@ def _conflict(facts: StreamFacts, t: ClaimTrack, e: Event, *, refused: bool) -> 
 
 
 def _evicted(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
-    # an offloadable claim may leave the device tier: its evictions are no loss
-    if t is not None and t.mode != "offloadable" and t.needs(e.position):
-        _loss(t, e)
+    """SPEC §4.1/§4.2: an eviction of a needed position is loss; an offloadable claim's only
+    while no stored, offloaded copy is held (an eviction from the copy's medium loses it)."""
+    if t is None or not t.needs(e.position):
+        return
+    if t.mode == "offloadable":
+        if e.medium is not None and e.medium == t.copy_medium:
+            t.stored = False
+        elif t.stored and t.offload_seq is not None:
+            return
+    _loss(t, e)
 
 
 _OTHER_HANDLERS: dict[str, OtherHandler] = {
-    "request_started": _started,
     "request_finished": _finished,
     "generic_counter": _generic,
+    "observation_gap": _gap,
     "kv_store_finished": _store_finished,
     "kv_lookup": _lookup,
     "kv_load_finished": _load_finished,
@@ -722,9 +830,9 @@ _OTHER_HANDLERS: dict[str, OtherHandler] = {
 
 def _dispatch_table() -> dict[str, _Dispatch]:
     table: dict[str, _Dispatch] = {
-        name: (False, handler, None, False) for name, handler in _OTHER_HANDLERS.items()}
+        name: (False, handler, False) for name, handler in _OTHER_HANDLERS.items()}
     for name in CLAIM_EVENT_NAMES:
-        table[name] = (True, _CLAIM_HANDLERS.get(name), STATE_OF.get(name), name in ENDINGS)
+        table[name] = (True, _CLAIM_HANDLERS.get(name), name in ENDINGS)
     return table
 
 

@@ -19,8 +19,9 @@ from residentkv.trace.gates import (
     GATE_NAMES,
     REQUIREMENTS,
     GateResult,
+    illegal_step,
 )
-from residentkv.trace.semantics import rules
+from residentkv.trace.semantics import legal, rules
 from residentkv.trace.semantics.chains import Seqs
 from residentkv.trace.semantics.stream import ClaimView, Stream
 from residentkv.trace.semantics.why import WHY, why_missing
@@ -56,18 +57,20 @@ def reference_results(
 def _judge(c: ClaimView, gate: str, checked: dict[str, bool]) -> GateResult:
     found, wanted = _gate(c, gate)
     missing = sorted(r for r in wanted if r not in found)
+    illegal = legal.claim_violation(c.stream, c.id) if "legal_transitions" in missing else None
     return GateResult(
         gate=gate, claim_id=c.id, passed=not missing, missing=missing,
         controls={k: checked[k] for k in CONTROLS},
         evidence={str(k): v for k, v in sorted(found.items()) if k in wanted},
         boundary=BOUNDARIES[gate],
+        illegal=illegal_step(illegal),
     )
 
 
 def _gate(c: ClaimView, gate: str) -> tuple[Seqs, tuple[str, ...]]:
     """What the claim meets, and which requirements the gate asks of it."""
     if not c.claim_events:
-        return {}, (*COMMON, "legal_transitions") if gate == "lifecycle" else REQUIREMENTS[gate]
+        return {}, COMMON if gate == "lifecycle" else REQUIREMENTS[gate]
     found = rules.met(rules.COMMON_RULES, c)
     if gate == "observation":
         return {**found, **rules.observation(c)}, REQUIREMENTS[gate]
@@ -75,7 +78,10 @@ def _gate(c: ClaimView, gate: str) -> tuple[Seqs, tuple[str, ...]]:
         return {**found, **rules.failure(c)}, REQUIREMENTS[gate]
     if gate == "lifecycle":
         life, applicable = rules.lifecycle(c)
-        return {**found, **life}, (*COMMON, *applicable)
+        merged = {**found, **life}
+        if rules.soft_loss_unreported(c):
+            merged.pop("legal_transitions", None)  # an unreported loss is an illegal step
+        return merged, (*COMMON, *applicable)
     return {**found, **_attribution(c, found)}, REQUIREMENTS[gate]
 
 

@@ -71,8 +71,11 @@ def load_success(cy: Cycle) -> Event | None:
     report invalid in the cycle (issue 10: a load reported successful whose blocks the same
     job then reports invalid is no successful load)."""
     def voided(load: Event) -> bool:
-        return any(f.invalid_block_ids and f.job_id == load.job_id
-                   for f in cy.within("kv_load_failed"))
+        # SPEC §4.2: kv_load_failed voids the job it names; without job_id, every successful
+        # load of that request for the claim
+        return any(f.invalid_block_ids and (f.job_id == load.job_id or (
+            f.job_id is None and f.request_id == cy.request_id))
+            for f in cy.within("kv_load_failed"))
 
     return first(cy.members("kv_load_finished"),
                  lambda e: bool(e.success) and e.seq < cy.claim.end and not voided(e))
@@ -119,9 +122,22 @@ def reused_after_restore(cy: Cycle) -> Found:
 def _foreign(claim: ClaimView, reuse: Event) -> bool:
     """A reuse by a request whose declared owner scope is not the claim's."""
     accepted = claim.accepted
-    mine = None if accepted is None or accepted.seq > reuse.seq else accepted.owner_scope
+    mine = None if accepted is None or accepted.seq > reuse.seq else claim.scope
     theirs = claim.stream.owner_scope(reuse.request_id, reuse.seq)
     return mine is not None and theirs is not None and mine != theirs
+
+
+def restore_content_verified(cy: Cycle) -> Found:
+    """SPEC §4.2 (schema v1): when the store the restored copy came from (the claim's last
+    successful ``kv_store_finished`` before the cycle) recorded a ``content_digest``, the
+    offload-tier restore that counts carries ``content_verified: true``."""
+    restored = restored_from_offload(cy)
+    store = [e for e in cy.claim.named("kv_store_finished") if e.success and e.seq < cy.seq]
+    digest = store[-1].content_digest if store else None
+    if digest is None:
+        return [] if restored is None else restored
+    r = None if restored is None else first(cy.claim.own, lambda e: e.seq == restored[0])
+    return restored if r is not None and r.content_verified is True else None
 
 
 OBSERVATION_RULES: dict[str, Callable[[Cycle], Found]] = {
@@ -133,6 +149,7 @@ OBSERVATION_RULES: dict[str, Callable[[Cycle], Found]] = {
     R.LOAD_SUCCEEDED: load_succeeded,
     R.RESTORED_FROM_OFFLOAD: restored_from_offload,
     R.REUSED_AFTER_RESTORE: reused_after_restore,
+    R.RESTORE_CONTENT_VERIFIED: restore_content_verified,
 }
 
 
@@ -231,7 +248,8 @@ def outcome_before_finish(cy: Cycle) -> Found:
     *first* ``request_finished``; a request that then finishes ``served`` contradicts it."""
     ref = attributed_refusal(cy)
     fin = cy.claim.stream.first_finish(cy.request_id)
-    if ref is None or fin is None or fin.seq < ref.seq or fin.status == "served":
+    # a null status (imported traces) cannot show the request was not served
+    if ref is None or fin is None or fin.seq < ref.seq or fin.status in ("served", None):
         return None
     return [ref.seq, fin.seq]
 

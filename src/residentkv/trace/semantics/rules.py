@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from residentkv.errors import IllegalTransition
 from residentkv.model.events import IDENTITY_FIELDS
-from residentkv.model.lifecycle import ClaimLifecycle
 from residentkv.model.vocabulary import Control as C
 from residentkv.model.vocabulary import Requirement as R
+from residentkv.trace.semantics import legal
 from residentkv.trace.semantics.chains import (
     FAILURE_RULES,
     OBSERVATION_RULES,
@@ -23,6 +22,7 @@ from residentkv.trace.semantics.chains import (
     observation_chain,
 )
 from residentkv.trace.semantics.stream import (
+    NEVER,
     ClaimView,
     Cycle,
     Event,
@@ -30,14 +30,17 @@ from residentkv.trace.semantics.stream import (
     first,
     seq_of,
 )
-from residentkv.trace.tracker import ACCEPTED_FIELDS, RELEASES, STATE_OF
+from residentkv.trace.tracker import ACCEPTED_FIELDS, RELEASES
 
 
 # ----------------------------------------------------------------------------------- common
 def trace_well_formed(c: ClaimView) -> Found:
     """SPEC §3/§4.1: every line a valid v1 event; a second ``request_finished`` of one request
     is a well-formedness problem."""
-    return [] if c.stream.well_formed and c.stream.duplicate_finish is None else None
+    best_effort = any(e.event == "claim_accepted" and str(e.protection_mode) == "best_effort"
+                      for e in c.stream.events)  # SPEC §4.2: a problem of that line
+    return [] if c.stream.well_formed and c.stream.duplicate_finish is None and not (
+        best_effort) else None
 
 
 def claim_events_present(c: ClaimView) -> Found:
@@ -49,7 +52,9 @@ def claim_accepted_before_lifecycle(c: ClaimView) -> Found:
     """SPEC §4: "accepted, pre-registered, before any other event of the claim"; §4.1: "no
     event of the claim (store included) precedes ``claim_accepted``" (an optional
     ``claim_submitted`` may)."""
-    head = first(c.own, lambda e: e.event != "claim_submitted")
+    # SPEC §4.2: the carrying request's request_started may name the claim before acceptance
+    # (the automaton checks that it is the carrier)
+    head = first(c.own, lambda e: e.event not in ("claim_submitted", "request_started"))
     if head is None or head is not c.accepted or str(head.registration) != "pre_registered":
         return None
     return [head.seq]
@@ -72,6 +77,12 @@ def stable_identity(c: ClaimView) -> Found:
     accepts = c.named("claim_accepted")
     if any(_defining(a) != _defining(accepts[0]) for a in accepts[1:]):
         return None
+    # SPEC §4.2: the claim's owner scope is on claim_accepted, else on claim_submitted; the
+    # two differing is ambiguous_identity
+    declared = {e.owner_scope for e in c.named("claim_submitted")} - {None}
+    mine = accepts[0].owner_scope if accepts else None
+    if (mine is not None and declared - {mine}) or (mine is None and len(declared) > 1):
+        return None
     return []
 
 
@@ -85,6 +96,38 @@ def _plain(value: object) -> object:
     if value is None or isinstance(value, str | int | float | bool):
         return value
     return tuple(str(getattr(value, k, None)) for k in ("id", "kind", "blocks", "start"))
+
+
+def legal_transitions(c: ClaimView) -> Found:
+    """SPEC §4.2: the claim's events, and the events of every request that names it, are a
+    legal run of the automaton (:mod:`residentkv.model.automaton`, read over the whole list by
+    :mod:`.legal`)."""
+    return [] if legal.claim_violation(c.stream, c.id) is None else None
+
+
+def no_observation_gap(c: ClaimView) -> Found:
+    """Schema v1 ``observation_gap``: what the emitter did not see is unknown, and unknown is
+    never a pass. Any gap in the stream leaves every claim's history possibly incomplete."""
+    return None if any(e.event == "observation_gap" for e in c.stream.events) else []
+
+
+def no_open_failure(c: ClaimView) -> Found:
+    """SPEC §4.2: every failed load of the claim is followed, on its request, by a
+    ``claim_restore_failed`` naming the claim as its outcome; a later proper failure never
+    makes up for an open one."""
+    for lf in c.own:
+        if failed_load(lf) and not any(
+                e.event == "claim_restore_failed" and e.seq > lf.seq
+                and e.request_id == lf.request_id and e.outcome_claim_id == c.id
+                for e in c.own):
+            return None
+    return []
+
+
+def no_blocking_smear(c: ClaimView) -> Found:
+    """SPEC §4 control ``blocking_claim_smear``: a refusal (or a blaming deferral) that names
+    this claim blocks exactly it; a smeared one leaves the claim's outcome unexplained."""
+    return None if any(_smears(c, e) for e in c.stream.events) else []
 
 
 def predicate_fixed(c: ClaimView) -> Found:
@@ -108,6 +151,10 @@ COMMON_RULES: dict[str, Callable[[ClaimView], Found]] = {
     R.IDENTITY_COMPLETE: identity_complete,
     R.STABLE_IDENTITY: stable_identity,
     R.PREDICATE_FIXED: predicate_fixed,
+    R.LEGAL_TRANSITIONS: legal_transitions,
+    R.NO_OBSERVATION_GAP: no_observation_gap,
+    R.NO_OPEN_FAILURE: no_open_failure,
+    R.NO_BLOCKING_SMEAR: no_blocking_smear,
 }
 
 
@@ -137,27 +184,6 @@ def failure(c: ClaimView) -> Seqs:
 
 
 # ------------------------------------------------------------------------------- lifecycle
-def legal_transitions(c: ClaimView) -> Found:
-    """SPEC §2 lifecycle: every claim event is a legal transition of the state machine (a
-    ``claim_materialized`` counts only when its numbers satisfy the predicate). Nothing is
-    restored or reused after the claim ended (§4.1). For ``soft_priority`` a loss must be
-    reported as harm first: an unreported loss is an illegal transition (§2, §4.1)."""
-    life = ClaimLifecycle(c.id, keep_history=False)
-    moved = False
-    for e in c.claim_events:
-        state = STATE_OF.get(e.event)
-        if state is None or (e.event == "claim_materialized" and not c.evaluates(e)):
-            continue
-        moved = True
-        try:
-            life.advance(state)
-        except IllegalTransition:
-            return None
-    if not moved or (c.mode == "soft_priority" and _unreported_loss(c, ("claim_harmed",))):
-        return None
-    return []
-
-
 def _unreported_loss(c: ClaimView, reports: tuple[str, ...]) -> Event | None:
     """The first loss not preceded by one of *reports* or a release of the claim."""
     told = seq_of(first(c.claim_events, lambda e: e.event in reports or e.event in RELEASES))
@@ -183,6 +209,9 @@ def release_before_loss(c: ClaimView, event: str) -> Found:
     release = first(c.named(event))
     if release is None or any(e.seq < release.seq for e in c.losses):
         return None
+    # no vacuous path (SPEC §4.2): the path starts with a materialization that holds
+    if c.materialized is None or c.materialized.seq > release.seq:
+        return None
     return [release.seq]
 
 
@@ -203,7 +232,10 @@ def conflict_attributed(c: ClaimView) -> Found:
 
 def _conflict(c: ClaimView, e: Event) -> bool:
     if e.event == "active_request_refused":
-        if e.outcome_claim_id != c.id:
+        # SPEC §4.1/§4.2: the envelope names the outcome's claim (or none); a harness never
+        # satisfies a requirement
+        if (e.outcome_claim_id != c.id or e.claim_id not in (None, c.id)
+                or e.arbiter == "harness"):
             return False
     elif e.event != "active_request_deferred":
         return False
@@ -239,24 +271,29 @@ def lifecycle(c: ClaimView) -> tuple[Seqs, tuple[str, ...]]:
     reported as harm. offloadable and the rest: a success cycle, then a failure cycle.
     """
     found: Seqs = {}
-    for key, rule in (("legal_transitions", legal_transitions), ("no_harm", no_harm),
-                      ("materialized", lifecycle_materialized)):
+    for key, rule in (("no_harm", no_harm), ("materialized", lifecycle_materialized)):
         seqs = rule(c)
         if seqs is not None:
             found[key] = seqs
     if c.mode == "soft_priority":
-        return found, ("legal_transitions", "materialized")
+        return found, ("no_blocking_smear", "materialized")
     if c.mode == "hard_protected":
         _put(found, "conflict_attributed", conflict_attributed(c))
-        return found, ("legal_transitions", "materialized", "no_harm", "conflict_attributed")
+        return found, ("no_blocking_smear", "materialized", "no_harm", "conflict_attributed")
     if c.mode in ("expiring", "demotable"):
         key, event = (("expiry_before_loss", "claim_expired") if c.mode == "expiring"
                       else ("demotion_before_loss", "claim_demoted"))
         _put(found, key, release_before_loss(c, event))
-        return found, ("legal_transitions", key, "no_harm")
+        return found, ("no_blocking_smear", key, "no_harm")
     found.update(generations(c))
-    return found, ("legal_transitions", "no_harm", "success_generation", "failure_generation",
+    return found, ("no_blocking_smear", "no_harm", "success_generation", "failure_generation",
                    "generations_ordered")
+
+
+def soft_loss_unreported(c: ClaimView) -> bool:
+    """SPEC §2/§4.1 for ``soft_priority``: a loss not reported as harm first is an illegal
+    step of the lifecycle."""
+    return c.mode == "soft_priority" and _unreported_loss(c, ("claim_harmed",)) is not None
 
 
 def _put(found: Seqs, key: str, seqs: Found) -> None:
@@ -293,14 +330,36 @@ def served(other: ClaimView) -> bool:
         return False
     if any(failed_load(e) for e in other.own):
         return False
+    # SPEC §4.2: a non-target passes only with a legal history of its own, and a request that
+    # carries it and finishes other than served without an outcome naming it is spill-over
+    if legal.claim_violation(other.stream, other.id) is not None or _unexplained_carrier(other):
+        return False
+    if stable_identity(other) is None:  # "every rule above": its identity too
+        return False
     return all(OBSERVATION_RULES["restored_from_offload"](cy) is not None
                for cy in other.cycles)
+
+
+def _unexplained_carrier(other: ClaimView) -> bool:
+    a = other.accepted
+    if a is None or a.request_id is None:
+        return False
+    fin = other.stream.first_finish(a.request_id)
+    if fin is not None and (fin.seq < a.seq or fin.status == "served"):
+        return False
+    until = NEVER if fin is None else fin.seq  # one that never finishes is not shown served
+    return not any(e.request_id == a.request_id and a.seq < e.seq < until and other.id in names
+                   for e, names in other.stream.failures)
 
 
 def non_targets_served(c: ClaimView) -> Found:
     """SPEC §4 attribution: "non-targets are restored/served or untouched"."""
     others = [ClaimView(c.stream, a) for a in c.stream.accepted_claims if a != c.id]
     if not others or not all(served(o) for o in others):
+        return None
+    # SPEC §4.2: any other claim of the stream, accepted or not, needs a legal history
+    named = {e.claim_id for e in c.stream.events} - {None, c.id}
+    if any(legal.claim_violation(c.stream, o) is not None for o in named):
         return None
     return sorted(seq_of(o.accepted) for o in others)[:16]
 
@@ -315,8 +374,7 @@ def controls(c: ClaimView) -> dict[str, bool]:
     """The negative controls of SPEC §4, as facts of the stream for this claim."""
     failures = c.stream.failures
     return {
-        C.GENERIC_COUNTER_ONLY: bool(not c.claim_events and any(
-            e.event == "generic_counter" for e in c.stream.events)),
+        C.GENERIC_COUNTER_ONLY: _generic_only(c),
         C.WRONG_CLAIM_FAILURE: any(n is not None and n != c.id
                                    for _, names in failures for n in names),
         C.UNCLAIMED_FAILURE: any(all(n is None for n in names) for _, names in failures),
@@ -326,9 +384,7 @@ def controls(c: ClaimView) -> dict[str, bool]:
             for e in c.stream.events),
         C.POST_HOC_NAMING: bool(c.claim_events) and claim_accepted_before_lifecycle(c) is None,
         C.RESTORE_AFTER_REUSE: any(_reuse_before_restore(cy) for cy in c.cycles),
-        C.BLOCKING_CLAIM_SMEAR: any(
-            e.event == "active_request_refused" and c.id in _refusal_names(e)
-            and list(e.blocking_claim_ids) != [c.id] for e in c.stream.events),
+        C.BLOCKING_CLAIM_SMEAR: any(_smears(c, e) for e in c.stream.events),
         C.AMBIGUOUS_IDENTITY: bool(c.claim_events) and stable_identity(c) is None,
         C.ADMISSION_REFUSAL: any(
             e.event == "active_request_refused" and c.id in _refusal_names(e)
@@ -336,7 +392,32 @@ def controls(c: ClaimView) -> dict[str, bool]:
     }
 
 
+def _generic_only(c: ClaimView) -> bool:
+    """Generic counters in the stream, and no evidence of the claim beyond its acceptance."""
+    return any(e.event == "generic_counter" for e in c.stream.events) and all(
+        e.event in _NO_EVIDENCE for e in c.own)
+
+
+_NO_EVIDENCE = frozenset({"claim_submitted", "claim_accepted", "request_started",
+                          "generic_counter"})
+
+
+def _smears(c: ClaimView, e: Event) -> bool:
+    """A refusal, or a deferral that blames claims, naming this claim but not blocking on
+    exactly it."""
+    if e.event == "active_request_deferred" and not e.blocking_claim_ids:
+        return False
+    if e.event not in ("active_request_refused", "active_request_deferred") or (
+            c.id not in _refusal_names(e)):
+        return False
+    # a refusal blocks exactly its outcome claim
+    outcome = e.outcome_claim_id if e.event == "active_request_refused" else c.id
+    return list(e.blocking_claim_ids) != [c.id] or outcome != c.id
+
+
 def _refusal_names(e: Event) -> set[str | None]:
+    if e.event == "active_request_deferred":
+        return {e.claim_id, *e.blocking_claim_ids}
     return {e.claim_id, e.outcome_claim_id, *e.blocking_claim_ids}
 
 

@@ -11,13 +11,14 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from typing import Any
 
+from residentkv.model.automaton import proves
 from residentkv.model.events import CLAIM_EVENT_NAMES
 from residentkv.trace.tracker import ENDINGS
 
 #: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
 Event = Any
 
-NEVER = 1 << 62  # a seq after every event: "has not happened"
+NEVER = 1 << 64  # after every seq (SPEC §4.2: a seq is at most 2^63-1): "has not happened"
 
 
 
@@ -111,12 +112,13 @@ class Stream:
                      and e.request_id == request_id)
 
     def owner_scope(self, request_id: str | None, before: int) -> str | None:
-        """The owner scope the request declared (its first ``request_started`` that declares
-        one) before seq *before*; None when unknown."""
+        """The owner scope the request declared on its first ``request_started`` (SPEC §4.2:
+        fixed at its first declaration), if that is before seq *before*; None when unknown."""
         started = first(self.events, lambda e: e.event == "request_started"
-                        and e.request_id == request_id and request_id is not None
-                        and getattr(e, "owner_scope", None) is not None and e.seq < before)
-        return None if started is None else str(started.owner_scope)
+                        and e.request_id == request_id and request_id is not None)
+        if started is None or started.seq >= before or started.owner_scope is None:
+            return None
+        return str(started.owner_scope)
 
     @cached_property
     def failures(self) -> list[tuple[Event, tuple[str | None, ...]]]:
@@ -171,12 +173,14 @@ class ClaimView:
         accepted before the event. A ``contiguous_range`` not
         starting at 0 holds only when the leading run covers it: the numbers show nothing else.
         """
-        if self.accepted is None or event.seq < self.accepted.seq:
+        a = self.accepted
+        if a is None or event.seq < a.seq:
             return False  # no accepted predicate yet: nothing to evaluate against
-        if not event.holds or event.leading > event.surviving:
+        if not event.holds:
             return False
-        predicate = self.accepted.predicate
-        return bool(event.leading >= (predicate.start or 0) + predicate.blocks)
+        p = a.predicate
+        return proves(str(p.kind), p.blocks, p.start or 0, a.footprint_blocks, event.leading,
+                      event.surviving)
 
     def needs(self, position: int | None) -> bool:
         """Whether the predicate needs block *position* (unknown positions count: fail closed)."""
@@ -203,13 +207,40 @@ class ClaimView:
 
     def _is_loss(self, e: Event) -> bool:
         if e.event == "block_evicted":
-            # an offloadable claim may leave the device tier: its evictions are no loss
-            return self.mode != "offloadable" and self.needs(getattr(e, "position", None))
+            return self.needs(getattr(e, "position", None)) and not self._copy_held(e)
         if e.event == "claim_materialized":
             return not self.evaluates(e)
         if e.event == "claim_reused":
             return not bool(e.holds)
         return bool(e.event == "claim_block_lost_after_release")
+
+    def _copy_held(self, eviction: Event) -> bool:
+        """SPEC §4.2: an offloadable claim's eviction is no loss while a stored, offloaded copy
+        is held; an eviction from the medium the copy was written to loses the copy."""
+        if self.mode != "offloadable":
+            return False
+        held, medium = False, None
+        for e in self.own:
+            if e.seq >= eviction.seq:
+                break
+            if e.event == "kv_store_finished" and e.success:
+                held, medium = True, e.to_tier
+            elif e.event == "block_evicted" and held and e.medium is not None and (
+                    e.medium == medium) and self.needs(e.position):
+                held = False
+        if held and eviction.medium is not None and eviction.medium == medium:
+            return False
+        offloaded = any(e.event == "claim_offloaded" and e.seq < eviction.seq for e in self.own)
+        return held and offloaded
+
+    @property
+    def scope(self) -> str | None:
+        """SPEC §4.2: the owner scope on ``claim_accepted``, else on ``claim_submitted``."""
+        a = self.accepted
+        if a is not None and a.owner_scope is not None:
+            return str(a.owner_scope)
+        s = first(self.claim_events, lambda e: e.event == "claim_submitted")
+        return None if s is None or s.owner_scope is None else str(s.owner_scope)
 
     @cached_property
     def failed_load_requests(self) -> list[tuple[int, str | None]]:

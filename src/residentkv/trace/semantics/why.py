@@ -19,6 +19,15 @@ _WHY: dict[str, str] = {
                        "changes the claim",
     R.PREDICATE_FIXED: "the claim's predicate_id is not the accepted predicate, or a "
                        "materialization is judged against another size",
+    R.NO_OBSERVATION_GAP: "the stream has an observation_gap: what its emitter did not see "
+                          "is unknown, so no obligation of any claim is shown",
+    R.RESTORE_CONTENT_VERIFIED: "the store of the restored copy recorded a content_digest but "
+                                "the restore does not carry content_verified: true",
+    R.NO_OPEN_FAILURE: "a failed load of the claim has no claim_restore_failed naming it on "
+                       "that request (an open failure; a later proper one never makes up "
+                       "for it)",
+    R.NO_BLOCKING_SMEAR: "a refusal or deferral naming the claim blocks other claims too (or "
+                         "not it): the control blocking_claim_smear fired",
     R.MATERIALIZED: "no claim_materialized whose leading/surviving numbers satisfy the "
                     "accepted predicate (before the restore)",
     R.STORE_SUCCEEDED: "no successful kv_store_finished of the claim before its offload and "
@@ -45,8 +54,9 @@ _WHY: dict[str, str] = {
                              "first request_finished, or the request was then served",
     R.NO_RESTORE_AFTER_FAILURE: "the claim was restored after its load failed (fallback "
                                 "recompute is no satisfaction), or no load failed",
-    R.LEGAL_TRANSITIONS: "a claim event is an illegal lifecycle transition (e.g. reuse after "
-                         "the claim ended, or a loss not reported as harm)",
+    R.LEGAL_TRANSITIONS: "an event of the claim, or of a request naming it, is a step the "
+                         "automaton does not allow (SPEC §4.2; the result names the seq, the "
+                         "state and the violation), or a soft_priority loss was not reported",
     R.SUCCESS_GENERATION: "no restore cycle meets the whole observation chain",
     R.FAILURE_GENERATION: "the claim's failure cycle does not meet the whole failure chain",
     R.GENERATIONS_ORDERED: "no complete success cycle with its own generation label precedes "

@@ -1,0 +1,254 @@
+"""The reference reading of the automaton (SPEC §4.2): replay the table over whole event lists.
+
+A claim's run is every event whose envelope names it, in seq order; a request's run is every
+event that names it. Each guard is answered by asking the events the run accepted so far (and
+the whole stream, for a request's owner scope) — quadratic and obvious. The streaming tracker
+(:mod:`residentkv.trace.acceptor`) keeps running answers instead; the two must agree.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from residentkv.model.automaton import (
+    CLAIM_TABLE,
+    REQUEST_TABLE,
+    STAY,
+    Guard,
+    Outcome,
+    Phase,
+    RequestPhase,
+    Step,
+    Violation,
+    decide,
+    failed_load,
+    failure_chain_event,
+    proves,
+    request_guard,
+    substrate_failure,
+)
+from residentkv.trace.acceptor import defining, earlier
+from residentkv.trace.semantics.stream import Event, Stream, first, generation
+
+__all__ = ["Stream", "claim_run", "claim_steps", "claim_violation", "request_run"]
+
+
+def _memo(stream: Stream) -> dict[tuple[str, str], Any]:
+    """Per-stream answers (the stream's events never change once read)."""
+    memo: dict[tuple[str, str], Any] = vars(stream).setdefault("_legal_memo", {})
+    return memo
+
+
+def claim_violation(stream: Stream, claim_id: str) -> Step | None:
+    """The first violation of the claim's run or of the run of a request that names it."""
+    memo = _memo(stream)
+    key = ("violation", claim_id)
+    if key not in memo:
+        memo[key] = _claim_violation(stream, claim_id)
+    found: Step | None = memo[key]
+    return found
+
+
+def _claim_violation(stream: Stream, claim_id: str) -> Step | None:
+    found = claim_run(stream, claim_id)[1]
+    for rid in _requests_naming(stream, claim_id):
+        found = earlier(found, request_run(stream, rid)[1])
+        # an illegal step of any claim on a request that names this claim is this claim's too
+        for other in {e.claim_id for e in stream.events if e.request_id == rid} - {None}:
+            for step in claim_steps(stream, other):
+                if _event_at(stream, step.seq).request_id == rid:
+                    found = earlier(found, step)
+    return found
+
+
+def _requests_naming(stream: Stream, claim_id: str) -> set[str]:
+    return {e.request_id for e in stream.events
+            if e.claim_id == claim_id and e.request_id is not None}
+
+
+def _event_at(stream: Stream, seq: int) -> Event:
+    memo = _memo(stream)
+    if ("seqs", "") not in memo:
+        memo["seqs", ""] = {e.seq: e for e in stream.events}
+    return memo["seqs", ""][seq]
+
+
+def request_run(stream: Stream, request_id: str) -> tuple[RequestPhase, Step | None]:
+    """The state one request's run ends in, and its first violation."""
+    state = RequestPhase.NEW
+    found: Step | None = None
+    mine = [e for e in stream.events if e.request_id == request_id]
+    for e in mine:
+        outcome = decide(REQUEST_TABLE[state, e.event], partial(_request_guard, e))
+        if isinstance(outcome, Violation):
+            found = earlier(found, Step(e.seq, e.event, state.value, outcome))
+        elif outcome is not STAY:
+            state = RequestPhase(outcome)
+    # accepting condition: a request with a failure chain finished in the stream
+    chain = first(mine, failure_chain_event)
+    if chain is not None and state is not RequestPhase.FINISHED:
+        found = earlier(found, Step(chain.seq, chain.event, state.value, Violation.UNFINISHED))
+    return state, found
+
+
+def claim_run(stream: Stream, claim_id: str) -> tuple[Phase, Step | None]:
+    """The state the claim's own run ends in, and its first violation."""
+    state, steps = _run(stream, claim_id)
+    return state, steps[0] if steps else None
+
+
+def claim_steps(stream: Stream, claim_id: str) -> list[Step]:
+    """Every violation of the claim's own run, in seq order."""
+    return _run(stream, claim_id)[1]
+
+
+def _run(stream: Stream, claim_id: str) -> tuple[Phase, list[Step]]:
+    memo = _memo(stream)
+    key = ("run", claim_id)
+    if key not in memo:
+        memo[key] = _replay(stream, claim_id)
+    found: tuple[Phase, list[Step]] = memo[key]
+    return found
+
+
+def _replay(stream: Stream, claim_id: str) -> tuple[Phase, list[Step]]:
+    state = Phase.START
+    history: list[Event] = []  # the steps the automaton accepted, in order
+    found: list[Step] = []
+    for e in stream.events:
+        if e.claim_id != claim_id:
+            continue
+        outcome: Outcome = decide(CLAIM_TABLE[state, e.event],
+                                  partial(_claim_guard, e, history, stream))
+        if isinstance(outcome, Violation):
+            found.append(Step(e.seq, e.event, state.value, outcome))
+            continue
+        history.append(e)
+        if outcome is not STAY:
+            state = Phase(outcome)
+    return state, found
+
+
+def _request_guard(e: Event, g: Guard) -> bool:
+    return request_guard(g, e)
+
+
+def _claim_guard(e: Event, history: list[Event], stream: Stream, g: Guard) -> bool:
+    return _holds(g, e, history, stream)
+
+
+def _named(history: list[Event], *names: str) -> list[Event]:
+    return [h for h in history if h.event in names]
+
+
+def _accepted(history: list[Event]) -> Event | None:
+    return first(history, lambda h: h.event == "claim_accepted")
+
+
+def claim_scope(history: list[Event]) -> str | None:
+    """SPEC §4.2: the owner scope on the claim's ``claim_accepted``, else on its
+    ``claim_submitted``."""
+    a = _accepted(history)
+    if a is not None and a.owner_scope is not None:
+        return str(a.owner_scope)
+    s = first(history, lambda h: h.event == "claim_submitted")
+    return None if s is None or s.owner_scope is None else str(s.owner_scope)
+
+
+def request_scope(stream: Stream, request_id: str | None, before: int) -> str | None:
+    """SPEC §4.2: a request's owner scope is fixed at its first declaration (its first
+    ``request_started``)."""
+    started = first(stream.events, lambda h: h.event == "request_started"
+                    and h.request_id == request_id and request_id is not None)
+    if started is None or started.seq >= before or started.owner_scope is None:
+        return None
+    return str(started.owner_scope)
+
+
+def _proves(history: list[Event], e: Event) -> bool:
+    a = _accepted(history)
+    if a is None:
+        return False
+    p = a.predicate
+    return proves(str(p.kind), p.blocks, p.start or 0, a.footprint_blocks, e.leading,
+                  e.surviving)
+
+
+def _needs(history: list[Event], position: int | None) -> bool:
+    a = _accepted(history)
+    if position is None or a is None:
+        return True
+    start = a.predicate.start or 0
+    return bool(start <= position < start + a.predicate.blocks)
+
+
+def _loss(e: Event, history: list[Event]) -> bool:
+    """SPEC §4.1/§4.2: a reuse that does not hold, a materialization the numbers no longer
+    prove, or an eviction of a needed position while no stored, offloaded copy is held (only
+    an offloadable claim holds one; an eviction from the copy's medium loses it)."""
+    if e.event == "claim_reused":
+        return not e.holds
+    if e.event == "claim_materialized":
+        return not _proves(history, e)
+    if not _needs(history, e.position):
+        return False
+    a = _accepted(history)
+    stores = [i for i, h in enumerate(history) if h.event == "kv_store_finished" and h.success]
+    if a is None or str(a.protection_mode) != "offloadable" or not stores:
+        return True
+    tier = history[stores[-1]].to_tier
+    lost = any(h.event == "block_evicted" and h.medium is not None and h.medium == tier
+               and _needs(history, h.position) for h in history[stores[-1]:])
+    offloaded = any(h.event == "claim_offloaded" for h in history)
+    return lost or not offloaded or (e.medium is not None and e.medium == tier)
+
+
+def _holds(g: Guard, e: Event, history: list[Event], stream: Stream) -> bool:
+    """Answer guard *g* for event *e* from the accepted history (SPEC §4.2, sentence by
+    sentence)."""
+    gen = generation(e)
+    cycles = _named(history, "claim_restore_required")
+    cycle = cycles[-1] if cycles else None
+    if g is Guard.BEST_EFFORT:
+        return str(e.protection_mode) == "best_effort"
+    if g is Guard.NOT_CARRIER:
+        return any(h.request_id != e.request_id for h in _named(history, "request_started"))
+    if g is Guard.CHANGED_DEFINITION:
+        a = _accepted(history)
+        return a is not None and defining(a) != defining(e)
+    if g is Guard.HOLDS_CONTRADICTED:
+        return bool(e.holds) != _proves(history, e)
+    if g is Guard.PROVEN:
+        return _proves(history, e)
+    if g is Guard.SAME_TIER:
+        return bool(e.from_tier == e.to_tier)
+    if g is Guard.LABEL_BELOW:
+        return gen is not None and any(gen < generation(h) for h in cycles)  # type: ignore[operator]
+    if g is Guard.LABEL_NOT_NEW:
+        copies = _named(history, "kv_store_started", "kv_store_finished", "claim_offloaded")
+        return any(generation(h) >= gen for h in cycles) or any(  # type: ignore[operator]
+            generation(h) is not None and generation(h) > gen for h in copies)  # type: ignore[operator]
+    if g is Guard.WRONG_TIER:
+        stores = [h for h in _named(history, "kv_store_finished") if h.success]
+        offloads = _named(history, "claim_offloaded")
+        copy = stores[-1] if stores else (offloads[-1] if offloads else None)
+        return copy is None or e.from_tier != copy.to_tier
+    if g is Guard.FOREIGN_SCOPE:
+        mine = claim_scope(history)
+        return mine is not None and request_scope(stream, e.request_id, e.seq) != mine
+    if g is Guard.OTHER_REQUEST:
+        return cycle is None or e.request_id != cycle.request_id
+    if g is Guard.OTHER_LABEL:
+        return gen is not None and (cycle is None or gen != generation(cycle))
+    if g is Guard.UNNAMED_FAILURE:
+        return e.request_id is None and substrate_failure(e)
+    if g is Guard.FAILED_LOAD:
+        return failed_load(e)
+    if g is Guard.FALLBACK:
+        return bool(e.source == "fallback_recompute")
+    if g is Guard.LOSS:
+        return _loss(e, history)
+    if g is Guard.NOT_OFFLOADED:
+        return not _named(history, "claim_offloaded")
+    raise ValueError(f"guard {g} is not a claim guard")  # pragma: no cover

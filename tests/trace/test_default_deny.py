@@ -1,0 +1,344 @@
+"""Regression tests for default-deny semantics (SPEC §4.2), one per class of false verdict.
+
+Each case edits a shipped canonical trace (which passes its gates) the way a hostile reviewer
+did, and asserts the verdict SPEC §4.2 rules, in the streaming gates and in the reference
+semantics alike. Before the automaton every one of these came out the other way.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from residentkv.model.events import EVENT_ADAPTER, Envelope
+from residentkv.trace.gates import GATE_NAMES, GateResult, check_events, check_trace
+from residentkv.trace.semantics import reference_results
+
+TRACES = Path(__file__).parents[2] / "src" / "residentkv" / "data" / "traces"
+Events = list[dict[str, Any]]
+Edit = Callable[[Events], Events]
+
+
+def load(name: str) -> Events:
+    return [json.loads(line) for line in (TRACES / name).read_text().splitlines()]
+
+
+def at(events: Events, event: str, claim: str | None = None, nth: int = 0) -> int:
+    hits = [i for i, e in enumerate(events) if e["event"] == event
+            and (claim is None or e["claim_id"] == claim)]
+    return hits[nth]
+
+
+def setf(event: str, nth: int = 0, claim: str | None = None, **fields: Any) -> Edit:
+    def edit(events: Events) -> Events:
+        events[at(events, event, claim, nth)].update(fields)
+        return events
+    return edit
+
+
+def insert(after: str, new: dict[str, Any], nth: int = 0, claim: str | None = None) -> Edit:
+    """Insert *new* after the nth *after* event, with that event's envelope (and identity)."""
+    def edit(events: Events) -> Events:
+        i = at(events, after, claim, nth)
+        base = {k: v for k, v in events[i].items() if k in (
+            "schema", "ts_ns", "source", "claim_id", "request_id", "object_id",
+            "cache_identity", "request_token_map_id", "predicate_id")}
+        if not new["event"].startswith("claim_"):
+            for k in ("object_id", "cache_identity", "request_token_map_id", "predicate_id"):
+                base.pop(k, None)
+        events.insert(i + 1, {**base, **new})
+        return events
+    return edit
+
+
+def move_after(event: str, after: str, nth: int = 0, after_nth: int = 0) -> Edit:
+    def edit(events: Events) -> Events:
+        moved = events.pop(at(events, event, None, nth))
+        events.insert(at(events, after, None, after_nth) + 1, moved)
+        return events
+    return edit
+
+
+def drop(event: str, nth: int = 0) -> Edit:
+    def edit(events: Events) -> Events:
+        events.pop(at(events, event, None, nth))
+        return events
+    return edit
+
+
+def chain(*edits: Edit) -> Edit:
+    def edit(events: Events) -> Events:
+        for e in edits:
+            events = e(events)
+        return events
+    return edit
+
+
+def typed(events: Events, renumber: bool = True) -> list[Envelope]:
+    out = []
+    for i, e in enumerate(events):
+        body = {**e, "seq": i} if renumber else e
+        out.append(EVENT_ADAPTER.validate_python(body))
+    return out  # type: ignore[return-value]
+
+
+def judge(events: Events, claim: str, renumber: bool = True) -> dict[str, GateResult]:
+    """Every gate for *claim*; the streaming gates and the reference must agree."""
+    evs = typed(events, renumber)
+    streaming = check_events(evs, GATE_NAMES, claim)
+    reference = reference_results(evs, GATE_NAMES, claim)
+    assert [(r.passed, r.missing) for r in streaming] == [
+        (r.passed, r.missing) for r in reference]
+    return {r.gate: r for r in streaming}
+
+
+TWO_GEN = "lifecycle_two_generations.jsonl"
+CHAIN_GATES = ("observation", "failure_outcome", "lifecycle")
+LOAD_FAILED_ARGS = {"invalid_block_ids": [0], "injected": True}
+
+
+def scoped(claim_scope: str | None = "tenant:a", submitted: str | None = None,
+           requests: dict[str, str] | None = None) -> Edit:
+    """Give the claim (and some requests of the canonical trace) an owner scope."""
+    def edit(events: Events) -> Events:
+        for e in events:
+            if e["event"] == "claim_accepted" and claim_scope is not None:
+                e["owner_scope"] = claim_scope
+            if e["event"] == "request_started":
+                e["owner_scope"] = (requests or {}).get(e["request_id"], "tenant:a")
+        if submitted is not None:
+            events = insert("request_started", {"event": "claim_submitted", "claim_id": "c-1",
+                                                "owner_scope": submitted,
+                                                **{k: v for k, v in events[1].items() if k in (
+                                                    "object_id", "cache_identity",
+                                                    "request_token_map_id", "predicate_id")}})(
+                events)
+        return events
+    return edit
+
+
+def test_the_canonical_trace_passes_its_chain_gates() -> None:
+    got = judge(load(TWO_GEN), "c-1")
+    assert all(got[g].passed for g in CHAIN_GATES)
+
+
+# (case id, edit): SPEC §4.2 rules the claim's run illegal, so every chain gate fails with
+# legal_transitions; before, at least one of them passed
+ILLEGAL: list[tuple[str, Edit]] = [
+    # 1. order the automaton would reject
+    ("reuse_before_restore", insert("claim_restore_required", {
+        "event": "claim_reused", "generation": 0, "holds": True})),
+    ("reuse_labelled_next_generation", setf("claim_reused", generation=1)),
+    ("store_and_offload_before_materialization",
+     move_after("claim_materialized", "claim_offloaded")),
+    # 2. terminal states that are not terminal
+    ("restore_and_reuse_after_harm", insert("claim_reused", {
+        "event": "claim_harmed", "cause": "evicted", "request_id": None,
+        "before": {"surviving": 2, "leading": 2, "required": 2, "holds": True},
+        "after": {"surviving": 1, "leading": 0, "required": 2, "holds": False}})),
+    ("reuse_after_failed_closed_on_the_refused_request", insert("claim_restore_failed", {
+        "event": "claim_reused", "generation": 1, "holds": True})),
+    # 3. generation labels
+    ("offload_labelled_above_the_restore_chain", setf("claim_offloaded", generation=1)),
+    ("failure_cycle_reuses_an_earlier_label", chain(*(
+        setf(name, nth=n, generation=0) for name, n in (
+            ("claim_restore_required", 1), ("claim_restore_failed", 0))))),
+    # 4. silent failures hidden by a later proper one
+    ("open_failure_with_foreign_label", insert("kv_load_finished", {
+        "event": "kv_load_failed", "job_id": 99, "generation": 5, **LOAD_FAILED_ARGS})),
+    ("open_failure_naming_no_request", insert("kv_load_finished", {
+        "event": "kv_load_failed", "job_id": 99, "request_id": None, **LOAD_FAILED_ARGS})),
+    ("load_failed_without_job_voids_the_load", insert("kv_load_finished", {
+        "event": "kv_load_failed", **LOAD_FAILED_ARGS})),
+    ("restore_failed_after_the_finish", move_after("claim_restore_failed", "request_finished",
+                                                   after_nth=2)),
+    ("scheduler_branch_after_the_finish", move_after("scheduler_load_failure",
+                                                     "request_finished", after_nth=2)),
+    ("failed_request_never_finishes", drop("request_finished", nth=2)),
+    ("refused_request_finishes_served", setf("request_finished", nth=2, status="served")),
+    # 5. owner scope
+    ("scope_only_on_submission_reused_by_another_tenant",
+     scoped(claim_scope=None, submitted="tenant:a", requests={"r-2": "tenant:b"})),
+    ("request_id_restarted_by_another_tenant", chain(
+        scoped(requests={"r-3": "tenant:a"}),
+        insert("request_finished", {"event": "request_started", "claim_id": None,
+                                    "request_id": "r-3", "owner_scope": "tenant:b"}, nth=1),
+        insert("request_finished", {"event": "request_finished", "claim_id": None,
+                                    "request_id": "r-3", "status": "served",
+                                    "finish_reason": "stop"}, nth=1))),
+    ("reuse_by_an_unscoped_request", chain(scoped(), setf("claim_reused", request_id="r-9"))),
+    # 6. modes
+    ("best_effort_is_not_a_claim", setf("claim_accepted", protection_mode="best_effort")),
+    # independent acceptor's disagreements
+    ("load_before_the_restore", insert("claim_offloaded", {
+        "event": "kv_load_finished", "job_id": 77, "success": True, "request_id": "r-2"})),
+    ("load_by_a_request_that_never_restored", insert("claim_restore_required", {
+        "event": "kv_load_started", "job_id": 78, "request_id": "r-9"})),
+    ("reuse_by_another_request_than_the_chain", setf("claim_reused", request_id="r-1")),
+    ("store_to_the_tier_it_came_from", setf("kv_store_finished", to_tier="device")),
+    ("restore_from_another_tier_than_the_copy", setf("claim_restore_required",
+                                                     from_tier="disk")),
+]
+
+
+@pytest.mark.parametrize(("name", "edit"), ILLEGAL, ids=[n for n, _ in ILLEGAL])
+def test_an_illegal_run_fails_every_chain_gate(name: str, edit: Edit) -> None:
+    got = judge(edit(load(TWO_GEN)), "c-1")
+    for gate in CHAIN_GATES:
+        r = got[gate]
+        assert not r.passed and "legal_transitions" in r.missing, (gate, r.missing)
+        assert r.illegal is not None and r.illegal.violation  # seq, state and id reported
+
+
+def test_a_restart_of_the_request_is_a_violation_at_its_seq() -> None:
+    events = ILLEGAL[[n for n, _ in ILLEGAL].index("request_id_restarted_by_another_tenant")][1](
+        load(TWO_GEN))
+    r = judge(events, "c-1")["failure_outcome"]
+    assert r.illegal is not None
+    assert (r.illegal.violation, r.illegal.state) == ("request_started_twice", "finished")
+    assert events[r.illegal.seq]["event"] == "request_started"
+
+
+# legal under SPEC §4.2, failed before (false fails)
+LEGAL: list[tuple[str, Edit]] = [
+    ("carrier_request_started_names_the_claim", setf("request_started", claim_id="c-1")),
+    ("identical_second_acceptance", lambda ev: [*ev[:2], copy.deepcopy(ev[1]), *ev[2:]]),
+    ("generation_label_on_the_loads", chain(setf("kv_load_started", generation=0),
+                                            setf("kv_load_finished", generation=0))),
+]
+
+
+@pytest.mark.parametrize(("name", "edit"), LEGAL, ids=[n for n, _ in LEGAL])
+def test_a_legal_run_keeps_its_chain_gates(name: str, edit: Edit) -> None:
+    got = judge(edit(load(TWO_GEN)), "c-1")
+    assert all(got[g].passed for g in CHAIN_GATES), {g: got[g].missing for g in CHAIN_GATES}
+
+
+def test_expiry_needs_a_materialization_that_holds() -> None:
+    """6: an expiring lifecycle on accept + expire alone is a vacuous path."""
+    events = [e for e in load("expiring_release_before_loss.jsonl")
+              if e["event"] not in ("claim_materialized", "block_evicted",
+                                    "claim_block_lost_after_release")]
+    r = judge(events, "c-e")["lifecycle"]
+    assert not r.passed and "expiry_before_loss" in r.missing
+
+
+def test_holds_contradicting_the_numbers_is_no_silent_drop() -> None:
+    """6: a materialization whose numbers contradict holds is a violation, not ignored."""
+    events = setf("claim_materialized", leading=0, surviving=1)(
+        load("expiring_release_before_loss.jsonl"))
+    r = judge(events, "c-e")["lifecycle"]
+    assert not r.passed and r.illegal is not None
+    assert r.illegal.violation == "holds_contradicts_numbers"
+
+
+def _attribution(edit: Edit) -> GateResult:
+    return judge(edit(load("two_claim_attribution.jsonl")), "c-a")["attribution"]
+
+
+def test_attribution_base_passes() -> None:
+    assert _attribution(lambda ev: ev).passed
+
+
+def test_offloadable_non_target_evicted_before_any_store_is_harmed() -> None:
+    """6: an eviction of a needed position with no stored, offloaded copy is loss."""
+    r = _attribution(insert("claim_materialized", {
+        "event": "block_evicted", "block_id": 7, "protected": False, "reason": "lru",
+        "position": 0}, claim="c-b"))
+    assert not r.passed and "non_targets_served" in r.missing
+
+
+def test_runtime_removed_eviction_of_the_stored_copy_is_loss() -> None:
+    """The observer's runtime_removed eviction from the copy's medium loses the copy."""
+    r = _attribution(insert("claim_offloaded", {
+        "event": "block_evicted", "block_id": 7, "protected": False,
+        "reason": "runtime_removed", "position": 0, "medium": "host"}, nth=1))
+    assert not r.passed and "non_targets_served" in r.missing
+
+
+def test_non_target_restored_and_reused_by_another_tenant() -> None:
+    """5: in attribution, a non-target's own history must be legal."""
+    def edit(events: Events) -> Events:
+        for e in events:
+            if e["event"] == "claim_accepted":
+                e["owner_scope"] = "tenant:a"
+            if e["event"] == "request_started":
+                e["owner_scope"] = "tenant:b" if e["request_id"] == "r-3" else "tenant:a"
+        return events
+    r = _attribution(edit)
+    assert not r.passed and r.missing == ["non_targets_served"]
+
+
+def test_non_target_carrier_finishing_in_error_without_an_outcome() -> None:
+    r = _attribution(setf("request_finished", nth=1, status="error"))
+    assert not r.passed and r.missing == ["non_targets_served"]
+
+
+@pytest.mark.parametrize(("field", "value"), [("claim_id", "c-x"), ("arbiter", "harness")])
+def test_hard_protected_conflict_refusal_must_be_the_claims_own(field: str, value: str) -> None:
+    """7: an envelope naming another claim, or a harness arbiter, is no conflict outcome."""
+    events = setf("active_request_refused", **{field: value})(
+        load("hard_protected_conflict.jsonl"))
+    r = judge(events, "c-h")["lifecycle"]
+    assert not r.passed and "conflict_attributed" in r.missing
+
+
+def test_contiguous_range_missing_only_the_leading_position_holds() -> None:
+    """8: contiguous_range(1, 2), footprint 4, surviving 3, leading 0 proves positions 1, 2."""
+    def edit(events: Events) -> Events:
+        for e in events:
+            if e["event"] == "claim_accepted":
+                e["footprint_blocks"] = 4
+                e["predicate"] = {"id": "p-lead2", "kind": "contiguous_range", "blocks": 2,
+                                  "start": 1}
+            if e["event"] == "claim_materialized":
+                e.update(surviving=3, leading=0, required=2)
+        return events
+    got = judge(edit(load(TWO_GEN)), "c-1")
+    assert got["observation"].passed, got["observation"].missing
+
+
+def test_large_seqs_agree_in_both_readers() -> None:
+    """8: seqs near 2^63 are ordinary; the reference has no smaller "never" sentinel."""
+    events = load(TWO_GEN)
+    for i, e in enumerate(events):
+        e["seq"] = 2**63 - 100 + i
+    got = judge(events, "c-1", renumber=False)
+    assert all(got[g].passed for g in CHAIN_GATES)
+
+
+def test_seq_beyond_64_bits_is_a_typing_problem(tmp_path: Path) -> None:
+    events = load(TWO_GEN)
+    events[-1]["seq"] = 2**64 + 5
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    check = check_trace(path)
+    assert check.problem_count and not any(r.passed for r in check.results)
+
+
+def test_a_byte_order_mark_before_the_first_line_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + (TRACES / TWO_GEN).read_bytes())
+    check = check_trace(path)
+    assert check.problems == []
+    assert all(r.passed for r in check.results if r.gate in CHAIN_GATES)
+
+
+def test_an_observation_gap_leaves_every_claim_unknown() -> None:
+    events = insert("request_finished", {"event": "observation_gap", "claim_id": None,
+                                         "request_id": None, "reason": "ring overflow"})(
+        load(TWO_GEN))
+    got = judge(events, "c-1")
+    assert all("no_observation_gap" in got[g].missing for g in GATE_NAMES)
+
+
+def test_a_digest_at_store_asks_for_a_verified_restore() -> None:
+    events = setf("kv_store_finished", content_digest="sha256:ab")(load(TWO_GEN))
+    assert judge(events, "c-1")["observation"].missing == ["restore_content_verified"]
+    verified = setf("claim_restored", content_verified=True)(events)
+    assert judge(verified, "c-1")["observation"].passed
