@@ -210,6 +210,8 @@ def test_live_audit_on_real_vllm(tmp_path: Path, pinned_cache: Path, no_suite: N
     observed = result.observed
     assert observed["run"]["rows"] and set(observed["rows"]) == set(observed["run"]["rows"])
     assert result.observed_short == []
+    md = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
+    assert "## Observer" in md and "## Shortfalls" not in md
     for rid in observed["rows"]:
         r = next(r for r in result.doc["rows"] if r["id"] == rid)
         (a,) = [a for a in r["anchors"] if a["id"] == "o_observed"]
