@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from residentkv.audit import AuditOptions, run_audit
-from residentkv.audit.job import WITNESS_SCENARIOS, suite_summary
+from residentkv.audit.job import ADAPTER_SCENARIOS, WITNESS_SCENARIOS, suite_summary
+from residentkv.lowering.classify import GRANTING
 from residentkv.report.registry import render
 from residentkv.sources import PINS
 from residentkv.sources.roots import runtimes_dir
@@ -45,11 +46,13 @@ class FakeRun:
 
 
 def _replay(matched: bool = True) -> Callable[..., list[Any]]:
-    """A witness stub replaying the shipped witness traces (test plumbing, not new evidence)."""
+    """A witness stub replaying the shipped witness traces (test plumbing, not new evidence):
+    the package ships the adapter's scenarios only, so only those are replayed."""
     def runner(scenarios: Any, repeat: int, out: Path) -> list[Any]:
+        assert tuple(scenarios) == WITNESS_SCENARIOS
         out.mkdir(parents=True, exist_ok=True)
         runs = []
-        for s in scenarios:
+        for s in ADAPTER_SCENARIOS:
             dest = out / f"{s}.jsonl"
             shutil.copyfile(runtimes_dir() / "traces" / "witness" / f"{s}.jsonl", dest)
             runs.append(FakeRun(s, 0, str(dest), matched=matched))
@@ -131,11 +134,11 @@ def test_fetch_failure_is_reported_not_raised(tmp_path: Path) -> None:
 def test_live_mode_classifies_the_adapter_rows_on_the_fresh_traces(
         tmp_path: Path, pinned_cache: Path) -> None:
     result = run_audit(AuditOptions(out=tmp_path / "r", cache=pinned_cache, fetch=False,
-                                    live=True, witness_runner=_replay()))
+                                    live=True, observe=False, witness_runner=_replay()))
     live = tmp_path / "r" / "witness" / "live"
     assert result.witness["mode"] == "live" and result.witness["passed"]
     assert sorted(p.name for p in (live / "traces" / "witness").glob("*.jsonl")) == sorted(
-        f"{s}.jsonl" for s in WITNESS_SCENARIOS)
+        f"{s}.jsonl" for s in ADAPTER_SCENARIOS)
     row = next(r for r in result.doc["rows"] if r["id"] == ADAPTER)
     assert row["path"] == str(live / "residentkv_vllm_adapter.yaml")
     assert row["class"] == "adapter_policy_evidence"
@@ -143,7 +146,8 @@ def test_live_mode_classifies_the_adapter_rows_on_the_fresh_traces(
 
 def test_live_mode_falls_short_when_the_witness_does_not_match(tmp_path: Path) -> None:
     result = run_audit(AuditOptions(out=tmp_path / "r", cache=tmp_path / "empty", fetch=False,
-                                    live=True, witness_runner=_replay(matched=False)))
+                                    live=True, observe=False,
+                                    witness_runner=_replay(matched=False)))
     assert result.witness["passed"] is False and result.exit_code == 1
 
 
@@ -196,6 +200,24 @@ def test_live_audit_on_real_vllm(tmp_path: Path, pinned_cache: Path, no_suite: N
     assert result.exit_code == 0, result.unverified
     row = next(r for r in result.doc["rows"] if r["id"] == ADAPTER)
     assert row["class"] == "adapter_policy_evidence"
+    # content integrity and isolation ran too, and the report shows every trace as a timeline
+    assert {r["scenario"] for r in result.witness["results"]} == set(WITNESS_SCENARIOS)
+    page = render("audit", "html", result)
+    for name in ("corrupted_restore", "cross_tenant_reuse", "observed"):
+        assert f'data-trace="{name}"' in page, name
+    # the observer's live trace of plain vLLM is anchored in each row it speaks to, its
+    # lifecycle gate failed there (the loss was never reported), and no such row is positive
+    observed = result.observed
+    assert observed["run"]["rows"] and set(observed["rows"]) == set(observed["run"]["rows"])
+    assert result.observed_short == []
+    md = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
+    assert "## Observer" in md and "## Shortfalls" not in md
+    for rid in observed["rows"]:
+        r = next(r for r in result.doc["rows"] if r["id"] == rid)
+        (a,) = [a for a in r["anchors"] if a["id"] == "o_observed"]
+        assert a["result"] == "failed" and a["code"] == "A004", a
+        assert a["gate"] == "lifecycle" and "lifecycle failed for claim c-soft" in a["detail"]
+        assert r["class"] not in GRANTING, (rid, r["class"])
 
 
 test_live_audit_on_real_vllm = pytest.mark.vllm(test_live_audit_on_real_vllm)
@@ -216,20 +238,20 @@ def test_live_audit_signs_the_traces_it_records(tmp_path: Path, pinned_cache: Pa
                                                 ) -> None:
     generate_key_pair(tmp_path / "k")
     result = run_audit(AuditOptions(out=tmp_path / "r", cache=pinned_cache, fetch=False,
-                                    live=True, witness_runner=_replay(),
+                                    live=True, observe=False, witness_runner=_replay(),
                                     trace_signer=load_private_key(tmp_path / "k")))
     # the HTML report names the root of every granting trace: here, this run
     page = render("audit", "html", result)
     assert "roots of trust: t_obs: live (produced in this run" in page
     folder = tmp_path / "r" / "witness" / "live" / "traces" / "witness"
     signed = sorted(folder.glob("*.jsonl.intoto.json"))
-    assert [p.name for p in signed] == sorted(f"{s}.jsonl.intoto.json" for s in WITNESS_SCENARIOS)
+    assert [p.name for p in signed] == sorted(f"{s}.jsonl.intoto.json" for s in ADAPTER_SCENARIOS)
     policy = tmp_path / "policy.yaml"
     policy.write_text("schema: residentkv.trust/v1\nkeys:\n  ci: {public_key: k.pub, "
                       "emitters: [residentkv.vllm], runtimes: [vllm]}\n")
     code, out, err = cli_run("attest", "verify", *map(str, signed), "--trust", str(policy))
     assert code == 0, out + err
-    assert out.count("attested (signed by key 'ci'") == len(WITNESS_SCENARIOS)
+    assert out.count("attested (signed by key 'ci'") == len(ADAPTER_SCENARIOS)
 
 
 def test_witness_run_refuses_a_bad_key_before_any_run(

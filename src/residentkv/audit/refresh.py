@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from residentkv.audit.job import ADAPTER_FILE, WITNESS_SCENARIOS, save_witness_traces
+from residentkv.audit.job import ADAPTER_FILE, ADAPTER_SCENARIOS, save_witness_traces
 from residentkv.lowering.trace_pins import pin_trace_digests
 from residentkv.sources.roots import runtimes_dir
 
@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from residentkv.adapters.vllm.witness import format_table, run_witness, summarize
 
     with tempfile.TemporaryDirectory(prefix="residentkv-witness-") as work:
-        runs = run_witness(WITNESS_SCENARIOS, 1, Path(work))
+        runs = run_witness(ADAPTER_SCENARIOS, 1, Path(work))
         print(format_table(summarize(runs)))
         if not runs or not all(r.matched for r in runs):
             print("refusing to ship traces: not every witness run matched SPEC §9",

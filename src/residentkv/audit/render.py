@@ -75,6 +75,7 @@ def render_audit_text(result: AuditResult, *, width: int = 160) -> str:
     out.append(_review_line(result.reviews))
     out += [f"unverified: {u}" for u in result.unverified]
     out += [f"positive class on a public runtime row: {p}" for p in result.positive_public]
+    out += [f"observed: {s}" for s in result.observed_short]
     out.append("summary: " + ", ".join(f"{k} {v}" for k, v in doc["summary"].items()))
     out.append(f"boundary: {doc['boundary']}")
     out.append("reports: " + ", ".join(result.files.values()))
@@ -101,8 +102,14 @@ def render_audit_markdown(result: AuditResult, check_md: str) -> str:
               "## Anchor review", "", f"- {_review_line(result.reviews)} (reviewed: the "
               "anchored text changed in a later release and a curator re-read it; pending: "
               "it does not verify against the release it names)", ""]
-    if result.unverified or result.positive_public:
+    if result.observed:
+        run = result.observed["run"]
+        lines += ["## Observer", "", f"- live trace `{run['trace']}` of {run.get('runtime')} (no "
+                  "residentkv connector), anchored as `o_observed` (gate lifecycle, claim "
+                  f"c-soft, expected to fail) in: {', '.join(result.observed['rows'])}", ""]
+    if result.unverified or result.positive_public or result.observed_short:
         lines += ["## Shortfalls", ""]
+        lines += [f"- observed: {s}" for s in result.observed_short]
         lines += [f"- unverified: {u}" for u in result.unverified]
         lines += [f"- positive class on a public runtime row: {p}"
                   for p in result.positive_public]

@@ -31,9 +31,12 @@ def _md(result: AuditResult, _opts: RenderOptions) -> str:
 
 
 def audit_page(result: AuditResult) -> dict[str, Any]:
-    """The HTML page's input for one audit: check JSON, audit record, witness timelines."""
+    """The HTML page's input for one audit: check JSON, audit record, the timelines of the
+    witness traces and (``--live``) of the observer's trace of plain vLLM."""
     paths = list(dict.fromkeys(r["path"] for r in result.doc["rows"]))
     traces = [str(p) for p in witness_trace_paths(result.witness)]
+    if result.observed:
+        traces.append(str(result.observed["run"]["trace"]))
     return html_input(result.doc, paths, result.audit_json(), traces)
 
 

@@ -57,6 +57,7 @@ def _attention(result: AuditResult) -> list[str]:
         out.append(f"witness: {w.get('matched')}/{w.get('runs')} scenario runs matched SPEC §9")
     if result.suite.get("available") and not result.suite.get("passed"):
         out.append(f"suite: {result.suite['detail']}")
+    out += [f"observed: {s}" for s in result.observed_short]
     for r in doc["rows"]:
         if r.get("expect") and r["expect"] != r["class"]:
             out.append(f"row {r['id']}: {r['class']}, expected {r['expect']}")

@@ -275,7 +275,7 @@ def timeline_svg(t: dict[str, Any]) -> str:
 
 
 def _timelines(timelines: list[dict[str, Any]]) -> list[str]:
-    out = ['<h2 id="witness">Witness traces</h2>', '<p class="legend">'] + [
+    out = ['<h2 id="witness">Witness and observed traces</h2>', '<p class="legend">'] + [
         f'<span><i class="sw" style="background:{c}"></i>{k}</span>'
         for k, c in _COLOURS.items() if k != "other"] + [
         "<span>dashed arrow: failure → the outcome it became</span></p>"]

@@ -1,5 +1,5 @@
-"""Witness traces as timelines: per request, the claim's lifecycle in seq order, and each
-failure linked to the outcome it became. A display extraction of a v1 trace (read with the
+"""Witness and observed traces as timelines: per request, the claim's lifecycle in seq order,
+and each failure linked to the outcome it became. A display extraction of a v1 trace (read with the
 strict reader, so an invalid trace shows its problems instead of a picture); it judges nothing.
 """
 
@@ -26,12 +26,15 @@ CATEGORY: dict[str, str] = {
     "active_request_refused": "outcome", "active_request_deferred": "outcome",
     "claim_harmed": "outcome", "future_reuse_denied": "outcome",
     "active_request_admitted": "request", "future_reuse_admitted": "request",
+    # the observer could not see a window of the runtime's stream: what depends on it is unknown
+    "observation_gap": "gap",
 }
 NO_REQUEST = "(no request)"
 #: colour of each category, shared by the HTML report and the PNG pictures
 CATEGORY_COLOURS: dict[str, str] = {
     "request": "#5b5b66", "claim": "#1f5fbf", "transfer": "#8a8a94",
-    "failure": "#b3261e", "outcome": "#c46a00", "loss": "#d98880", "other": "#999999",
+    "failure": "#b3261e", "outcome": "#c46a00", "loss": "#d98880", "gap": "#6a3d9a",
+    "other": "#999999",
 }
 
 
