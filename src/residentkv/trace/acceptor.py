@@ -169,9 +169,8 @@ class ClaimRun:
             self.top_cycle_label = self.cycle_label = int(e.generation)
             self.cycle_request = e.request_id
             self.cycle_jobs = set()
-        elif name == "kv_load_started":
-            if e.job_id is not None:
-                self.cycle_jobs.add(e.job_id)
+        elif name == "kv_load_started" and e.job_id is not None:
+            self.cycle_jobs.add(e.job_id)
 
 
 @dataclass(slots=True, eq=False)
