@@ -9,6 +9,7 @@ import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from attesting import attested, two_distribution_site
@@ -259,20 +260,29 @@ rows:
     return path
 
 
-@pytest.mark.parametrize("materialized", [True, False])
-def test_no_b2_rests_on_a_vacuous_lifecycle(tmp_path: Path, materialized: bool) -> None:
-    # accept + expire and no materialization: even where the lifecycle gate passes, and on a
-    # trace attested by a key trusted for toyrt's own emitter, B2 is never established
-    sha = _expiring(tmp_path, materialized=materialized)
-    trust = attested(tmp_path, [tmp_path / "t.jsonl"])
-    (row,) = run_check([_expiring_row(tmp_path, sha)], [f"toyrt={TREE}"], trust=trust).rows
+def _expiring_verdict(tmp: Path, *, materialized: bool) -> tuple[Any, Any, Any]:
+    """(row, lifecycle anchor, B2 obligation) of the expiring row on a trace attested by a key
+    trusted for toyrt's own emitter."""
+    sha = _expiring(tmp, materialized=materialized)
+    trust = attested(tmp, [tmp / "t.jsonl"])
+    (row,) = run_check([_expiring_row(tmp, sha)], [f"toyrt={TREE}"], trust=trust).rows
     lifecycle = next(a for a in row.anchors if a.id == "l")
-    b2 = row.verdict.obligations["materialization_predicate"]
-    assert lifecycle.result == "verified"  # the gate passes either way (today's gate)
-    if materialized:
-        # the control: B2 rests on this trace exactly when its gate evidence reports the
-        # materialization (the expiring lifecycle path lists it once the gate requires it)
-        assert b2.established == ("materialized" in lifecycle.shown)
-    else:
-        assert "materialized" not in lifecycle.shown
-        assert not b2.established and row.klass not in GRANTING
+    return row, lifecycle, row.verdict.obligations["materialization_predicate"]
+
+
+def test_no_b2_rests_on_a_vacuous_lifecycle(tmp_path: Path) -> None:
+    # accept + expire and no materialization: the expiring path requires its holding
+    # materialization, so the lifecycle gate fails and B2 is never established
+    row, lifecycle, b2 = _expiring_verdict(tmp_path, materialized=False)
+    assert lifecycle.result != "verified"
+    assert "materialized" not in lifecycle.shown
+    assert not b2.established and row.klass not in GRANTING
+
+
+def test_expiring_lifecycle_with_holding_materialization_establishes_b2(tmp_path: Path) -> None:
+    # the control: with its claim_materialized line the expiring path passes, lists the
+    # materialization among its evidence, and the classifier lets B2 rest on it
+    _, lifecycle, b2 = _expiring_verdict(tmp_path, materialized=True)
+    assert lifecycle.result == "verified"
+    assert "materialized" in lifecycle.shown
+    assert b2.established

@@ -199,7 +199,8 @@ ALSO_ILLEGAL: dict[tuple[str, str], tuple[str, ...]] = {
     ("observation", "load_succeeded"): ("legal_transitions", "no_open_failure"),
     ("observation", "restored_from_offload"): ("legal_transitions",),  # reuse before restore
     ("failure_outcome", "claim_accepted_before_lifecycle"): ("legal_transitions",),
-    ("failure_outcome", "restore_failed_scoped"): ("no_open_failure",),
+    # an outcome whose envelope differs from its outcome_claim_id is illegal (SPEC §4.1)
+    ("failure_outcome", "restore_failed_scoped"): ("legal_transitions", "no_open_failure"),
     ("failure_outcome", "outcome_before_finish"): ("legal_transitions",),  # refusal after finish
     ("failure_outcome", "no_restore_after_failure"): ("legal_transitions",),  # after failed closed
     ("lifecycle", "conflict_attributed"): ("legal_transitions",),  # refusal after finish

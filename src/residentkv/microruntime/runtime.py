@@ -676,8 +676,10 @@ class MicroRuntime:
         self._deferred.pop(req.id, None)
         req.state = RequestState.REFUSED
         if self._w is not None:
+            # the envelope names the outcome claim (SPEC §4.1: they are equal)
             self._w.emit(
                 "active_request_refused",
+                claim_id=outcome,
                 request_id=req.id,
                 outcome_claim_id=outcome,
                 blocking_claim_ids=list(blocking),

@@ -75,6 +75,12 @@ class Guard(StrEnum):
     SERVED = "served"
     LOSS = "loss"
     NOT_OFFLOADED = "not_offloaded"
+    OUTCOME_ENVELOPE = "outcome_envelope"
+    UNCLAIMED_BRANCH = "unclaimed_branch"
+    CARRIER_SCOPE = "carrier_scope"
+    SHORT_COPY = "short_copy"
+    LOAD_TIER = "load_tier"
+    FOREIGN_JOB = "foreign_job"
 
 
 #: what each guard asks, for the generated table in docs/trace-gates.md
@@ -109,6 +115,14 @@ GUARD_WHY: dict[Guard, str] = {
     Guard.LOSS: "an observed loss: an eviction of a needed position (for `offloadable`, "
                 "while no stored, offloaded copy is held), a reuse that does not hold, or a "
                 "materialization the numbers no longer prove",
+    Guard.OUTCOME_ENVELOPE: "its envelope `claim_id` differs from its `outcome_claim_id` "
+                            "(null included)",
+    Guard.UNCLAIMED_BRANCH: "its envelope names no claim",
+    Guard.CARRIER_SCOPE: "the carrying request declared an owner scope other than the claim's",
+    Guard.SHORT_COPY: "`block_count` is below the number of positions the accepted "
+                      "predicate needs",
+    Guard.LOAD_TIER: "a `from_tier` that is not the tier the stored copy was written to",
+    Guard.FOREIGN_JOB: "a `job_id` that no `kv_load_started` of the open cycle started",
 }
 
 
@@ -148,6 +162,12 @@ class Violation(StrEnum):
     NOT_STARTED = "request_not_started"
     SERVED_AFTER_REFUSAL = "served_after_refusal"
     UNFINISHED = "failure_never_finished"
+    OUTCOME_ENVELOPE = "outcome_envelope_mismatch"
+    UNCLAIMED_BRANCH = "failure_branch_names_no_claim"
+    CARRIER_SCOPE = "carrier_of_other_scope"
+    SHORT_COPY = "offload_short_of_predicate"
+    LOAD_TIER = "load_from_other_tier"
+    FOREIGN_JOB = "load_job_outside_cycle"
 
 
 #: the one-line why of every violation (`residentkv explain` and the docs print it)
@@ -196,6 +216,14 @@ VIOLATION_WHY: dict[Violation, str] = {
                                     "refusal",
     Violation.UNFINISHED: "a request with a failure chain must finish in the stream (checked "
                           "when the stream ends)",
+    Violation.OUTCOME_ENVELOPE: "an outcome event's envelope claim_id equals its "
+                                "outcome_claim_id (SPEC §4.1)",
+    Violation.UNCLAIMED_BRANCH: "a scheduler_load_failure naming no claim explains no "
+                                "claim's failure chain",
+    Violation.CARRIER_SCOPE: "a claim is carried by a request of its own owner scope",
+    Violation.SHORT_COPY: "an offloaded copy must hold every position the predicate needs",
+    Violation.LOAD_TIER: "a load of a restore reads the tier the stored copy was written to",
+    Violation.FOREIGN_JOB: "a load's job must be one its own restore cycle started",
 }
 
 
@@ -254,7 +282,7 @@ def _claim_cell(state: Phase, kind: str) -> Cell:
     if kind == "claim_accepted":
         if state in PRE:
             return ((G.BEST_EFFORT, V.BEST_EFFORT), (G.NOT_CARRIER, V.NOT_CARRIER),
-                    (_ALWAYS, P.ACCEPTED))
+                    (G.CARRIER_SCOPE, V.CARRIER_SCOPE), (_ALWAYS, P.ACCEPTED))
         if state is P.REJECTED:
             return ((_ALWAYS, V.DECIDED_TWICE),)
         return ((G.CHANGED_DEFINITION, V.ACCEPTED_CHANGED), (_ALWAYS, STAY))
@@ -266,6 +294,8 @@ def _claim_cell(state: Phase, kind: str) -> Cell:
         return ((_ALWAYS, V.BEFORE_ACCEPTANCE),)
     if kind == "block_evicted" and state in LIVE - {P.ACCEPTED}:
         return ((G.LOSS, P.HARMED), (_ALWAYS, STAY))
+    if kind == "active_request_refused":
+        return ((G.OUTCOME_ENVELOPE, V.OUTCOME_ENVELOPE), (_ALWAYS, STAY))
     if kind in _MENTIONS:
         return ((_ALWAYS, STAY),)
     if kind == "scheduler_load_failure":
@@ -291,7 +321,8 @@ def _claim_cell(state: Phase, kind: str) -> Cell:
         if state in UNSETTLED:
             return ((_ALWAYS, V.CYCLE_OPEN),)
         then = P.OFFLOADED if kind == "claim_offloaded" else STAY
-        unnamed: Cell = ((G.UNNAMED_FAILURE, V.UNNAMED_FAILURE),) if kind in _STORES else ()
+        unnamed: Cell = ((G.UNNAMED_FAILURE, V.UNNAMED_FAILURE),) if kind in _STORES else (
+            (G.SHORT_COPY, V.SHORT_COPY),)
         return (*unnamed, (G.SAME_TIER, V.SAME_TIER), (G.LABEL_BELOW, V.LABEL_DECREASED),
                 (_ALWAYS, then))
     if kind == "claim_restore_required":
@@ -307,10 +338,11 @@ def _claim_cell(state: Phase, kind: str) -> Cell:
     if kind in _LOADS:
         if state not in CYCLE:
             return ((G.UNNAMED_FAILURE, V.UNNAMED_FAILURE), (_ALWAYS, V.OUTSIDE_CYCLE))
+        tier = (G.LOAD_TIER, V.LOAD_TIER)
         if kind == "kv_load_started":
-            return _cycle_step(state, STAY)
-        return ((G.UNNAMED_FAILURE, V.UNNAMED_FAILURE),
-                *_cycle_step(state, STAY)[:-1], (G.FAILED_LOAD, P.LOAD_FAILED), (_ALWAYS, STAY))
+            return (*_cycle_step(state, STAY)[:-1], tier, (_ALWAYS, STAY))
+        return ((G.UNNAMED_FAILURE, V.UNNAMED_FAILURE), *_cycle_step(state, STAY)[:-1], tier,
+                (G.FOREIGN_JOB, V.FOREIGN_JOB), (G.FAILED_LOAD, P.LOAD_FAILED), (_ALWAYS, STAY))
     if kind == "claim_restored":
         if state is P.RESTORE_REQUIRED:
             return (*_cycle_step(state, STAY)[:-1], (G.FALLBACK, P.RECOMPUTED),
@@ -331,7 +363,7 @@ def _claim_cell(state: Phase, kind: str) -> Cell:
         return ((_ALWAYS, V.REUSE_BEFORE_RESTORE),)
     if kind == "claim_restore_failed":
         if state in UNSETTLED:
-            return _cycle_step(state, P.FAILED_CLOSED)
+            return ((G.OUTCOME_ENVELOPE, V.OUTCOME_ENVELOPE), *_cycle_step(state, P.FAILED_CLOSED))
         if state in CYCLE:
             return ((_ALWAYS, V.RESTORED_TWICE),)
         return ((_ALWAYS, V.OUTSIDE_CYCLE),)
@@ -352,6 +384,15 @@ CLAIM_TABLE: dict[tuple[Phase, str], Cell] = {
 
 
 def _request_cell(state: RequestPhase, kind: str) -> Cell:
+    own = _request_rows(state, kind)
+    if kind in ("active_request_refused", "claim_restore_failed"):
+        return ((G.OUTCOME_ENVELOPE, V.OUTCOME_ENVELOPE), *own)
+    if kind == "scheduler_load_failure":
+        return ((G.UNCLAIMED_BRANCH, V.UNCLAIMED_BRANCH), *own)
+    return own
+
+
+def _request_rows(state: RequestPhase, kind: str) -> Cell:
     R = RequestPhase
     if kind == "request_started":
         return ((_ALWAYS, R.STARTED if state is R.NEW else V.STARTED_TWICE),)
@@ -473,6 +514,17 @@ _CYCLE_KINDS = frozenset({"claim_restore_required", "claim_restored", "claim_reu
                           "kv_load_failed"})
 
 
+def outcome_envelope_mismatch(event: object) -> bool:
+    """SPEC §4.1: an outcome event's envelope ``claim_id`` equals its ``outcome_claim_id``."""
+    return getattr(event, "claim_id", None) != getattr(event, "outcome_claim_id", None)
+
+
+def short_copy(block_count: int, blocks: int) -> bool:
+    """An offloaded copy of *block_count* blocks cannot hold the *blocks* positions the
+    predicate needs."""
+    return block_count < blocks
+
+
 def cycle_step(event: object) -> bool:
     """A step of a restore cycle, or a reuse: what only a started, unfinished request does."""
     return getattr(event, "event", None) in _CYCLE_KINDS
@@ -486,6 +538,10 @@ def request_guard(guard: Guard, event: object) -> bool:
         return cycle_step(event)
     if guard is Guard.SERVED:
         return getattr(event, "status", None) == "served"
+    if guard is Guard.OUTCOME_ENVELOPE:
+        return outcome_envelope_mismatch(event)
+    if guard is Guard.UNCLAIMED_BRANCH:
+        return getattr(event, "claim_id", None) is None
     raise ValueError(f"guard {guard} is not a request guard")  # pragma: no cover
 
 

@@ -26,8 +26,10 @@ from residentkv.model.automaton import (
     decide,
     failed_load,
     failure_chain_event,
+    outcome_envelope_mismatch,
     proves,
     request_guard,
+    short_copy,
     substrate_failure,
 )
 from residentkv.model.events import IDENTITY_FIELDS
@@ -82,6 +84,8 @@ class ClaimRun:
     offload_tier: str | None = None
     cycle_request: str | None = None
     cycle_label: int = -1
+    #: the load jobs the open cycle's kv_load_started events started
+    cycle_jobs: set[Any] = field(default_factory=set)
     mode: str | None = None
     offloaded: bool = False
     copy_lost: bool = False
@@ -164,6 +168,9 @@ class ClaimRun:
         elif name == "claim_restore_required":
             self.top_cycle_label = self.cycle_label = int(e.generation)
             self.cycle_request = e.request_id
+            self.cycle_jobs = set()
+        elif name == "kv_load_started" and e.job_id is not None:
+            self.cycle_jobs.add(e.job_id)
 
 
 @dataclass(slots=True, eq=False)
@@ -235,9 +242,35 @@ def _foreign_scope(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool
     return r.scope is not None and (rid is None or scopes.get(rid) != r.scope)
 
 
+def _copy_tier(r: ClaimRun) -> str | None:
+    return r.offload_tier if r.store_tier is None else r.store_tier
+
+
 def _wrong_tier(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
-    copy = r.offload_tier if r.store_tier is None else r.store_tier
+    copy = _copy_tier(r)
     return copy is None or bool(e.from_tier != copy)
+
+
+def _load_tier(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
+    tier = getattr(e, "from_tier", None)
+    return tier is not None and bool(tier != _copy_tier(r))
+
+
+def _carrier_scope(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
+    mine = e.owner_scope if e.owner_scope is not None else r.submitted_scope
+    rid = e.request_id
+    theirs = None if rid is None else scopes.get(rid)
+    return mine is not None and theirs is not None and str(theirs) != str(mine)
+
+
+def _short_copy(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
+    p = r.predicate
+    return p is None or short_copy(e.block_count, p[1])
+
+
+def _foreign_job(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
+    job = getattr(e, "job_id", None)
+    return job is not None and job not in r.cycle_jobs
 
 
 def _label_not_new(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
@@ -276,6 +309,11 @@ _CLAIM_GUARDS: dict[Guard, GuardFn] = {
     Guard.CHANGED_DEFINITION: lambda r, e, s: defining(e) != r.definition,
     Guard.LOSS: lambda r, e, s: r._loss(e),
     Guard.NOT_OFFLOADED: lambda r, e, s: not r.offloaded,
+    Guard.OUTCOME_ENVELOPE: lambda r, e, s: outcome_envelope_mismatch(e),
+    Guard.CARRIER_SCOPE: _carrier_scope,
+    Guard.SHORT_COPY: _short_copy,
+    Guard.LOAD_TIER: _load_tier,
+    Guard.FOREIGN_JOB: _foreign_job,
 }
 _ALWAYS = Guard.ALWAYS
 #: the table by state, then by event kind (one lookup less per event than the pair key)
@@ -293,7 +331,7 @@ FAILURE_KINDS = _FAILURE_KINDS = frozenset({
 #: event kinds whose legal step teaches a guard something (see ``ClaimRun._apply``)
 TEACHING = _TEACHING = frozenset({"request_started", "claim_submitted", "claim_accepted",
                        "kv_store_started", "kv_store_finished", "claim_offloaded",
-                       "block_evicted", "claim_restore_required"})
+                       "block_evicted", "claim_restore_required", "kv_load_started"})
 #: state -> kinds whose step must run (not a plain "stay", or it teaches a guard something);
 #: the pass skips the others inline
 CLAIM_STEPS: dict[Phase, frozenset[str]] = {

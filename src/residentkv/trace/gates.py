@@ -202,7 +202,8 @@ def _lifecycle(facts: StreamFacts, t: ClaimTrack) -> tuple[Seqs, tuple[str, ...]
     if t.materialized_seq is not None:
         ok["materialized"] = [t.materialized_seq]
     if t.mode == "soft_priority":
-        return ok, ("no_blocking_smear", "materialized")
+        # a harmed claim's lifecycle is not shown to pass, reported or not (fail-closed)
+        return ok, ("no_blocking_smear", "materialized", "no_harm")
     if t.mode == "hard_protected":
         _conflict_attributed(t, ok)
         return ok, ("no_blocking_smear", "materialized", "no_harm", "conflict_attributed")
@@ -214,7 +215,8 @@ def _lifecycle(facts: StreamFacts, t: ClaimTrack) -> tuple[Seqs, tuple[str, ...]
         if release is not None and t.materialized_seq is not None and (
                 t.materialized_seq < release) and (t.first_loss is None or release < t.first_loss):
             ok[key] = [release]
-        return ok, ("no_blocking_smear", key, "no_harm")
+        # the holding materialization is evidence of the path (B2 rests on it)
+        return ok, ("no_blocking_smear", "materialized", key, "no_harm")
     _generations(t, ok)
     return ok, ("no_blocking_smear", "no_harm", "success_generation", "failure_generation",
                 "generations_ordered")

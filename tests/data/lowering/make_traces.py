@@ -75,7 +75,9 @@ def failure(w: EventWriter, c: str, gen: int, req: str, *, recompute: bool = Fal
         _claim(w, "claim_restored", c, req, generation=gen, source="fallback_recompute")
         w.emit("request_finished", request_id=req, status="served", finish_reason="stop")
         return
-    w.emit("active_request_refused", request_id=req, outcome_claim_id=c, blocking_claim_ids=[c],
+    # the envelope names the outcome claim (SPEC §4.1: envelope claim_id = outcome_claim_id)
+    w.emit("active_request_refused", claim_id=c, request_id=req, outcome_claim_id=c,
+           blocking_claim_ids=[c],
            feasibility="restore_failed", arbiter="scheduler_boundary")
     w.emit("request_finished", request_id=req, status="error", finish_reason="error")
 

@@ -24,8 +24,10 @@ from residentkv.model.automaton import (
     decide,
     failed_load,
     failure_chain_event,
+    outcome_envelope_mismatch,
     proves,
     request_guard,
+    short_copy,
     substrate_failure,
 )
 from residentkv.trace.acceptor import defining, earlier
@@ -204,6 +206,13 @@ def _loss(e: Event, history: list[Event]) -> bool:
     return lost or not offloaded or (e.medium is not None and e.medium == tier)
 
 
+def _copy(history: list[Event]) -> Event | None:
+    """The claim's stored copy: the last successful store, else the last offload."""
+    stores = [h for h in _named(history, "kv_store_finished") if h.success]
+    offloads = _named(history, "claim_offloaded")
+    return stores[-1] if stores else (offloads[-1] if offloads else None)
+
+
 def _holds(g: Guard, e: Event, history: list[Event], stream: Stream) -> bool:
     """Answer guard *g* for event *e* from the accepted history (SPEC §4.2, sentence by
     sentence)."""
@@ -230,10 +239,27 @@ def _holds(g: Guard, e: Event, history: list[Event], stream: Stream) -> bool:
         return any(generation(h) >= gen for h in cycles) or any(  # type: ignore[operator]
             generation(h) is not None and generation(h) > gen for h in copies)  # type: ignore[operator]
     if g is Guard.WRONG_TIER:
-        stores = [h for h in _named(history, "kv_store_finished") if h.success]
-        offloads = _named(history, "claim_offloaded")
-        copy = stores[-1] if stores else (offloads[-1] if offloads else None)
+        copy = _copy(history)
         return copy is None or e.from_tier != copy.to_tier
+    if g is Guard.LOAD_TIER:
+        tier = getattr(e, "from_tier", None)
+        copy = _copy(history)
+        return tier is not None and (copy is None or tier != copy.to_tier)
+    if g is Guard.OUTCOME_ENVELOPE:
+        return outcome_envelope_mismatch(e)
+    if g is Guard.CARRIER_SCOPE:
+        mine = e.owner_scope if e.owner_scope is not None else claim_scope(history)
+        theirs = request_scope(stream, e.request_id, e.seq)
+        return mine is not None and theirs is not None and theirs != str(mine)
+    if g is Guard.SHORT_COPY:
+        a = _accepted(history)
+        return a is None or short_copy(e.block_count, a.predicate.blocks)
+    if g is Guard.FOREIGN_JOB:
+        job = getattr(e, "job_id", None)
+        opened = [i for i, h in enumerate(history) if h.event == "claim_restore_required"]
+        started = {h.job_id for h in history[opened[-1]:] if h.event == "kv_load_started"} \
+            if opened else set()
+        return job is not None and job not in started
     if g is Guard.FOREIGN_SCOPE:
         mine = claim_scope(history)
         return mine is not None and request_scope(stream, e.request_id, e.seq) != mine

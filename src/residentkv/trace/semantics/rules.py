@@ -276,7 +276,8 @@ def lifecycle(c: ClaimView) -> tuple[Seqs, tuple[str, ...]]:
         if seqs is not None:
             found[key] = seqs
     if c.mode == "soft_priority":
-        return found, ("no_blocking_smear", "materialized")
+        # a harmed claim's lifecycle is not shown to pass, reported or not (fail-closed)
+        return found, ("no_blocking_smear", "materialized", "no_harm")
     if c.mode == "hard_protected":
         _put(found, "conflict_attributed", conflict_attributed(c))
         return found, ("no_blocking_smear", "materialized", "no_harm", "conflict_attributed")
@@ -284,7 +285,8 @@ def lifecycle(c: ClaimView) -> tuple[Seqs, tuple[str, ...]]:
         key, event = (("expiry_before_loss", "claim_expired") if c.mode == "expiring"
                       else ("demotion_before_loss", "claim_demoted"))
         _put(found, key, release_before_loss(c, event))
-        return found, ("no_blocking_smear", key, "no_harm")
+        # the holding materialization is evidence of the path (B2 rests on it)
+        return found, ("no_blocking_smear", "materialized", key, "no_harm")
     found.update(generations(c))
     return found, ("no_blocking_smear", "no_harm", "success_generation", "failure_generation",
                    "generations_ordered")
