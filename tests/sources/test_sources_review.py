@@ -150,9 +150,9 @@ def test_real_round_trip_vllm_0_32_to_0_33(pinned_cache: Path, tmp_path: Path,
     assert code == 1, out + err
     assert "changed" in out and "moved" in out and "\n-" in out and "\n+" in out
     results = _anchor_results(desc, pinned_cache)
-    # pending anchors fail closed: changed text drifts; unchanged text still names 0.32.0,
-    # which a row about 0.33.0 may not count (cited, A016)
-    assert results == {"failed"}, results  # every anchor names 0.32.0: the 0.33.0 root contradicts it (A031)
+    # pending anchors fail closed: every anchor still names 0.32.0, which the 0.33.0 root
+    # contradicts (A031)
+    assert results == {"failed"}, results
     # with both releases at hand, an anchor naming 0.32.0 verifies there, and is still cited
     assert _anchor_codes(desc, pinned_cache) == {"A016"}
     code, out, err = cli_run(*args, "--approve", "--reason", "round trip test", "--date",
