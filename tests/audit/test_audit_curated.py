@@ -242,8 +242,7 @@ def test_fleet_row_is_policy_evidence_from_the_shipped_traces(pinned_cache: Path
     (row,) = result.rows
     assert row.id == FLEET_ROW and row.klass == "adapter_policy_evidence", row.reasons
     assert {a.id: a.result for a in row.anchors} == {
-        "t_obs": "verified", "t_fail": "verified", "t_attr": "verified",
-        "s_vllm_fail": "verified"}
+        "t_obs": "verified", "t_fail": "verified", "s_vllm_fail": "verified"}
 
 
 def test_a_tampered_fleet_trace_drops_the_fleet_row(tmp_path: Path, pinned_cache: Path) -> None:
