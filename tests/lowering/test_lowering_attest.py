@@ -151,3 +151,20 @@ def test_every_report_format_names_the_root_of_each_granting_trace(run_cli: RunC
             fmt in ("json", "sarif") and f'"{anchor}": "attested (signed by key' in text) or (
             fmt == "json" and '"root": "attested (signed by key' in text)
     assert text.count("attested (signed by key 'test-key'") >= 3
+
+
+@pytest.mark.parametrize("doc", [
+    '{"payloadType": 5, "payload": ["x"], "signatures": "none"}',  # two wrong types at once
+    '[1]',
+    '{"payloadType": "application/vnd.in-toto+json", "payload": "e30=", '
+    '"signatures": [{"keyid": 7, "sig": null}]}',
+])
+def test_an_envelope_of_wrong_json_types_is_a_located_error(
+        signed: tuple[Path, Path], run_cli: RunCli, tmp_path: Path, doc: str) -> None:
+    _, policy = signed
+    path = tmp_path / "t.jsonl.intoto.json"
+    path.write_text(doc)
+    code, out = _verify(run_cli, path, policy)
+    assert code == 2, out
+    assert f"{path}: error[L012 attestation_malformed]: not a DSSE envelope:" in out
+    assert "Error" not in out.replace("error[", "")  # the user's terms, no Python exception

@@ -125,6 +125,22 @@ def sign_statement(statement: dict[str, Any], signer: CryptoSigner) -> dict[str,
     return env.to_dict()
 
 
+def _envelope_shape_problem(doc: Any) -> str | None:
+    """What is wrong with the JSON types of an envelope, in the user's terms (None: nothing),
+    checked before the DSSE library sees it, so a wrong type is named, never a Python error."""
+    if not isinstance(doc, dict):
+        return f"the document is a {type(doc).__name__}, not an object"
+    for key in ("payload", "payloadType"):
+        if not isinstance(doc.get(key), str):
+            return f"{key} is {type(doc.get(key)).__name__}, not a string"
+    sigs = doc.get("signatures")
+    if not isinstance(sigs, list) or not all(
+            isinstance(sig, dict) and isinstance(sig.get("keyid"), str)
+            and isinstance(sig.get("sig"), str) for sig in sigs):
+        return "signatures is not a list of {keyid, sig} strings"
+    return None
+
+
 def open_envelope(data: bytes, keys: list[Key], where: str) -> tuple[dict[str, Any], str]:
     """``(statement, key id)`` of an envelope one of *keys* signed.
 
@@ -133,10 +149,17 @@ def open_envelope(data: bytes, keys: list[Key], where: str) -> tuple[dict[str, A
     """
     try:
         doc = json.loads(data)
+    except ValueError as e:
+        raise EnvelopeError(f"not JSON: {e}; expected a DSSE envelope", path=where) from None
+    problem = _envelope_shape_problem(doc)
+    if problem is not None:
+        raise EnvelopeError(f"not a DSSE envelope: {problem}; expected {{payload: str, "
+                            "payloadType: str, signatures: [{keyid: str, sig: str}]}",
+                            path=where)
+    try:
         env = Envelope.from_dict(doc)
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise EnvelopeError(f"not a DSSE envelope: {type(e).__name__}: {e}; expected "
-                            "{payload, payloadType, signatures}", path=where) from None
+    except (ValueError, KeyError, TypeError) as e:  # e.g. a payload that is not base64
+        raise EnvelopeError(f"not a DSSE envelope: {e}", path=where) from None
     if env.payload_type != PAYLOAD_TYPE:
         raise EnvelopeError(f"payloadType {env.payload_type!r}; expected {PAYLOAD_TYPE}",
                             path=where)
