@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -50,9 +51,9 @@ def test_each_public_primitive_has_an_honest_row_and_an_overclaim() -> None:
     for r in rows:
         assert r.mechanism == "native"
         prims.setdefault(r.id.rsplit("/", 1)[0], set()).add((r.asserts, r.expect))
-    # vLLM: 15 primitives per release (0.32.0 and 0.33.0); SGLang 11, TensorRT-LLM 6, Dynamo 8,
+    # vLLM: 15 primitives per release (0.32.0 and 0.33.0); SGLang 11, TensorRT-LLM 9, Dynamo 8,
     # LMCache 7
-    assert len(prims) == 62
+    assert len(prims) == 65
     for prim, kinds in prims.items():
         assert ("substrate", "approximation_substrate") in kinds, prim
         assert ("conformance", "rejected_mapping") in kinds, prim
@@ -68,6 +69,18 @@ def test_anchors_point_into_the_pinned_releases() -> None:
                 assert a.sha256 and a.lines, (r.id, aid)
             if r.runtime.name == "tensorrt-llm":
                 assert not (isinstance(a, SourceAnchor) and a.package in {p.package for p in PINS})
+
+
+def test_tensorrt_llm_source_anchors_name_the_commit_their_quote_was_read_at() -> None:
+    """No TensorRT-LLM release can be fetched, so each source anchor names a full git commit and
+    quotes the text read there; nothing else could ever check it."""
+    commit = re.compile(r"^git:[0-9a-f]{40}$")
+    anchors = [(r.id, aid, a) for r in _rows() if r.runtime.name == "tensorrt-llm"
+               for aid, a in r.anchors.items() if isinstance(a, SourceAnchor)]
+    assert anchors
+    for rid, aid, a in anchors:
+        assert a.version is not None and commit.match(a.version), (rid, aid, a.version)
+        assert a.quote and a.quote.strip(), (rid, aid)
 
 
 def test_rows_name_the_release_they_describe() -> None:
@@ -179,7 +192,8 @@ CLAIM_LIKE = (
     "sglang/decode-kv-offload", "sglang/external-radix-backends", "lmcache/freeze-mode",
     "lmcache/kv-events-replay", "dynamo/kvbm-trtllm-connector", "dynamo/kvbm-pd-connector",
     "tensorrt-llm/decode-retention", "tensorrt-llm/retention-transfer-mode",
-    "tensorrt-llm/cache-salt-id",
+    "tensorrt-llm/cache-salt-id", "tensorrt-llm/kv-cache-connector",
+    "tensorrt-llm/conversation-manager", "tensorrt-llm/mooncake-store-retention",
 )
 
 

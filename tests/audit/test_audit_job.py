@@ -70,7 +70,7 @@ def test_audit_with_the_pinned_releases_reproduces_spec_11(pinned_cache: Path, t
     assert all(r["class"] == r["expect"] for r in result.doc["rows"])
     assert result.doc["summary"] == {
         "adapter_observational_evidence": 1, "adapter_policy_evidence": 2,
-        "approximation_substrate": 62, "rejected_mapping": 63}
+        "approximation_substrate": 65, "rejected_mapping": 66}
     assert [s["status"] for s in result.sources] == ["cached"] * len(PINS)
     for name in ("report.md", "report.json", "report.sarif", "audit.json"):
         assert (tmp_path / "r" / name).is_file()
