@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from residentkv.audit.curation import annotate, curated_rows, review_counts, target_text
 from residentkv.lowering.anchors import Verifier
 from residentkv.lowering.check import run_check
+from residentkv.lowering.curation import annotate, curated_rows, review_counts, target_text
 from residentkv.report.json_report import to_json
 from residentkv.sources.roots import runtimes_dir
 

@@ -85,9 +85,10 @@ def test_audit_with_the_pinned_releases_reproduces_spec_11(pinned_cache: Path, t
 def test_format_json_is_the_check_json_plus_the_curation(
         pinned_cache: Path, tmp_path: Path, no_suite: None,
         cli_run: Callable[..., tuple[int, str, str]]) -> None:
+    from residentkv.jsontext import json_text as dumps
     from residentkv.lowering.anchors import Verifier
     from residentkv.lowering.check import run_check
-    from residentkv.report.json_report import dumps, to_json
+    from residentkv.report.json_report import to_json
     from residentkv.sources import cached_roots, runtime_descriptor_paths
 
     code, audit_out, _ = cli_run("audit", "--cache", str(pinned_cache), "--offline",
@@ -179,6 +180,28 @@ def test_cli_audit_text_and_usage_errors(cli_run: Callable[..., tuple[int, str, 
     assert "suite:" in out
     code, _, err = cli_run("audit", "--format", "yaml")
     assert code == 2 and "Traceback" not in err
+
+
+def test_every_file_of_the_folder_is_what_format_renders(
+        cli_run: Callable[..., tuple[int, str, str]], tmp_path: Path, no_suite: None) -> None:
+    out, root = tmp_path / "r", tmp_path / "root"
+    root.mkdir()
+    code, _, err = cli_run("audit", "--cache", str(tmp_path / "empty"), "--offline", "--html",
+                           "--out", str(out), "--srcroot", str(root), "--format", "sarif",
+                           "--output", str(tmp_path / "audit.sarif"))
+    assert code == 1, err
+    sarif = (out / "report.sarif").read_text(encoding="utf-8")
+    assert sarif == (tmp_path / "audit.sarif").read_text(encoding="utf-8")
+    run = json.loads(sarif)["runs"][0]
+    assert run["automationDetails"]["id"] == "residentkv/audit/"  # the command, not "check"
+    assert run["originalUriBaseIds"]["SRCROOT"]["uri"] == root.resolve().as_uri() + "/"
+    record = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    assert sorted(record["files"]) == ["audit.json", "report.json", "report.md", "report.sarif"]
+    assert (out / "report.html").read_text(encoding="utf-8").startswith("<!doctype html>")
+    for fmt, name in (("json", "report.json"), ("md", "report.md")):
+        code, printed, _ = cli_run("audit", "--cache", str(tmp_path / "empty"), "--offline",
+                                   "--out", str(tmp_path / fmt), "--format", fmt)
+        assert printed == (out / name).read_text(encoding="utf-8"), name
 
 
 def test_sarif_report_is_valid(pinned_cache: Path, tmp_path: Path) -> None:

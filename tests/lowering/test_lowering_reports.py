@@ -10,9 +10,10 @@ import pytest
 
 from residentkv import __version__
 from residentkv.codes import CODES
+from residentkv.jsontext import json_text as dumps
 from residentkv.lowering.bundles import OBLIGATIONS
 from residentkv.lowering.check import GLOBAL_BOUNDARY, CheckResult, run_check
-from residentkv.report.json_report import dumps, to_json
+from residentkv.report.json_report import to_json
 from residentkv.report.markdown import md_text, render_markdown
 from residentkv.report.matrix import render_text
 from residentkv.report.sarif import render_sarif, sarif_schema

@@ -72,7 +72,7 @@ def test_matrix_has_a_cell_per_runtime_and_obligation(page: Page, audit_dir: Pat
 
 def _row_with_note(audit_dir: Path) -> tuple[str, str]:
     """A row id and one of its curator's notes, read from the descriptors themselves."""
-    from residentkv.audit.curation import curated_rows
+    from residentkv.lowering.curation import curated_rows
 
     doc = json.loads((audit_dir / "report.json").read_text())
     rows = curated_rows([Path(p) for p in dict.fromkeys(r["path"] for r in doc["rows"])])

@@ -40,7 +40,7 @@ def test_check_html_is_self_contained(cli_run: RunCli) -> None:
 
 
 def test_witness_traces_are_found_for_live_and_shipped_audits(tmp_path: Path) -> None:
-    from residentkv.audit.witness_traces import witness_trace_paths
+    from residentkv.report.audit_result import witness_trace_paths
 
     live = tmp_path / "witness" / "live"
     (live / "traces" / "witness").mkdir(parents=True)

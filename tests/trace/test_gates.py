@@ -418,15 +418,11 @@ def test_many_generations_keep_the_chains_that_decide(tmp_path: Path) -> None:
     assert results["lifecycle"].passed, results["lifecycle"].missing
 
 
-def test_trusted_results_are_what_model_construct_builds(tmp_path: Path) -> None:
-    from residentkv.trace.gates import _trusted_result
-
+def test_judged_results_are_what_validation_builds(tmp_path: Path) -> None:
     result = run(claimed_load_failure().events, tmp_path, "failure_outcome", "c-1")
     values = result.model_dump()
-    trusted, constructed = _trusted_result(**values), GateResult.model_construct(**values)
-    assert trusted == constructed == GateResult.model_validate(values)
-    assert trusted.__pydantic_fields_set__ == constructed.__pydantic_fields_set__
-    assert trusted.__pydantic_extra__ == constructed.__pydantic_extra__
-    assert trusted.__pydantic_private__ == constructed.__pydantic_private__
-    assert trusted.model_dump_json() == constructed.model_dump_json()
+    validated = GateResult.model_validate(values)
+    assert result == validated
+    assert result.__pydantic_fields_set__ == validated.__pydantic_fields_set__
+    assert result.model_dump_json() == validated.model_dump_json()
     assert list(values) == list(GateResult.model_fields)

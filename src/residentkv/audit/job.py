@@ -20,21 +20,23 @@ from typing import Any
 
 from securesystemslib.signer._crypto_signer import CryptoSigner
 
+import residentkv.report.audit_report  # noqa: F401  (registers the audit reporters)
 from residentkv import __version__
-from residentkv.audit.curation import annotate, curated_rows, review_counts
 from residentkv.audit.observed import (
     attach_observed,
     is_expected_observed_failure,
     observed_shortfalls,
 )
 from residentkv.errors import UsageError
+from residentkv.jsontext import write_json
 from residentkv.lowering.anchors import Verifier
-from residentkv.lowering.check import CheckResult, run_check
+from residentkv.lowering.check import run_check
 from residentkv.lowering.classify import GRANTING
+from residentkv.lowering.curation import annotate, curated_rows, review_counts
 from residentkv.lowering.trace_pins import pin_trace_digests
-from residentkv.report.json_report import dumps, to_json
-from residentkv.report.markdown import render_markdown
-from residentkv.report.sarif import render_sarif
+from residentkv.report.audit_result import AuditResult
+from residentkv.report.json_report import to_json
+from residentkv.report.registry import RenderOptions, render
 from residentkv.sources.cache import cache_dir, find_archive
 from residentkv.sources.fetch import FetchResult, Runner, fetch, sha256_file
 from residentkv.sources.pins import PINS, Pin
@@ -46,15 +48,17 @@ from residentkv.trust.roots import ATTESTATION_SUFFIX, TraceTrust
 __all__ = [
     "ADAPTER_FILE",
     "ADAPTER_SCENARIOS",
+    "AUDIT_FILES",
+    "HTML_FILE",
     "WITNESS_SCENARIOS",
     "AuditOptions",
     "AuditResult",
     "run_audit",
     "save_witness_traces",
     "suite_summary",
+    "write_report",
 ]
 
-AUDIT_SCHEMA = "residentkv.audit/v1"
 ADAPTER_FILE = "residentkv_vllm_adapter.yaml"
 #: the witness scenarios whose traces back the adapter rows (claim ids end in -0-target); the
 #: package ships these (``python -m residentkv.audit.refresh``)
@@ -93,52 +97,8 @@ class AuditOptions:
     #: where a test replays the witness and no vLLM runs)
     observe: bool = True
     progress: Callable[[str], None] = lambda _msg: None
-
-
-@dataclass
-class AuditResult:
-    """Everything the audit found; ``doc`` is the canonical check JSON plus the curation
-    (notes, anchor targets: ``report.json``)."""
-
-    check: CheckResult
-    doc: dict[str, Any]
-    sources: list[dict[str, Any]]
-    witness: dict[str, Any]
-    suite: dict[str, Any]
-    unverified: list[str]
-    positive_public: list[str]
-    #: distinct source anchors into pinned releases: reviewed / unchanged / pending
-    reviews: dict[str, int] = field(default_factory=dict)
-    files: dict[str, str] = field(default_factory=dict)
-    #: ``--live``: the observer's run and the rows its trace was attached to (else empty)
-    observed: dict[str, Any] = field(default_factory=dict)
-    #: observed rows whose live anchor is not the expected failing gate (the audit falls short)
-    observed_short: list[str] = field(default_factory=list)
-
-    @property
-    def exit_code(self) -> int:
-        """0 only when every row matches, every pinned anchor verified, the witness (if live)
-        matched SPEC §9, the observer's live trace (if live) failed the rows' lifecycle gate as the
-        runtime's unreported loss must, and the suite (if present) passed; else 1."""
-        short = (self.check.exit_code != 0 or bool(self.unverified)
-                 or bool(self.positive_public) or bool(self.observed_short)
-                 or (self.witness.get("mode") == "live" and not self.witness.get("passed"))
-                 or (self.suite.get("available") and not self.suite.get("passed")))
-        return 1 if short else 0
-
-    def audit_json(self) -> dict[str, Any]:
-        """The audit's own record (``audit.json``): sources, witness, suite, shortfalls."""
-        return {
-            "schema": AUDIT_SCHEMA,
-            "tool": {"name": "residentkv", "version": __version__},
-            "sources": self.sources, "witness": self.witness, "suite": self.suite,
-            "observed": self.observed, "observed_shortfalls": self.observed_short,
-            "unverified_anchors": self.unverified,
-            "positive_public_rows": self.positive_public,
-            "anchor_review": self.reviews,
-            "summary": self.doc["summary"], "files": self.files,
-            "exit_code": self.exit_code,
-        }
+    #: what the renderers get: the source root of repo-relative paths and the command's name
+    render: RenderOptions = field(default_factory=lambda: RenderOptions.for_command("audit"))
 
 
 # ------------------------------------------------------------------------------- sources
@@ -199,8 +159,7 @@ def save_witness_traces(runs: Sequence[Any], dest: Path, *, command: str) -> dic
         "scenarios": saved,
         "note": "written by the witness on real vLLM; never edited by hand",
     }
-    (folder / "PROVENANCE.json").write_text(json.dumps(provenance, indent=1, sort_keys=True)
-                                            + "\n", encoding="utf-8")
+    write_json(folder / "PROVENANCE.json", provenance, indent=1)
     return provenance
 
 
@@ -347,7 +306,10 @@ def run_audit(opts: AuditOptions) -> AuditResult:
                          unverified=unverified, positive_public=positive_public,
                          reviews=review_counts(doc), observed=observed,
                          observed_short=observed_shortfalls(doc, observed) if observed else [])
-    _write(result, opts.out)
+    # the record (audit.json) names every file of the folder, itself included
+    result.files.update({name: str(opts.out / name) for name, _kind, _fmt in AUDIT_FILES})
+    for spec in AUDIT_FILES:
+        write_report(result, opts.out, spec, opts.render)
     return result
 
 
@@ -355,16 +317,25 @@ def _anchor_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [dict(a, row=r["id"]) for r in doc["rows"] for a in r["anchors"]]
 
 
-def _write(result: AuditResult, out: Path) -> None:
-    from residentkv.audit.render import render_audit_markdown
+#: the files every audit writes into its folder, each rendered by the reporter registry:
+#: (file, report kind, format)
+AUDIT_FILES: tuple[tuple[str, str, str], ...] = (
+    ("report.json", "audit", "json"), ("report.md", "audit", "md"),
+    ("report.sarif", "audit", "sarif"), ("audit.json", "audit-record", "json"))
+#: the page ``--html`` adds beside them
+HTML_FILE: tuple[str, str, str] = ("report.html", "audit", "html")
 
-    files = {"report.json": out / "report.json", "report.md": out / "report.md",
-             "report.sarif": out / "report.sarif", "audit.json": out / "audit.json"}
-    result.files = {k: str(v) for k, v in files.items()}
-    files["report.json"].write_text(dumps(result.doc), encoding="utf-8")
-    files["report.sarif"].write_text(json.dumps(render_sarif(result.doc), indent=2,
-                                                sort_keys=True) + "\n", encoding="utf-8")
-    files["report.md"].write_text(render_audit_markdown(result, render_markdown(result.doc)),
-                                  encoding="utf-8")
-    files["audit.json"].write_text(json.dumps(result.audit_json(), indent=2, sort_keys=True)
-                                   + "\n", encoding="utf-8")
+
+def write_report(result: AuditResult, out: Path, spec: tuple[str, str, str],
+                 opts: RenderOptions) -> Path:
+    """Render one (file, kind, format) of the audit through the registry into *out*, and name
+    it in ``result.files``."""
+    name, kind, fmt = spec
+    text = render(kind, fmt, result, opts)
+    path = out / name
+    try:
+        path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}", path=str(path)) from None
+    result.files[name] = str(path)
+    return path

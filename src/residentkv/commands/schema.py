@@ -6,12 +6,12 @@ documented in the README; editors map it to the output of this command) and ``$s
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
 import click
 
+from residentkv.jsontext import json_text
 from residentkv.model.claim import ResidentClaim
 from residentkv.model.events import event_json_schema
 
@@ -67,4 +67,4 @@ def schema(name: str | None, list_: bool) -> None:
         for n in sorted(SCHEMAS):
             click.echo(f"{n:<12} {schema_id(n)}")
         return
-    click.echo(json.dumps(published_schema(name), indent=2, sort_keys=True))
+    click.echo(json_text(published_schema(name)), nl=False)

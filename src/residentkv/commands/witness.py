@@ -7,7 +7,6 @@ on machines without the ``[vllm]`` extra.
 from __future__ import annotations
 
 import importlib.util
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ import click
 import residentkv.report.command_reports  # noqa: F401  (registers the witness reporters)
 from residentkv.adapters.vllm.engine import SHAPES
 from residentkv.errors import UsageError
+from residentkv.jsontext import json_text, write_json
 from residentkv.report.registry import emit, output_options
 from residentkv.trust.attest import attest_recorded
 from residentkv.trust.envelope import load_private_key
@@ -90,10 +90,8 @@ def run(scenarios: tuple[str, ...], repeat: int, out_dir: str, load_mode: str, s
         click.echo(f"error: {exc}", err=True)
         raise click.exceptions.Exit(1) from None
     rows = summarize(runs)
-    (out / "summary.json").write_text(
-        json.dumps({"rows": rows, "runs": [r.to_json() for r in runs]}, indent=1),
-        encoding="utf-8",
-    )
+    write_json(out / "summary.json", {"rows": rows, "runs": [r.to_json() for r in runs]},
+               indent=1)
     if signer is not None:
         for signed in attest_recorded(
                 [Path(r.trace) for r in runs if r.trace and Path(r.trace).is_file()], signer):
@@ -119,7 +117,7 @@ def _call(ctx: click.Context, fn: Callable[[Any], Any]) -> None:
     from residentkv.adapters.vllm.control_socket import ControlError
 
     try:
-        click.echo(json.dumps(fn(ctx.obj), indent=1))
+        click.echo(json_text(fn(ctx.obj), indent=1), nl=False)
     except ControlError as exc:
         raise UsageError(f"control socket: {exc}") from None
 

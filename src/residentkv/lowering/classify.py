@@ -37,8 +37,8 @@ from residentkv.lowering.bundles import (
     BundleObligation,
     gate_requirements,
 )
-from residentkv.lowering.descriptor import CLASSES, ClassName, Obligation, Row, Status
-from residentkv.model.vocabulary import Requirement
+from residentkv.lowering.descriptor import CLASSES, Obligation, Row, Status
+from residentkv.model.vocabulary import Requirement, RowClass
 
 Strength = Literal["verified", "cited", "none"]
 RANK: dict[str, int] = {c: i + 1 for i, c in enumerate(CLASSES)}
@@ -82,7 +82,7 @@ class Verdict(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    klass: ClassName
+    klass: RowClass
     rule: int
     reasons: list[str]
     obligations: dict[str, ObligationVerdict]
@@ -176,7 +176,7 @@ def classify(row: Row, results: Mapping[str, AnchorResult], bundle: Bundle) -> V
         hit = rule(row, obs, results)
         if hit is not None:
             klass, why = hit
-            return Verdict(klass=ClassName(klass), rule=RANK[klass], reasons=[why],
+            return Verdict(klass=RowClass(klass), rule=RANK[klass], reasons=[why],
                            obligations=obs)
     return Verdict(klass="unknown_evidence", rule=6, obligations=obs, reasons=[
         "no rule applies on the evidence given (fail-closed default): "

@@ -45,7 +45,6 @@ from residentkv.model.vocabulary import (
 DESCRIPTOR_SCHEMA = "residentkv.descriptor/v1"
 GATES = GATE_NAMES
 Status = ObligationStatus
-ClassName = RowClass
 _LINES = re.compile(r"^(\d{1,18})-(\d{1,18})$")  # bounded: int() refuses > 4,300 digits
 
 
@@ -226,7 +225,7 @@ class Row(_Frozen):
     asserts: Asserts
     obligations: Obligations
     anchors: dict[str, Anchor] = Field(min_length=1)
-    expect: ClassName | None = None
+    expect: RowClass | None = None
     boundary: str = Field(min_length=1)
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from residentkv.adapters.vllm.engine import SERVED_MODEL_NAME, ServerProcess, write_tiny_model
 from residentkv.adapters.vllm.witness import BLOCK, make_claim
+from residentkv.jsontext import write_json
 
 #: the curated rows whose refusal an observed run gives live evidence for
 ROWS: tuple[str, ...] = (
@@ -91,7 +92,7 @@ def claims_file(path: Path) -> dict[str, list[int]]:
         claim["protection_mode"] = mode
         claim["tokens"] = prompts[cid]
         claims.append(claim)
-    path.write_text(json.dumps({"claims": claims}, indent=1), encoding="utf-8")
+    write_json(path, {"claims": claims}, indent=1)
     return prompts
 
 

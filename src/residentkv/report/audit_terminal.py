@@ -8,15 +8,13 @@ printed only on request (``--rows``); it is always in the reports.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from residentkv.audit.curation import REVIEW_STATES
-from residentkv.audit.matrix import runtime_matrix
-from residentkv.audit.render import render_audit_text
 from residentkv.lowering.bundles import OBLIGATIONS
-
-if TYPE_CHECKING:
-    from residentkv.audit.job import AuditResult
+from residentkv.lowering.curation import REVIEW_STATES
+from residentkv.report.audit_report import render_audit_text
+from residentkv.report.audit_result import AuditResult
+from residentkv.report.runtime_matrix import runtime_matrix
 
 __all__ = ["render_audit_terminal"]
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from residentkv.jsontext import json_text
 from residentkv.lowering.bundles import SOURCE, Bundle
 from residentkv.model.vocabulary import OBLIGATION_SHORT as SHORT
 from residentkv.model.vocabulary import OBLIGATIONS
@@ -31,7 +31,7 @@ def render_list_text(bundles: list[Bundle], _opts: RenderOptions) -> str:
 
 @reporter("bundles", "json")
 def render_list_json(bundles: list[Bundle], _opts: RenderOptions) -> str:
-    return json.dumps([bundle_json(b) for b in bundles], indent=2, sort_keys=True) + "\n"
+    return json_text([bundle_json(b) for b in bundles])
 
 
 @reporter("bundle", "text")
@@ -51,7 +51,7 @@ def render_show_text(b: Bundle, _opts: RenderOptions) -> str:
 
 @reporter("bundle", "json")
 def render_show_json(b: Bundle, _opts: RenderOptions) -> str:
-    return json.dumps(bundle_json(b), indent=2, sort_keys=True) + "\n"
+    return json_text(bundle_json(b))
 
 
 @reporter("bundle", "md")

@@ -3,23 +3,17 @@ witness run): text for people, JSON for machines, registered on the shared regis
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from residentkv.jsontext import json_text
 from residentkv.report.registry import RenderOptions, reporter
-
-
-def dump_json(obj: Any) -> str:
-    """Deterministic JSON (sorted keys, fixed indentation, trailing newline)."""
-    return json.dumps(obj, indent=2, sort_keys=True) + "\n"
-
 
 # --- suite ----------------------------------------------------------------------------------
 
 
 @reporter("suite", "json")
 def _suite_json(result: Any, _opts: RenderOptions) -> str:
-    return dump_json(result.to_json_obj())
+    return json_text(result.to_json_obj())
 
 
 @reporter("suite", "text")
@@ -40,7 +34,7 @@ def _suite_text(result: Any, _opts: RenderOptions) -> str:
 
 @reporter("fetch", "json")
 def _fetch_json(doc: dict[str, Any], _opts: RenderOptions) -> str:
-    return dump_json({"cache": doc["cache"], "results": [r.to_json() for r in doc["results"]]})
+    return json_text({"cache": doc["cache"], "results": [r.to_json() for r in doc["results"]]})
 
 
 @reporter("fetch", "text")
@@ -52,7 +46,7 @@ def _fetch_text(doc: dict[str, Any], _opts: RenderOptions) -> str:
 
 @reporter("drift", "json")
 def _drift_json(report: Any, _opts: RenderOptions) -> str:
-    return dump_json(report.to_json())
+    return json_text(report.to_json())
 
 
 @reporter("drift", "text")
@@ -67,7 +61,7 @@ def _drift_text(report: Any, _opts: RenderOptions) -> str:
 
 @reporter("witness", "json")
 def _witness_json(doc: dict[str, Any], _opts: RenderOptions) -> str:
-    return json.dumps(doc["rows"], indent=1) + "\n"
+    return json_text(doc["rows"], indent=1)
 
 
 @reporter("witness", "text")
@@ -83,7 +77,7 @@ def _witness_text(doc: dict[str, Any], _opts: RenderOptions) -> str:
 @reporter("litmus", "json")
 def _litmus_json(doc: dict[str, Any], _opts: RenderOptions) -> str:
     results = doc["results"]
-    return dump_json({"items": [r.to_dict() for r in results],
+    return json_text({"items": [r.to_dict() for r in results],
                       "passed": all(r.passed for r in results)})
 
 
@@ -107,7 +101,7 @@ def _litmus_text(doc: dict[str, Any], _opts: RenderOptions) -> str:
 
 @reporter("sweep", "json")
 def _sweep_json(result: Any, _opts: RenderOptions) -> str:
-    return dump_json(result.to_json())
+    return json_text(result.to_json())
 
 
 @reporter("sweep", "text")
@@ -122,7 +116,7 @@ def _sweep_text(result: Any, _opts: RenderOptions) -> str:
 
 @reporter("review", "json")
 def _review_json(doc: dict[str, Any], _opts: RenderOptions) -> str:
-    return dump_json(doc)
+    return json_text(doc)
 
 
 @reporter("review", "text")

@@ -3,11 +3,11 @@ form through the project's reporter registry; nothing here re-evaluates."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from residentkv.findings import render_line
 from residentkv.fleet.why import why_missing
+from residentkv.jsontext import json_text
 from residentkv.report.registry import RenderOptions, reporter
 from residentkv.report.text import render_table
 
@@ -63,4 +63,4 @@ def render_text(doc: dict[str, Any], _opts: RenderOptions | None = None) -> str:
 
 @reporter("fleet", "json")
 def render_json(doc: dict[str, Any], _opts: RenderOptions | None = None) -> str:
-    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    return json_text(doc)

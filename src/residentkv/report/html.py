@@ -1,7 +1,7 @@
 """One self-contained HTML report (``report.html``): no network, no external assets, printable.
 
 Rendered from JSON-able inputs only: the canonical check JSON (with the curator's notes and
-anchor targets merged in, see :mod:`residentkv.audit.curation`), optionally the audit record
+anchor targets merged in, see :mod:`residentkv.lowering.curation`), optionally the audit record
 (``audit.json``: sources, witness, suite) and the witness timelines
 (:mod:`residentkv.report.timeline`). Sections: verdict and boundary, suite and witness summary,
 the runtime x obligation matrix, every row (per-obligation status, the curator's reason, each
@@ -14,12 +14,13 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from residentkv.audit.matrix import runtime_matrix
+from residentkv.lowering.curation import with_curation
 from residentkv.model.vocabulary import OBLIGATION_SHORT as SHORT
 from residentkv.model.vocabulary import OBLIGATIONS
 from residentkv.report.json_report import CITED_NEVER_GRANTS, evidence_line, strict_lines
 from residentkv.report.registry import RenderOptions, reporter
-from residentkv.report.timeline import CATEGORY_COLOURS, event_label
+from residentkv.report.runtime_matrix import runtime_matrix
+from residentkv.report.timeline import CATEGORY_COLOURS, event_label, timeline
 
 _MARK = {"verified": "✓ verified", "cited": "~ cited", "none": "· no usable evidence"}
 _CSS = """
@@ -325,9 +326,6 @@ def html_input(doc: dict[str, Any], descriptors: list[str],
                traces: list[str] | None = None) -> dict[str, Any]:
     """The JSON-able input of the page: the check JSON with notes and anchor targets merged
     in, the audit record, and the witness timelines."""
-    from residentkv.audit.curation import with_curation
-    from residentkv.report.timeline import timeline
-
     return {"check": with_curation(doc, descriptors), "audit": audit,
             "timelines": [timeline(p) for p in traces or []]}
 

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
+from residentkv.jsontext import json_text
 from residentkv.report.registry import RenderOptions, reporter
 from residentkv.trace.importers.base import ImportReport
 
@@ -11,7 +10,7 @@ from residentkv.trace.importers.base import ImportReport
 @reporter("import", "json")
 def render_json(report: ImportReport, _opts: RenderOptions) -> str:
     """The report as deterministic JSON."""
-    return json.dumps(report.to_json_obj(), indent=2, sort_keys=True) + "\n"
+    return json_text(report.to_json_obj())
 
 
 @reporter("import", "text")

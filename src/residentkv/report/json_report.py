@@ -5,11 +5,11 @@ Every other report (text, Markdown, SARIF) renders this dict; none re-evaluates 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from residentkv import __version__
 from residentkv.findings import Finding
+from residentkv.jsontext import json_text
 from residentkv.lowering.bundles import OBLIGATIONS
 from residentkv.lowering.check import CHECK_SCHEMA, GLOBAL_BOUNDARY, CheckResult, RowResult, summary
 from residentkv.report.registry import RenderOptions, reporter
@@ -61,11 +61,6 @@ def strict_lines(doc: dict[str, Any]) -> list[str]:
     return [head] + [f"strict: {x}" for x in found]
 
 
-def dumps(doc: dict[str, Any]) -> str:
-    """Serialise deterministically (sorted keys, fixed indentation, trailing newline)."""
-    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
-
 def _row(r: RowResult) -> dict[str, Any]:
     return {
         "id": r.id, "path": r.path, "line": r.line, "runtime": r.runtime, "mode": r.mode,
@@ -94,4 +89,4 @@ def finding_json(f: Finding) -> dict[str, Any]:
 
 @reporter("check", "json")
 def _check_json(doc: dict[str, Any], _opts: RenderOptions) -> str:
-    return dumps(doc)
+    return json_text(doc)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
+from residentkv.jsontext import json_text
 from residentkv.report.markdown import md_text
 from residentkv.report.registry import RenderOptions, reporter
 from residentkv.report.text import render_table
@@ -43,8 +43,7 @@ def _summary(rows: Sequence[Row]) -> str:
 
 @reporter("reproduce", "json")
 def render_json(rows: Sequence[Row], _opts: RenderOptions) -> str:
-    return json.dumps({"rows": [r.to_json_obj() for r in rows],
-                       "reproduced": succeeded(rows)}, indent=2, sort_keys=True) + "\n"
+    return json_text({"rows": [r.to_json_obj() for r in rows], "reproduced": succeeded(rows)})
 
 
 @reporter("reproduce", "md")

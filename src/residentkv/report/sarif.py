@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 from residentkv.codes import lookup
+from residentkv.jsontext import json_text
 from residentkv.report.registry import RenderOptions, find_srcroot, reporter
 from residentkv.trace.reader import STDIN
 
@@ -125,8 +126,7 @@ def _check_result(row: dict[str, Any], f: dict[str, Any], index: int,
 
 @reporter("check", "sarif")
 def _check_sarif(doc: dict[str, Any], opts: RenderOptions) -> str:
-    return json.dumps(render_sarif(doc, opts.srcroot, opts.command), indent=2,
-                      sort_keys=True) + "\n"
+    return json_text(render_sarif(doc, opts.srcroot, opts.command))
 
 
 def sarif_schema() -> dict[str, Any]:

@@ -8,13 +8,13 @@ the trace file is found by one scan for those seqs.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from residentkv import __version__
 from residentkv.codes import lookup
 from residentkv.findings import render_line
+from residentkv.jsontext import json_text
 from residentkv.model.vocabulary import GATE_NAMES
 from residentkv.report.registry import RenderOptions, reporter
 from residentkv.report.sarif import code_rule, locations, sarif_log
@@ -124,7 +124,7 @@ def render_text(doc: dict[str, Any], _opts: RenderOptions | None = None) -> str:
 
 @reporter("trace", "json")
 def render_json(doc: dict[str, Any], _opts: RenderOptions | None = None) -> str:
-    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    return json_text(doc)
 
 
 @reporter("trace", "md")
@@ -205,4 +205,4 @@ def render_sarif(doc: dict[str, Any], opts: RenderOptions) -> str:
                                               "passed": doc["passed"]}}
     log = sarif_log(run, command=opts.command, version=doc["tool"]["version"],
                     srcroot=opts.srcroot, rules=rules)
-    return json.dumps(log, indent=2, sort_keys=True) + "\n"
+    return json_text(log)

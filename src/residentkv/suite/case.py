@@ -22,7 +22,6 @@ from residentkv.model.vocabulary import GateName, ObligationName, RowClass
 
 CASE_SCHEMA = "residentkv.suite-case/v1"
 
-ClassName = RowClass
 Outcome = Literal["pass", "fail"]
 
 
@@ -61,7 +60,7 @@ class SuiteCase(_Frozen):
     bundles: str | None = Field(default=None, description="a folder of the case's own bundles")
     trust: str | None = Field(default=None, description="a trust policy (SPEC §7.1) the case's "
                               "attested traces are checked against")
-    classes: dict[str, ClassName] = Field(default_factory=dict)
+    classes: dict[str, RowClass] = Field(default_factory=dict)
     codes: list[str] = Field(default_factory=list)
     traces: list[TraceExpectation] = Field(default_factory=list)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from typing import Any
 from securesystemslib.signer._crypto_signer import CryptoSigner
 
 from residentkv.errors import UsageError, UserInputError
+from residentkv.jsontext import json_text
 from residentkv.sources.fetch import sha256_file
 from residentkv.trust.envelope import (
     EnvelopeError,
@@ -96,7 +96,7 @@ def attest_verdict(doc: Mapping[str, Any], command: str, signer: CryptoSigner,
 
 def _write(path: Path, envelope: dict[str, Any]) -> Path:
     try:
-        path.write_text(json.dumps(envelope, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        path.write_text(json_text(envelope, indent=1), encoding="utf-8")
     except OSError as e:
         raise UsageError(f"cannot write {path}: {e.strerror or e}", path=str(path)) from None
     return path
