@@ -149,15 +149,15 @@ def test_witness_command_rejects_unknown_scenario_without_starting_vllm() -> Non
 
 
 def test_a_run_matches_only_with_spec_gates_and_all_checks() -> None:
-    from residentkv.adapters.vllm.witness import EXPECTED, ScenarioRun, format_table, summarize
+    from residentkv.adapters.vllm.witness import SCENARIOS, ScenarioRun, format_table, summarize
 
-    good = ScenarioRun("success_path", 0, "t", gates=dict(EXPECTED["success_path"]),
+    good = ScenarioRun("success_path", 0, "t", gates=dict(SCENARIOS["success_path"].expects),
                        checks={"restored_tokens_equal_cold": True, "outcome_restored": True},
                        latency_ms=5.0)
-    unchecked = ScenarioRun("success_path", 1, "t", gates=dict(EXPECTED["success_path"]),
+    unchecked = ScenarioRun("success_path", 1, "t", gates=dict(SCENARIOS["success_path"].expects),
                             checks={"restored_tokens_equal_cold": False,
                                     "outcome_restored": True})
-    crashed = ScenarioRun("success_path", 2, "t", gates=dict(EXPECTED["success_path"]),
+    crashed = ScenarioRun("success_path", 2, "t", gates=dict(SCENARIOS["success_path"].expects),
                           error="boom")
     flipped = ScenarioRun("success_path", 3, "t", gates={"target.observation": False,
                                                          "target.failure_outcome": False})
@@ -173,27 +173,28 @@ def test_a_run_matches_only_with_spec_gates_and_all_checks() -> None:
 def test_the_isolation_pair_fails_when_either_half_fails(half: str) -> None:
     # With caching off the other tenant's half holds trivially; with isolation broken the
     # owner's half does: the scenario matches only with both.
-    from residentkv.adapters.vllm.witness import CHECKS, EXPECTED, ScenarioRun
+    from residentkv.adapters.vllm.witness import SCENARIOS, ScenarioRun
 
-    checks = dict.fromkeys(CHECKS["cross_tenant_reuse"], True)
-    both = ScenarioRun("cross_tenant_reuse", 0, "t", gates=dict(EXPECTED["cross_tenant_reuse"]),
+    spec = SCENARIOS["cross_tenant_reuse"]
+    checks = dict.fromkeys(spec.checks, True)
+    both = ScenarioRun("cross_tenant_reuse", 0, "t", gates=dict(spec.expects),
                        checks=checks)
-    one = ScenarioRun("cross_tenant_reuse", 1, "t", gates=dict(EXPECTED["cross_tenant_reuse"]),
+    one = ScenarioRun("cross_tenant_reuse", 1, "t", gates=dict(spec.expects),
                       checks={**checks, half: False})
     assert both.matched and not one.matched
 
 
 def test_the_corrupted_restore_report_shows_the_unverified_difference() -> None:
     from residentkv.adapters.vllm.witness import (
-        CHECKS,
-        EXPECTED,
+        SCENARIOS,
         ScenarioRun,
         format_table,
         summarize,
     )
 
-    run = ScenarioRun("corrupted_restore", 0, "t", gates=dict(EXPECTED["corrupted_restore"]),
-                      checks=dict.fromkeys(CHECKS["corrupted_restore"], True), shape="server",
+    spec = SCENARIOS["corrupted_restore"]
+    run = ScenarioRun("corrupted_restore", 0, "t", gates=dict(spec.expects),
+                      checks=dict.fromkeys(spec.checks, True), shape="server",
                       notes=["verification off, same corruption: served, 5 of 8 tokens differ"])
     assert not run.matched  # the server shape also needs the client to have seen the 409
     run.checks["client_saw_refusal"] = True
@@ -314,7 +315,7 @@ class _Engine:
 
     def register(self, cid: str) -> None:
         """A resident request with the full claim: accepted, stored, offloaded, served."""
-        from residentkv.adapters.vllm.messages import WorkerFact
+        from residentkv.adapters.vllm.rules import WorkerFact
 
         req = self.start({"resident_claim": claim(cid)})
         self.side.update_state_after_alloc(req, None, 0)
@@ -396,7 +397,7 @@ def test_a_reference_to_a_held_claim_restores_it_like_the_full_claim(engine: _En
 
 def test_a_failed_restore_of_a_referenced_claim_is_refused_then_failed_closed(
         engine: _Engine) -> None:
-    from residentkv.adapters.vllm.messages import WorkerFact
+    from residentkv.adapters.vllm.rules import WorkerFact
 
     engine.register("c1")
     req = engine.start(ref("c1"))
@@ -588,7 +589,7 @@ def test_corrupt_rules_are_single_use_and_corrupt() -> None:
 
 
 def _store_with_digest(engine: _Engine, cid: str, shares: list[bytes]) -> Any:
-    from residentkv.adapters.vllm.messages import WorkerFact
+    from residentkv.adapters.vllm.rules import WorkerFact
 
     req = engine.start({"resident_claim": claim(cid)})
     engine.side.update_state_after_alloc(req, None, 0)
@@ -602,7 +603,7 @@ def _store_with_digest(engine: _Engine, cid: str, shares: list[bytes]) -> Any:
 
 def test_the_store_records_its_digest_and_the_restore_says_it_was_verified(
         engine: _Engine) -> None:
-    from residentkv.adapters.vllm.messages import WorkerFact
+    from residentkv.adapters.vllm.rules import WorkerFact
 
     _store_with_digest(engine, "c1", [b"\x01" * 16])
     (stored,) = engine.events("kv_store_finished")
@@ -618,7 +619,7 @@ def test_the_store_records_its_digest_and_the_restore_says_it_was_verified(
 
 def test_a_digest_mismatch_is_a_failed_load_and_a_claim_scoped_refusal(
         engine: _Engine) -> None:
-    from residentkv.adapters.vllm.messages import LoadFailure, WorkerFact
+    from residentkv.adapters.vllm.rules import LoadFailure, WorkerFact
 
     _store_with_digest(engine, "c1", [b"\x01" * 16])
     engine.side.op.configure(failure_injection=[InjectionRule(claim_id="c1", mode="corrupt")])
@@ -654,7 +655,7 @@ def test_tensor_parallel_shares_fold_into_one_digest_in_rank_order(engine: _Engi
 
 def test_with_verification_off_nothing_is_digested_and_the_restore_says_unverified(
         engine: _Engine) -> None:
-    from residentkv.adapters.vllm.messages import WorkerFact
+    from residentkv.adapters.vllm.rules import WorkerFact
 
     engine.side.op.configure(verify_content=False)
     req = engine.start({"resident_claim": claim("c1")})

@@ -24,7 +24,7 @@ pytest.importorskip("openai")
 import openai
 
 from residentkv.adapters.vllm.config import InjectionRule
-from residentkv.adapters.vllm.witness import EXPECTED, Witness, make_claim
+from residentkv.adapters.vllm.witness import SCENARIOS, Witness, make_claim
 from residentkv.trace.gates import check_trace
 from residentkv.trace.reader import TraceReader
 
@@ -78,7 +78,7 @@ def test_server_scenarios_give_spec_gate_results(served: Witness, tmp_path: Path
                                                  scenario: str) -> None:
     run = served.run(scenario, 0, tmp_path)
     assert run.error is None, run.error
-    assert run.gates == EXPECTED[scenario], run.trace
+    assert run.gates == SCENARIOS[scenario].expects, run.trace
     assert run.matched, (run.checks, run.trace)
     # one stream, one writer: the reader finds no problem (seq strictly increasing, typed)
     assert not _problems(run.trace)

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("vllm")
 pytest.importorskip("openai")
 
-from residentkv.adapters.vllm.witness import EXPECTED, Witness
+from residentkv.adapters.vllm.witness import SCENARIOS, Witness
 
 pytestmark = pytest.mark.vllm
 
@@ -35,7 +35,7 @@ def test_tp2_scenarios_give_spec_gate_results(tp2: Witness, tmp_path: Path,
                                               scenario: str) -> None:
     run = tp2.run(scenario, 0, tmp_path)
     assert run.error is None, run.error
-    assert run.gates == EXPECTED[scenario], run.trace
+    assert run.gates == SCENARIOS[scenario].expects, run.trace
     assert run.matched, (run.checks, run.trace)
     with open(run.trace, encoding="utf-8") as fh:
         events = [json.loads(line) for line in fh if line.strip()]

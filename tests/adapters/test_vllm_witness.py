@@ -19,8 +19,7 @@ import pytest
 pytest.importorskip("vllm")
 
 from residentkv.adapters.vllm.witness import (
-    CHECKS,
-    EXPECTED,
+    SCENARIOS,
     Witness,
     make_claim,
     same_request,
@@ -68,8 +67,8 @@ def test_scenario_gives_spec_gate_results(witness: Witness, out_dir: Path, scena
     for i in range(repeat):
         run = witness.run(scenario, i, out_dir)
         assert run.error is None, run.error
-        assert run.gates == EXPECTED[scenario], (i, run.trace)
-        for check in CHECKS.get(scenario, ()):
+        assert run.gates == SCENARIOS[scenario].expects, (i, run.trace)
+        for check in SCENARIOS[scenario].checks:
             assert run.checks.get(check), (check, i, run.trace)
 
 

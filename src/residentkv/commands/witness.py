@@ -30,7 +30,7 @@ def _scenario_names() -> tuple[str, ...]:
     # The scenario list lives with the adapter; importing it pulls in no vLLM.
     from residentkv.adapters.vllm.witness import SCENARIOS
 
-    return SCENARIOS
+    return tuple(SCENARIOS)
 
 
 @click.group()

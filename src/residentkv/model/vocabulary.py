@@ -17,10 +17,12 @@ __all__ = [
     "ANCHOR_KINDS",
     "CLASSES",
     "CONTROLS",
+    "DEVICE_TIER",
     "FLEET_GATE",
     "FLEET_REQUIREMENTS",
     "GATE_NAMES",
     "GRANTING_CLASSES",
+    "HOST_TIER",
     "OBLIGATIONS",
     "OBLIGATION_SHORT",
     "AnchorKind",
@@ -139,6 +141,12 @@ class ObligationName(StrEnum):
     MATERIALIZATION_PREDICATE = "materialization_predicate"
     ORDERED_LIFECYCLE = "ordered_lifecycle"
     CLAIM_SCOPED_OUTCOMES = "claim_scoped_outcomes"
+
+
+#: the tier names KV events carry (``from_tier``, ``to_tier``, ``claim_materialized.tier``):
+#: the runtime's device KV cache and the connector's host tier
+DEVICE_TIER = "device"
+HOST_TIER = "host"
 
 
 class OutcomeType(StrEnum):

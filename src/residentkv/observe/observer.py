@@ -23,6 +23,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from residentkv.model.predicate import evaluate_predicate
+from residentkv.model.vocabulary import DEVICE_TIER
 from residentkv.observe.chains import ChainIndex, Change, Tracked
 from residentkv.observe.claims import ObservedClaim
 from residentkv.observe.wire import (
@@ -36,8 +37,6 @@ from residentkv.observe.wire import (
 from residentkv.trace.writer import EventWriter
 
 SOURCE = "residentkv.observer"
-#: the tier name claim_materialized carries: the runtime's device KV cache, as in the adapter
-DEVICE_TIER = "device"
 #: vLLM's KV events name blocks by hash only; block_evicted.block_id says "not published"
 NO_BLOCK_ID = -1
 

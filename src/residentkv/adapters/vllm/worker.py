@@ -5,7 +5,7 @@ the jobs the scheduler side planned -- stores after the forward that computed th
 either through vLLM's asynchronous-load protocol (the request waits in
 ``WAITING_FOR_REMOTE_KVS``, completion is reported by ``get_finished``; default) or synchronously
 before the forward that reads them -- and reports what it did as rank-tagged
-:class:`~residentkv.adapters.vllm.messages.WorkerFact` records in the connector's worker
+:class:`~residentkv.adapters.vllm.rules.WorkerFact` records in the connector's worker
 metadata. It writes no events and reads no operator state: the scheduler side is the only writer,
 and the failure injection arrives already decided in the job.
 """
@@ -18,13 +18,8 @@ from typing import TYPE_CHECKING, Any
 from vllm.logger import init_logger
 
 from residentkv.adapters.vllm.host_tier import HostPool
-from residentkv.adapters.vllm.messages import (
-    LoadFailure,
-    LoadJob,
-    ResidentWorkerMetadata,
-    StoreJob,
-    WorkerFact,
-)
+from residentkv.adapters.vllm.messages import ResidentWorkerMetadata
+from residentkv.adapters.vllm.rules import LoadFailure, LoadJob, StoreJob, WorkerFact
 from residentkv.model.predicate import evaluate_predicate
 
 if TYPE_CHECKING:
