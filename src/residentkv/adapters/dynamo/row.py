@@ -30,7 +30,7 @@ __all__ = ["ROW_FILE", "RowVerdict", "classify_row", "runtime_sources"]
 
 ROW_FILE = "dynamo_residentkv_adapter.yaml"
 TRACE_DIR = Path("traces") / "fleet"
-PRODUCER = "the fleet run of this process (residentkv.adapters.dynamo run)"
+PRODUCER = "the fleet replicas this run started (make fleet)"
 #: the classes that grant (SPEC §7: 1-3)
 POSITIVE = frozenset({"native_conformance", "adapter_policy_evidence",
                       "adapter_observational_evidence"})
