@@ -389,6 +389,14 @@ _CODES: list[Code] = [
          "a claim's KV belongs to the tenant that registered it; another tenant's request "
          "must never receive it, on any replica",
          "claim_reused of c-1 (owner tenant:a) for a request started by tenant:b"),
+    Code("F018", "illegal_transition",
+         "an event of a claim, or of a request naming it, is a step the automaton does not "
+         "allow in that replica's stream",
+         "the fleet gate applies the single-stream automaton (SPEC §4.2) to each replica's "
+         "stream: a claim's history on a replica must be a legal run before any fleet "
+         "requirement can speak for it",
+         "claim_rejected of c-1 on replica r1, then claim_rejected of c-1 again on r1 "
+         "(decided_twice)"),
 
     # --- residentkv observe: claims on a runtime's own KV event stream (docs/observe.md) ---
     Code("L030", "invalid_claims_file", "the observer's claims file is not a list of claims "

@@ -4,10 +4,13 @@ Three families, each built from a seed by :class:`random.Random` (hypothesis dra
 and a few sizes, as tests/strategies/traces.py does):
 
 1. **legal** fleets (:func:`build_legal`): distinct named replicas; each claim registered on its
-   home replica by a claim-carrying request; reuse requests of the owner on the home replica,
-   rejections anywhere, restore failures refused, releases; unclaimed noise requests and
-   counters. The requests of one replica interleave event by event; the replicas interleave on
-   one shared clock. A legal fleet passes ``fleet_outcome``.
+   home replica by a claim-carrying request (materialized, stored, offloaded); reuse requests
+   of the owner on the home replica (each a restore cycle labelled above the last), rejections
+   on the other replicas (a replica names a claim in its first decision of it only), restore
+   failures refused, releases; unclaimed noise requests and counters. Every stream is a legal
+   run of the automaton (SPEC §4.2): one claim's requests on its home follow each other, other
+   requests interleave event by event; the replicas interleave on one shared clock. A legal
+   fleet passes ``fleet_outcome``.
 2. **defects** (:data:`DEFECTS`): name -> function that changes a legal fleet and returns the
    requirement id it must break (or None when it found nothing to break). 1–3 per fleet.
 3. **free** fleets (:func:`build_free`): events drawn from a small vocabulary of ids, claims,
@@ -69,16 +72,33 @@ def rejected(c: str | None, q: str | None) -> Ev:
     return ev("claim_rejected", c, q, reason="no such claim here")
 
 
-def restored(c: str | None, q: str | None, source: str = "offload_tier") -> Ev:
-    return ev("claim_restored", c, q, generation=0, source=source)
+def resident(c: str, q: str) -> list[Ev]:
+    """Materialized holding, stored and offloaded to the host tier."""
+    return [ev("claim_materialized", c, q, surviving=2, leading=2, required=2, holds=True,
+               tier="device"),
+            ev("kv_store_started", c, q, job_id=0, bytes=4096, from_tier="device",
+               to_tier="host"),
+            ev("kv_store_finished", c, q, job_id=0, bytes=4096, success=True,
+               from_tier="device", to_tier="host"),
+            ev("claim_offloaded", c, q, generation=0, from_tier="device", to_tier="host",
+               block_count=2)]
 
 
-def reused(c: str | None, q: str | None) -> Ev:
-    return ev("claim_reused", c, q, generation=0, holds=True)
+def required(c: str | None, q: str | None, g: int = 0) -> Ev:
+    return ev("claim_restore_required", c, q, generation=g, from_tier="host", to_tier="device",
+              tokens=256)
 
 
-def restore_failed(c: str | None, q: str | None) -> Ev:
-    return ev("claim_restore_failed", c, q, generation=0, reason="injected", injected=True,
+def restored(c: str | None, q: str | None, source: str = "offload_tier", g: int = 0) -> Ev:
+    return ev("claim_restored", c, q, generation=g, source=source)
+
+
+def reused(c: str | None, q: str | None, g: int = 0) -> Ev:
+    return ev("claim_reused", c, q, generation=g, holds=True)
+
+
+def restore_failed(c: str | None, q: str | None, g: int = 0) -> Ev:
+    return ev("claim_restore_failed", c, q, generation=g, reason="injected", injected=True,
               outcome_type="refusal", outcome_claim_id=c)
 
 
@@ -144,6 +164,7 @@ def build_legal(seed: int, replicas: int, claims: int, extra: int) -> GenFleet:
     scripts: list[list[list[Ev]]] = [[] for _ in range(replicas)]
     homes = {f"c{j}": (rng.randrange(replicas), rng.choice(OWNERS)) for j in range(claims)}
     live = set(homes)
+    cycles = dict.fromkeys(homes, -1)
     n = 0
 
     def request() -> str:
@@ -151,27 +172,36 @@ def build_legal(seed: int, replicas: int, claims: int, extra: int) -> GenFleet:
         n += 1
         return f"q{n}"
 
+    # one script per claim on its home: its requests follow each other (a cycle is closed
+    # before the next opens, nothing of the claim after it ended)
+    threads: dict[str, list[Ev]] = {}
     for c, (h, owner) in homes.items():
         q = request()
-        scripts[h].append([start(q, c, owner), accepted(c, q, owner), finish(q)])
+        threads[c] = [start(q, c, owner), accepted(c, q, owner), *resident(c, q), finish(q)]
+        scripts[h].append(threads[c])
     for _ in range(extra):
         what = rng.choice(("reuse", "reuse", "reject", "refuse", "release", "noise"))
         c = rng.choice(sorted(homes))
         h, owner = homes[c]
         q = request()
-        if what == "reuse":
-            scripts[h].append([start(q, c, owner), restored(c, q), reused(c, q), finish(q)])
+        if what in ("reuse", "refuse") and c in live:
+            g = cycles[c] = cycles[c] + 1
+            if what == "reuse":
+                threads[c] += [start(q, c, owner), required(c, q, g), restored(c, q, g=g),
+                               reused(c, q, g), finish(q)]
+            else:
+                live.discard(c)
+                threads[c] += [start(q, c, owner), required(c, q, g), restore_failed(c, q, g),
+                               refused(c, q), finish(q, "error")]
         elif what == "reject":
-            other = rng.choice((c, f"x{n}"))
-            scripts[rng.randrange(replicas)].append(
+            # a claim is rejected only where it has no home (its home accepted it)
+            others = [i for i in range(replicas) if i != h]
+            other = rng.choice((c, f"x{n}")) if others else f"x{n}"
+            scripts[rng.choice(others) if other == c else rng.randrange(replicas)].append(
                 [start(q, other, rng.choice(OWNERS)), rejected(other, q), finish(q)])
-        elif what == "refuse" and c in live:
-            live.discard(c)
-            scripts[h].append([start(q, c, owner), restore_failed(c, q), refused(c, q),
-                               finish(q, "error")])
         elif what == "release" and c in live:
             live.discard(c)
-            scripts[h].append([released(c)])
+            threads[c].append(released(c))
         else:
             scripts[rng.randrange(replicas)].append(
                 [start(q, None, rng.choice(OWNERS)), ev("generic_counter", name="x", value=1),
@@ -186,7 +216,26 @@ def build_legal(seed: int, replicas: int, claims: int, extra: int) -> GenFleet:
             if i != h:
                 q = request()
                 fleet.tails[i] = [start(q, c, owner), rejected(c, q), finish(q)]
+    for i, stream in enumerate(fleet.streams):
+        tail = fleet.tails.get(i, [])
+        named = _name_first_decisions([*stream, *tail])
+        fleet.streams[i], fleet.tails[i] = named[:len(stream)], named[len(stream):]
     return fleet
+
+
+def _name_first_decisions(events: list[Ev]) -> list[Ev]:
+    """A replica names a claim in its first decision of it only: a later rejection of a claim
+    it decided names none (naming it would decide it twice, SPEC §4.2)."""
+    decided: set[str] = set()
+    out = []
+    for e in events:
+        c = e["claim_id"]
+        if e["event"] == "claim_rejected" and c in decided:
+            e = {**e, "claim_id": None}
+        elif e["event"] in ("claim_accepted", "claim_rejected") and c is not None:
+            decided.add(c)
+        out.append(e)
+    return out
 
 
 def _interleave(rng: random.Random, scripts: list[list[Ev]]) -> list[Ev]:

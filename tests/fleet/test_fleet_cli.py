@@ -18,7 +18,7 @@ RunCli = Callable[..., tuple[int, str, str]]
 def test_a_passing_fleet_exits_0(cli_run: RunCli, tmp_path: Path) -> None:
     rc, out, err = cli_run("fleet", "check", *map(str, write_fleet(tmp_path, *healthy())))
     assert rc == 0, out + err
-    assert "fleet_outcome: pass (4/4 requirements met)" in out
+    assert "fleet_outcome: pass (5/5 requirements met)" in out
     assert "boundary:" in out and "one clock" in out
 
 
@@ -31,7 +31,7 @@ def test_a_failing_fleet_exits_1_with_located_errors(cli_run: RunCli, tmp_path: 
     line = len(r1.events) - 1
     assert f"{paths[1]}:{line}:1: error[F006 no_decision]: request 'q8'" in out
     assert "missing one_outcome_per_claimed_request: " in out
-    assert "fleet_outcome: FAIL (3/4 requirements met)" in out
+    assert "fleet_outcome: FAIL (4/5 requirements met)" in out
 
 
 def test_json_output(cli_run: RunCli, tmp_path: Path) -> None:
@@ -44,7 +44,8 @@ def test_json_output(cli_run: RunCli, tmp_path: Path) -> None:
     assert doc["passed"] is False and doc["missing"] == ["replicas_identified"]
     assert doc["problems"][0]["code"] == "F003" and doc["problems"][0]["line"] == 1
     assert doc["requirements"] == ["replicas_identified", "claim_single_home",
-                                   "one_outcome_per_claimed_request", "no_cross_tenant"]
+                                   "one_outcome_per_claimed_request", "no_cross_tenant",
+                                   "legal_transitions"]
     assert {r["request_id"] for r in doc["requests"]} == {"q1", "q2", "q3", "q4", "q5"}
 
 
@@ -77,7 +78,11 @@ def test_binary_stream_is_located_not_a_crash(cli_run: RunCli, tmp_path: Path) -
     paths[1].write_bytes(paths[1].read_bytes() + b"\xff\xfe\n")
     rc, out, err = cli_run("fleet", "check", *map(str, paths))
     assert rc == 1 and "Traceback" not in out + err
-    assert f"{paths[1]}:12:1: error[T008 not_text]" in out
+    assert f"{paths[1]}:{len(r1_lines(paths[1]))}:1: error[T008 not_text]" in out
+
+
+def r1_lines(path: Path) -> list[bytes]:
+    return path.read_bytes().splitlines()
 
 
 def test_usage_errors_exit_2(cli_run: RunCli, tmp_path: Path) -> None:
@@ -90,7 +95,7 @@ def test_usage_errors_exit_2(cli_run: RunCli, tmp_path: Path) -> None:
 
 def test_explain_knows_every_fleet_code(cli_run: RunCli) -> None:
     fleet_codes = [c for c in CODES.values() if c.id.startswith("F")]
-    assert len(fleet_codes) == 17
+    assert len(fleet_codes) == 18
     for code in fleet_codes:
         rc, out, _ = cli_run("explain", code.id)
         assert rc == 0 and out.startswith(f"{code.id} {code.name} (finding code, phase fleet)")

@@ -1,5 +1,6 @@
 """Gate fleet_outcome on hand-written fleets: one passing fleet, then one defect at a time
-(each must fail exactly its requirement, located), then defects combined.
+(each must fail exactly its requirement, located, and legal_transitions too where the defect is
+also a step the automaton refuses), then defects combined.
 
 Every fleet is judged by both the streaming gate and the reference semantics, which must agree.
 """
@@ -15,6 +16,7 @@ from residentkv.fleet import FleetJudgement, FleetProblem, judge_fleet, referenc
 
 IDENTIFIED, SINGLE_HOME = "replicas_identified", "claim_single_home"
 ONE_OUTCOME, NO_CROSS_TENANT = "one_outcome_per_claimed_request", "no_cross_tenant"
+LEGAL = "legal_transitions"
 
 
 def judge(tmp_path: Path, *replicas: Replica) -> FleetJudgement:
@@ -27,9 +29,12 @@ def judge_paths(paths: list[Path]) -> FleetJudgement:
     return ours
 
 
-def only(j: FleetJudgement, requirement: str, code: str) -> FleetProblem:
-    """The judgement fails exactly *requirement*, and a problem with *code* says where."""
-    assert j.missing == [requirement], [p.render() for p in j.problems]
+def only(j: FleetJudgement, requirement: str, code: str, *,
+         illegal: bool = False) -> FleetProblem:
+    """The judgement fails exactly *requirement* (and legal_transitions when *illegal*), and a
+    problem with *code* says where."""
+    wanted = sorted({requirement, LEGAL} if illegal else {requirement})
+    assert j.missing == wanted, [p.render() for p in j.problems]
     assert not j.passed
     found = [p for p in j.problems if p.code == code]
     assert found, [p.render() for p in j.problems]
@@ -60,7 +65,7 @@ def test_healthy_fleet_passes_with_every_decision_kind(tmp_path: Path) -> None:
                                     ["restore_failed", "refused"]])
 def test_a_refusal_is_one_decision_whichever_events_carry_it(tmp_path: Path,
                                                              events: list[str]) -> None:
-    r0 = Replica("r0", Clock()).registered("c1", "q1").start("q2", "c1")
+    r0 = Replica("r0", Clock()).registered("c1", "q1").start("q2", "c1").required("c1", "q2")
     for name in events:
         getattr(r0, name)("c1", "q2")
     j = judge(tmp_path, r0.finish("q2", "error"))
@@ -156,19 +161,25 @@ def _one_request(*steps: str, claim: str = "c1") -> Replica:
     return r0
 
 
-@pytest.mark.parametrize(("steps", "code"), [
-    (("finish",), "F006"),
-    (("reuse", "reject", "finish"), "F007"),
-    (("reuse", "restore_failed", "finish"), "F007"),
-    (("reject", "reject", "finish"), "F007"),
-    (("finish", "reject"), "F009"),
-    (("reject",), "F010"),
-    (("restore_failed", "refused", "finish", "refused"), "F009"),
+# a rejection naming c1 where c1 was accepted, a restore failure after the restore, a
+# refusal after the finish: steps the automaton refuses as well (legal_transitions)
+@pytest.mark.parametrize(("steps", "code", "illegal"), [
+    (("finish",), "F006", False),
+    (("reuse", "reject", "finish"), "F007", True),
+    (("reuse", "unnamed", "finish"), "F007", False),
+    (("reuse", "restore_failed", "finish"), "F007", True),
+    (("reject", "reject", "finish"), "F007", True),
+    (("unnamed", "unnamed", "finish"), "F007", False),
+    (("finish", "reject"), "F009", True),
+    (("finish", "unnamed"), "F009", False),
+    (("reject",), "F010", True),
+    (("unnamed",), "F010", False),
+    (("required", "restore_failed", "refused", "finish", "refused"), "F009", True),
 ])
 def test_one_decision_before_the_finish(tmp_path: Path, steps: tuple[str, ...],
-                                        code: str) -> None:
+                                        code: str, illegal: bool) -> None:
     j = judge(tmp_path, _one_request(*steps))
-    p = only(j, ONE_OUTCOME, code)
+    p = only(j, ONE_OUTCOME, code, illegal=illegal)
     assert p.request_id == "q2"
     assert [r.passed for r in j.requests] == [True, False]
 
@@ -203,9 +214,10 @@ def test_an_unnamed_rejection_of_a_claim_held_here_is_its_decision(tmp_path: Pat
 
 def test_fallback_recompute_is_no_reuse(tmp_path: Path) -> None:
     r0 = Replica("r0", Clock()).registered("c1", "q1").start("q2", "c1")
-    r0.restore("c1", "q2", "fallback_recompute")
+    r0.required("c1", "q2").restore("c1", "q2", "fallback_recompute")
     r0.add("claim_reused", "c1", "q2", generation=0, holds=True).finish("q2")
-    p = only(judge(tmp_path, r0), ONE_OUTCOME, "F011")
+    # the reuse after a recompute is refused by the automaton too
+    p = only(judge(tmp_path, r0), ONE_OUTCOME, "F011", illegal=True)
     assert p.line == line_of(r0, "claim_restored")
 
 
@@ -221,7 +233,7 @@ def test_one_request_id_with_a_claim_on_two_replicas(tmp_path: Path) -> None:
 
 def test_a_request_started_twice(tmp_path: Path) -> None:
     r0 = Replica("r0", Clock()).registered("c1", "q1").start("q1", "c1")
-    p = only(judge(tmp_path, r0), ONE_OUTCOME, "F013")
+    p = only(judge(tmp_path, r0), ONE_OUTCOME, "F013", illegal=True)
     assert p.line == line_of(r0, "request_started", 1)
 
 
@@ -251,7 +263,7 @@ def test_a_fleet_without_claim_carrying_requests_shows_nothing(tmp_path: Path) -
 def test_reuse_by_another_tenant_on_the_home_replica(tmp_path: Path) -> None:
     r0 = Replica("r0", Clock()).registered("c1", "q1").reused("c1", "q2", owner="tenant:b")
     j = judge(tmp_path, r0)
-    p = only(j, NO_CROSS_TENANT, "F017")
+    p = only(j, NO_CROSS_TENANT, "F017", illegal=True)
     assert p.line == line_of(r0, "claim_restored") and "tenant:b" in p.message
     assert len([x for x in j.problems if x.code == "F017"]) == 1  # one per request and claim
 
@@ -260,14 +272,75 @@ def test_restore_by_another_tenant_on_another_replica(tmp_path: Path) -> None:
     clock = Clock()
     r0 = Replica("r0", clock).registered("c1", "q1")
     r1 = Replica("r1", clock).reused("c1", "q2", owner="tenant:b")
-    p = only(judge(tmp_path, r0, r1), NO_CROSS_TENANT, "F017")
+    p = only(judge(tmp_path, r0, r1), NO_CROSS_TENANT, "F017", illegal=True)
     assert p.path is not None and p.path.endswith("r1-1.jsonl")
 
 
 def test_restore_for_a_request_of_unknown_owner(tmp_path: Path) -> None:
     r0 = Replica("r0", Clock()).registered("c1", "q1").restore("c1", "q9")
-    p = only(judge(tmp_path, r0), NO_CROSS_TENANT, "F017")
+    p = only(judge(tmp_path, r0), NO_CROSS_TENANT, "F017", illegal=True)
     assert "no request_started" in p.message
+
+
+# ---------------------------------------------------------------------- legal_transitions
+
+
+def test_an_illegal_step_in_one_replica_fails_the_fleet(tmp_path: Path) -> None:
+    """A reuse with no restore cycle on an offloaded claim: one decision, so every other
+    requirement holds; SPEC §4.2 refuses the step on that replica's stream."""
+    r0, r1 = healthy()
+    r0.registered("c3", "q6").start("q7", "c3")
+    r0.add("claim_reused", "c3", "q7", generation=0, holds=True).finish("q7")
+    j = judge(tmp_path, r0, r1)
+    p = only(j, LEGAL, "F018")
+    reuse = line_of(r0, "claim_reused", claim_id="c3")
+    assert (p.replica, p.claim_id, p.line) == ("r0", "c3", reuse)
+    assert p.path is not None and p.path.endswith("r0-0.jsonl")
+    assert p.illegal is not None
+    assert (p.illegal.seq, p.illegal.event, p.illegal.state, p.illegal.violation) == (
+        reuse - 1, "claim_reused", "offloaded", "reuse_before_restore")
+    assert p.illegal.why and p.illegal.why in p.message and "replica 'r0'" in p.message
+    assert all(r.passed for r in j.requests)  # the fleet's own requirements still hold
+
+
+def test_a_claim_rejected_twice_by_one_replica_is_decided_twice(tmp_path: Path) -> None:
+    r0, r1 = healthy()
+    r1.rejected("c9", "q6")  # r1 rejected c9 (q4) before: naming it again decides it twice
+    p = only(judge(tmp_path, r0, r1), LEGAL, "F018")
+    assert p.illegal is not None and p.illegal.violation == "decided_twice"
+    assert (p.replica, p.claim_id, p.line) == ("r1", "c9", line_of(r1, "claim_rejected", 1))
+
+
+def test_a_later_rejection_where_the_claim_was_rejected_may_name_none(tmp_path: Path) -> None:
+    r0, r1 = healthy()
+    r1.start("q6", "c9").unnamed("c9", "q6").finish("q6")
+    j = judge(tmp_path, r0, r1)
+    assert j.passed, [p.render() for p in j.problems]
+    assert {r.request_id: r.decision for r in j.requests}["q6"] == "rejected"
+
+
+def test_an_unfinished_failure_chain_is_located_at_its_first_event(tmp_path: Path) -> None:
+    r0 = Replica("r0", Clock()).registered("c1", "q1").start("q2", "c1").required("c1", "q2")
+    r0.restore_failed("c1", "q2").refused("c1", "q2")  # the stream ends before q2 finishes
+    j = judge(tmp_path, r0)
+    assert j.missing == sorted([LEGAL, ONE_OUTCOME])
+    (p,) = [p for p in j.problems if p.code == "F018"]
+    assert p.illegal is not None and p.illegal.violation == "failure_never_finished"
+    assert p.line == line_of(r0, "claim_restore_failed")
+
+
+def test_each_replica_is_judged_on_its_own_stream(tmp_path: Path) -> None:
+    """Legal on its home, c1 is illegal on r1, where it was never accepted; one problem per
+    stream and claim."""
+    clock = Clock()
+    r0, r1 = Replica("r0", clock).registered("c1", "q1"), Replica("r1", clock)
+    r1.start("q2", "c1").reuse("c1", "q2").finish("q2")
+    j = judge(tmp_path, r0, r1)
+    assert j.missing == [LEGAL]
+    (p,) = j.problems
+    assert p.illegal is not None
+    assert (p.replica, p.illegal.state, p.illegal.violation) == (
+        "r1", "start", "before_acceptance")
 
 
 # -------------------------------------------------------------------- claims: held / lost
@@ -321,16 +394,16 @@ def test_every_requirement_broken_at_once(tmp_path: Path) -> None:
     r1.events[0]["replica"] = "r0"                     # replicas_identified
     r1.registered("c1", "q7")                           # claim_single_home
     r0.start("q8", "c1").finish("q8")                   # one_outcome: no decision
-    r0.reused("c1", "q9", owner="tenant:b")             # no_cross_tenant
+    r0.reused("c1", "q9", owner="tenant:b")             # no_cross_tenant, legal_transitions
     j = judge(tmp_path, r0, r1)
-    assert j.missing == sorted([IDENTIFIED, SINGLE_HOME, ONE_OUTCOME, NO_CROSS_TENANT])
-    assert {p.code for p in j.problems} == {"F004", "F005", "F006", "F017"}
+    assert j.missing == sorted([IDENTIFIED, SINGLE_HOME, ONE_OUTCOME, NO_CROSS_TENANT, LEGAL])
+    assert {p.code for p in j.problems} == {"F004", "F005", "F006", "F017", "F018"}
     assert all(p.line is not None and p.col == 1 for p in j.problems)
 
 
 def test_several_defects_of_one_request(tmp_path: Path) -> None:
     r0 = Replica("r0", Clock()).registered("c1", "q1").start("q2", "c1")
-    r0.restore("c1", "q2", "fallback_recompute").reject("c2", "q2")
+    r0.required("c1", "q2").restore("c1", "q2", "fallback_recompute").reject("c2", "q2")
     j = judge(tmp_path, r0)
     assert j.missing == [ONE_OUTCOME]
     assert sorted(p.code for p in j.problems) == ["F006", "F008", "F010", "F011"]

@@ -41,12 +41,15 @@ class Fleet:
         return vd.resolve(self.sent, self.traces)
 
 
-def _judged(f: Fleet, *, lost: tuple[str, ...] = (), missing: tuple[str, ...] = ()
-            ) -> FleetJudgement:
+def _judged(f: Fleet, *, lost: tuple[str, ...] = (), missing: tuple[str, ...] = (),
+            failing: tuple[str, ...] = ()) -> FleetJudgement:
     """A fleet judgement in which every claim-carrying request of *f* was rejected (the only
-    decision these scenarios expect), *lost* claims were lost and *missing* were not met."""
+    decision these scenarios expect) but those in *failing* (no decision, failed), *lost*
+    claims were lost and *missing* were not met."""
     requests = [FleetRequest(replica=name, path=name, request_id=e["request_id"],
-                             claim_ref=e["claim_ref"], decision="rejected", passed=True, line=i)
+                             claim_ref=e["claim_ref"],
+                             decision=None if e["request_id"] in failing else "rejected",
+                             passed=e["request_id"] not in failing, line=i)
                 for name, events in f.traces.items() for i, e in enumerate(events, 1)
                 if e["event"] == "request_started" and e.get("claim_ref")]
     claims = [FleetClaim(claim_id=c, home="A", home_path="A", owner_scope="tenant:a",
@@ -98,14 +101,20 @@ def test_owner_restore_fails_on_the_wrong_replica_or_a_silent_recompute() -> Non
     assert not silent.checks["every routed reuse restored from the home's host tier"]
 
 
-def test_not_held_elsewhere_needs_a_named_not_held_rejection_without_host_read() -> None:
+def test_not_held_elsewhere_needs_a_not_held_rejection_of_the_claim_without_host_read() -> None:
     f = Fleet()
     f.request("not_held_elsewhere/reuse-on-B", "B", "c", _not_held("c"), via="direct:B")
     assert vd.not_held_elsewhere(f.res(), _judged(f)).held
+    # unnamed: the claim's rejection only where the replica decided it before, which the fleet
+    # view judges (SPEC §4.2: a claim is named in a replica's first decision of it only)
     g = Fleet()
     g.request("not_held_elsewhere/reuse-on-B", "B", "c",
               _ev("claim_rejected", None, claim_id=None, reason="not held: ..."), via="direct:B")
-    assert not vd.not_held_elsewhere(g.res(), _judged(g)).held
+    assert vd.not_held_elsewhere(g.res(), _judged(g)).held
+    assert not vd.not_held_elsewhere(g.res(), _judged(g, failing=("r1",))).held
+    other = Fleet()
+    other.request("not_held_elsewhere/reuse-on-B", "B", "c", _not_held("d"), via="direct:B")
+    assert not vd.not_held_elsewhere(other.res(), _judged(other)).held
     h = Fleet()
     h.request("not_held_elsewhere/reuse-on-B", "B", "c", _ev("kv_load_started", None),
               _not_held("c"), via="direct:B")

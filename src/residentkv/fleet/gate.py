@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from residentkv.fleet import view as v
+from residentkv.fleet.legal import StreamLegality
 from residentkv.fleet.model import (
     Decision,
     FleetClaim,
@@ -102,7 +103,10 @@ class _Pass:
         #: claim-carrying requests that finished (their verdict can only get worse)
         self.closed: dict[str, _Req] = {}
         self.accepts: dict[str, _Accept] = {}
+        #: claims a claim_rejected naming them decided in this stream
+        self.rejected: set[str] = set()
         self.handovers: dict[tuple[str | None, str], _Handover] = {}
+        self.legal = StreamLegality()
 
     def feed(self, line: int, e: Event) -> None:
         """Take the next valid event of the stream."""
@@ -111,6 +115,7 @@ class _Pass:
         self.events += 1
         ts = int(e.ts_ns)
         self.end_ts = ts if self.end_ts is None else max(self.end_ts, ts)
+        self.legal.feed(line, e)
         name, r = e.event, e.request_id
         if name == "request_started":
             self._start(line, e)
@@ -171,7 +176,8 @@ class _Pass:
         kind = v.DECISION_OF.get(e.event)
         if kind is None:
             return
-        if not v.names_claim(e, row.claim, row.claim in self.accepts):
+        if not v.names_claim(e, row.claim, row.claim in self.accepts
+                             or row.claim in self.rejected):
             self.gate.add(v.other_claim(self.path, line, row.request_id, row.claim, e.event,
                                         e.claim_id), row)
             return
@@ -197,6 +203,8 @@ class _Pass:
             return
         if name == "claim_accepted" and c not in self.accepts:
             self.accepts[c] = _Accept(c, self.index, self.path, line, int(e.ts_ns), e.owner_scope)
+        elif name == "claim_rejected":
+            self.rejected.add(c)
         elif name in v.ENDINGS and c in self.accepts:
             self.accepts[c].ended = True
         elif name in v.HANDOVERS:
@@ -218,6 +226,8 @@ class _Pass:
         """The stream is over: settle its requests, hand its claim facts to the fleet."""
         for req in [*self.open.values(), *self.closed.values()]:
             self._settle(req)
+        for claim, step, line in self.legal.end():
+            self.gate.add(v.illegal_transition(self.path, line, self.replica, claim, step))
         for found in opened.problems:
             self.gate.add(found)
         self.gate.hidden += opened.hidden

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from residentkv.findings import location, render_line
 from residentkv.model.vocabulary import FLEET_GATE, FLEET_REQUIREMENTS
+from residentkv.trace.gates import IllegalStep
 
 FLEET_SCHEMA = "residentkv.fleet-check/v1"
 
@@ -24,7 +25,8 @@ BOUNDARY = (
     "claim-carrying request and tenant isolation, ordering events across streams by ts_ns on "
     "the assumption that every replica stamps them from one clock (as on one host); not what "
     "happened in streams that were not given, nor that each claim's lifecycle within its "
-    "replica is legal (run `residentkv trace check` on each stream for that)"
+    "replica meets a single-stream gate's chain (run `residentkv trace check` on each stream "
+    "for that); each stream's legality under the automaton is judged"
 )
 
 
@@ -42,6 +44,10 @@ class FleetProblem(BaseModel):
     col: int | None = None
     request_id: str | None = None
     claim_id: str | None = None
+    #: requirement legal_transitions: the replica whose stream holds the illegal step, and the
+    #: step (seq, event, the state it met, the violation and why)
+    replica: str | None = None
+    illegal: IllegalStep | None = None
 
     @property
     def location(self) -> str:

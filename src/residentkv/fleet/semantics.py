@@ -32,6 +32,7 @@ from residentkv.fleet.model import (
     FleetStream,
 )
 from residentkv.fleet.view import Event
+from residentkv.trace.gates import check_events
 
 Lines = list[tuple[int, Event]]
 
@@ -108,6 +109,7 @@ def judge_streams(streams: list[Stream]) -> FleetJudgement:
     rows, outcome = claimed_requests(streams)
     problems += outcome
     problems += cross_tenant(streams, homes)
+    problems += legal_transitions(streams)
     claims = [claim_record(c, homes[c], rows) for c in sorted(homes)]
     paths = [s.path for s in streams]
     ordered = v.sort_problems(problems, paths)
@@ -256,7 +258,7 @@ def judge_row(row: Row, rows: list[Row]) -> list[FleetProblem]:
             continue
         if e.event not in v.DECISION_OF:
             continue
-        if not v.names_claim(e, c, _accepted_before(s, line, c)):
+        if not v.names_claim(e, c, _decided_before(s, line, c)):
             out.append(v.other_claim(s.path, line, r, c, e.event, e.claim_id))
             continue
         named.append((line, e))
@@ -272,8 +274,8 @@ def judge_row(row: Row, rows: list[Row]) -> list[FleetProblem]:
     return out
 
 
-def _accepted_before(s: Stream, line: int, claim: str) -> bool:
-    return any(e.event == "claim_accepted" and e.claim_id == claim
+def _decided_before(s: Stream, line: int, claim: str) -> bool:
+    return any(e.event in ("claim_accepted", "claim_rejected") and e.claim_id == claim
                for ln, e in s.events if ln < line)
 
 
@@ -334,6 +336,25 @@ def cross_tenant(streams: list[Stream], homes: dict[str, Accept]) -> list[FleetP
             seen.add(key)
             out.append(v.cross_tenant(s.path, line, e.request_id, e.claim_id, e.event, owner,
                                       start is not None, claim_owner))
+    return out
+
+
+# ---------------------------------------------------------------------- legal_transitions
+
+
+def legal_transitions(streams: list[Stream]) -> list[FleetProblem]:
+    """SPEC §4.2, per replica stream: every claim the stream names has a legal history there,
+    as the single-stream gates judge it (their ``legal_transitions``, on that stream alone).
+    One problem per stream and claim, at the claim's first illegal step."""
+    out = []
+    for s in streams:
+        events = [e for _, e in s.events]
+        lines = {e.seq: line for line, e in s.events}
+        for c in dict.fromkeys(e.claim_id for e in events if e.claim_id is not None):
+            (result,) = check_events(events, ("observation",), claim_id=c)
+            if result.illegal is not None:
+                out.append(v.illegal_transition(s.path, lines.get(result.illegal.seq),
+                                                s.replica, c, result.illegal))
     return out
 
 

@@ -16,6 +16,7 @@ from residentkv.codes import lookup
 from residentkv.errors import TraceReadError
 from residentkv.fleet.model import Decision, FleetProblem
 from residentkv.model.vocabulary import FleetRequirement
+from residentkv.trace.gates import IllegalStep
 from residentkv.trace.reader import TraceReader
 from residentkv.trace.tracker import ENDINGS as TRACKER_ENDINGS
 
@@ -27,6 +28,7 @@ IDENTIFIED = R.REPLICAS_IDENTIFIED.value
 SINGLE_HOME = R.CLAIM_SINGLE_HOME.value
 ONE_OUTCOME = R.ONE_OUTCOME_PER_CLAIMED_REQUEST.value
 NO_CROSS_TENANT = R.NO_CROSS_TENANT.value
+LEGAL = R.LEGAL_TRANSITIONS.value
 
 #: event type -> the decision it makes for the request it names
 DECISION_OF: dict[str, Decision] = {
@@ -50,13 +52,14 @@ def is_fallback(e: Event) -> bool:
     return bool(e.event == "claim_restored" and e.source == "fallback_recompute")
 
 
-def names_claim(e: Event, claim: str, held_here: bool) -> bool:
+def names_claim(e: Event, claim: str, decided_here: bool) -> bool:
     """Whether decision *e* is about *claim*. A rejection may leave the claim unnamed only on a
-    replica where the claim was accepted before: naming it there would write another owner's
-    (or a closed claim's) history; where the replica never held it, it must name it."""
+    replica where the claim was decided (accepted or rejected, naming it) before: naming it
+    there again would write a second decision into that claim's history on the replica, which
+    the automaton refuses (SPEC §4.2); where the replica never decided it, it must name it."""
     if e.claim_id == claim:
         return True
-    return e.event == "claim_rejected" and e.claim_id is None and held_here
+    return e.event == "claim_rejected" and e.claim_id is None and decided_here
 
 
 def replica_name(e: Event) -> str | None:
@@ -116,12 +119,14 @@ def read_all(path: str | Path) -> tuple[list[tuple[int, Event]], OpenedStream]:
 
 def problem(code: str, requirement: str, message: str, *, path: str | None = None,
             line: int | None = None, col: int | None = None, request_id: str | None = None,
-            claim_id: str | None = None) -> FleetProblem:
+            claim_id: str | None = None, replica: str | None = None,
+            illegal: IllegalStep | None = None) -> FleetProblem:
     """A located problem; a problem about a whole line is placed at its first column."""
     return FleetProblem(code=code, name=lookup(code).name, requirement=requirement,
                         message=message, path=path, line=line,
                         col=col if col is not None or line is None else 1,
-                        request_id=request_id, claim_id=claim_id)
+                        request_id=request_id, claim_id=claim_id, replica=replica,
+                        illegal=illegal)
 
 
 def reader_problem(path: str, code: str, message: str, line: int | None,
@@ -249,3 +254,10 @@ def cross_tenant(path: str, line: int, request: str | None, claim: str, event: s
     return problem("F017", NO_CROSS_TENANT, f"{event} of claim {claim!r} (owner_scope "
                    f"{claim_owner!r}) for request {request!r} with {who}", path=path,
                    line=line, request_id=request, claim_id=claim)
+
+
+def illegal_transition(path: str, line: int | None, replica: str | None, claim: str,
+                       step: IllegalStep) -> FleetProblem:
+    return problem("F018", LEGAL, f"replica {replica!r}: claim {claim!r}: seq {step.seq}: "
+                   f"{step.event} in state {step.state} is {step.violation} ({step.why})",
+                   path=path, line=line, claim_id=claim, replica=replica, illegal=step)

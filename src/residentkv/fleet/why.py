@@ -17,6 +17,9 @@ _WHY: dict[str, str] = {
                                        "replica that served it (or none was seen at all)",
     R.NO_CROSS_TENANT: "a claim was restored or reused for a request of another owner_scope "
                        "(or of no declared one)",
+    R.LEGAL_TRANSITIONS: "a replica's stream holds a step of a claim, or of a request naming "
+                         "it, that the automaton does not allow (SPEC §4.2; the problem names "
+                         "the replica, the seq, the state and the violation)",
 }
 
 #: fleet requirement id -> the one-line reason it is missing

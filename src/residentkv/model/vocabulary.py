@@ -121,6 +121,8 @@ class FleetRequirement(StrEnum):
     CLAIM_SINGLE_HOME = "claim_single_home"
     ONE_OUTCOME_PER_CLAIMED_REQUEST = "one_outcome_per_claimed_request"
     NO_CROSS_TENANT = "no_cross_tenant"
+    #: SPEC §4.2: each replica's stream is a legal run of the automaton for every claim in it
+    LEGAL_TRANSITIONS = "legal_transitions"
 
 
 class RowClass(StrEnum):

@@ -36,6 +36,7 @@ from residentkv.adapters.dynamo.procs import (
     wait_until,
 )
 from residentkv.adapters.dynamo.promtext import parse, total
+from residentkv.adapters.dynamo.row import classify_row, runtime_sources
 from residentkv.adapters.dynamo.summary import claim_metrics, format_table, router_figures
 from residentkv.adapters.dynamo.tracefacts import read_events
 from residentkv.adapters.dynamo.verdicts import judge_scenarios
@@ -169,8 +170,11 @@ def judge(layout: FleetLayout, result: dict[str, Any]) -> dict[str, Any]:
            for name, m in (result.get("worker_metrics_before_kill") or {}).items()},
         **_router_brief(router_figures(result.get("frontend_metrics_text", ""))),
     }
+    # the curated row on this run's own streams: live only when every scenario held
+    row = classify_row(layout.run_dir, paths, {c.claim_id: c.home for c in fleet.claims},
+                       held=all(v.held for v in verdicts), sources=runtime_sources())
     return {"verdicts": [v.to_json() for v in verdicts], "numbers": numbers,
-            "fleet": fleet.to_json()}
+            "fleet": fleet.to_json(), "row": row.to_json(), "row_line": row.line()}
 
 
 def _brief(m: dict[str, float]) -> str:
@@ -247,8 +251,9 @@ def run(out: Path) -> int:
     if judged is None:
         return 1
     print(format_table(judged["verdicts"], judged["numbers"]))
+    print(f"\nrow {judged['row_line']}")
     print(f"\nfleet: traces, logs and summary.json in {out}")
-    return 0 if all(v["held"] for v in judged["verdicts"]) else 1
+    return 0 if all(v["held"] for v in judged["verdicts"]) and judged["row"]["granted"] else 1
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -63,6 +63,16 @@ class Served:
         hits = self.named("claim_rejected", claim_id)
         return hits[0] if hits else None
 
+    def rejection_of(self, claim_id: str | None) -> Event | None:
+        """Its rejection of *claim_id*: one naming it, else one naming no claim (a replica
+        names a claim in its first decision of it only, SPEC §4.2; whether an unnamed one may
+        stand for the claim there is the fleet view's to judge)."""
+        named = self.rejection(claim_id)
+        if named is not None:
+            return named
+        return next((e for e in self.named("claim_rejected") if e.get("claim_id") is None),
+                    None)
+
     @property
     def claim_ref(self) -> str | None:
         start = self.named("request_started")

@@ -129,10 +129,10 @@ def not_held_elsewhere(res: Mapping[str, Resolved], fleet: FleetJudgement) -> Ve
     v.checks["the reuse was sent to the non-home replica"] = bool(rows)
     for r in rows:
         s = r.one
-        rej = s.rejection(r.sent.claim_id) if s is not None else None
+        rej = s.rejection_of(r.sent.claim_id) if s is not None else None
         v.checks["served once, by the replica it was sent to"] = (
             s is not None and r.sent.via == f"direct:{s.replica}")
-        v.checks["claim_rejected names the claim, reason 'not held'"] = (
+        v.checks["claim_rejected of the claim, reason 'not held'"] = (
             rej is not None and str(rej.get("reason", "")).startswith("not held"))
         v.checks["no host-tier read (no silent stand-in for the claim)"] = (
             s is not None and not s.read_host_tier)
@@ -179,7 +179,7 @@ def home_killed(res: Mapping[str, Resolved], killed: Mapping[str, int],
     v.figures["errors_before_outcome"] = sorted({(r.sent.error or "")[:120] for r in rows
                                                  if r.sent.status != 200})
     first = answered[0] if answered else None
-    rej = first[1].rejection(first[0].claim_id) if first is not None else None
+    rej = first[1].rejection_of(first[0].claim_id) if first is not None else None
     v.checks["the next claim-carrying request got a claim-scoped outcome"] = rej is not None
     v.checks["... on a surviving replica, 'not held'"] = (
         rej is not None and first is not None and first[1].replica not in killed
@@ -192,7 +192,7 @@ def home_killed(res: Mapping[str, Resolved], killed: Mapping[str, int],
     v.checks["every other claim of the dead home: 'not held' on a survivor"] = len(
         others_once) == len(others) and all(
         x.replica not in killed
-        and str((x.rejection(s.claim_id) or {}).get("reason", "")).startswith("not held")
+        and str((x.rejection_of(s.claim_id) or {}).get("reason", "")).startswith("not held")
         for s, x in others_once)
     asked = {s.claim_id for s, _ in (*answered[:1], *others_once)}
     lost = {c.claim_id for c in fleet.harm}
