@@ -383,6 +383,18 @@ def test_a_reference_to_a_claim_this_engine_never_held_is_not_held(engine: _Engi
     assert engine.side.op.outcome_for("r1") == outcome
 
 
+def test_a_second_rejection_of_one_claim_names_no_claim(engine: _Engine) -> None:
+    # SPEC §4.2: a stream decides a claim once; a second claim_rejected naming it is illegal
+    for _ in range(2):
+        req = engine.start(ref("c1"))
+        engine.lookup(req)
+        outcome = engine.finish(req)["resident_claim"]
+        assert outcome["outcome"] == "rejected" and outcome["claim_id"] == "c1"
+    first, second = engine.events("claim_rejected")
+    assert first["claim_id"] == "c1" and second["claim_id"] is None
+    assert second["reason"] == first["reason"]
+
+
 def test_a_reference_to_a_held_claim_restores_it_like_the_full_claim(engine: _Engine) -> None:
     engine.register("c1")
     req = engine.start(ref("c1"))

@@ -124,6 +124,9 @@ class SchedulerSide:
         self.slots = SlotAllocator(num_slots)
         self.claims: dict[str, ClaimRecord] = {}
         self._ended: OrderedDict[str, None] = OrderedDict()
+        #: claims a rejection has named on this engine, the latest kept (SPEC §4.2: a stream
+        #: decides a claim once, so a later rejection of it names none)
+        self._turned_down: OrderedDict[str, None] = OrderedDict()
         self.reqs: dict[str, RequestState] = {}
         self.jobs: dict[int, StoreJob | LoadJob] = {}
         self._facts: dict[int, dict[int, WorkerFact]] = {}
@@ -168,6 +171,12 @@ class SchedulerSide:
     def _reject(self, state: RequestState, raw: object, problem: Problem) -> None:
         sent = raw.get("claim_id") if isinstance(raw, dict) else None
         cid = sent if isinstance(sent, str) and sent and problem.name_claim else None
+        if cid is not None and self._decided(cid):
+            cid = None  # decided here already: naming it again would decide it twice
+        elif cid is not None:
+            self._turned_down[cid] = None
+            while len(self._turned_down) > ENDED_KEPT:
+                self._turned_down.popitem(last=False)
         ident = {}
         if isinstance(raw, dict):
             for key in ("object_id", "request_token_map_id"):
@@ -180,6 +189,11 @@ class SchedulerSide:
                            reason=problem.reason, **ident)
         self.stats.count("claims_rejected", problem.kind)
         state.rejected = Rejection(sent, problem.reason, rec["seq"])
+
+    def _decided(self, claim_id: str) -> bool:
+        """Whether this engine's stream has already accepted or rejected *claim_id*."""
+        return (claim_id in self.claims or claim_id in self._ended
+                or claim_id in self._turned_down)
 
     def _intake(self, request: Request, state: RequestState, raw: object) -> None:
         try:
