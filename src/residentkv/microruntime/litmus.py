@@ -13,11 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from residentkv.microruntime.emitter import provenance
 from residentkv.microruntime.facts import Trace, read_trace
 from residentkv.microruntime.lowering_c1 import run_c1
 from residentkv.microruntime.policies import Policy, make_policy
 from residentkv.microruntime.results import ITEMS, TITLES, LitmusResult
-from residentkv.microruntime.runtime import FEASIBILITY_CONFLICT, MicroRuntime, provenance
+from residentkv.microruntime.runtime import MicroRuntime
 from residentkv.microruntime.scenario import (
     BLOCK_SIZE,
     RESIDENT_OBJECT,
@@ -26,6 +27,7 @@ from residentkv.microruntime.scenario import (
     make_claim,
     run_reference,
 )
+from residentkv.microruntime.scheduler import FEASIBILITY_CONFLICT
 from residentkv.model.claim import PredicateSpec, ProtectionMode
 from residentkv.model.lifecycle import ClaimState, LossKind, classify_loss
 from residentkv.model.predicate import evaluate_predicate

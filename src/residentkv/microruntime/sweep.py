@@ -53,6 +53,7 @@ class SweepResult:
 
     @property
     def passed(self) -> bool:
+        """Whether every point matched its expectation."""
         return not self.failures
 
     def to_json(self) -> dict[str, Any]:
