@@ -144,12 +144,17 @@ class Chains(Generic[L]):
         return held, written
 
     def release(
-        self, chain: Chain[L], held: Sequence[int], soft_below: int, drop: set[int] | None
+        self,
+        chain: Chain[L],
+        held: Sequence[int],
+        drop: set[int] | None,
+        soft: bool,
+        footprint: int,
     ) -> None:
         """Drop one reference to each of *held* (a finished request's blocks, tail first).
 
-        A block nobody references or pins becomes cached — in the soft tier if its position is
-        below *soft_below* — unless it is in *drop*: then it is forgotten and freed.
+        A block nobody references or pins becomes cached — in the soft tier if *soft* and its
+        position is below *footprint* — unless it is in *drop*: then it is forgotten and freed.
         """
         pool = self.pool
         refs = pool.refs
@@ -166,7 +171,7 @@ class Chains(Generic[L]):
                 del blocks[pos[b]]
                 self.free(b)
             else:
-                pool.cache(b, soft=pos[b] < soft_below)
+                pool.cache(b, soft=soft and pos[b] < footprint)
         self.ops += len(held)
 
     def abandon(self, chain: Chain[L], held: Sequence[int], written: Iterable[int]) -> None:

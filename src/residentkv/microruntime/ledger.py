@@ -538,10 +538,12 @@ class ClaimLedger:
 
     def _say(self, c: ClaimRecord, event: str, request_id: str | None = None,
              **fields: object) -> None:
-        self._emit.claim(c.id, c.ident, event, request_id, **fields)
+        if self._emit.on:
+            self._emit.claim(c.id, c.ident, event, request_id, **fields)
 
     def _move(self, c: ClaimRecord, state: ClaimState, event: str,
               request_id: str | None = None, **fields: object) -> None:
         """Announce *event*, then move the claim to *state* (an illegal move raises)."""
-        self._say(c, event, request_id, **fields)
+        if self._emit.on:
+            self._emit.claim(c.id, c.ident, event, request_id, **fields)
         c.life.advance(state)

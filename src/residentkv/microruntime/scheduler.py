@@ -260,7 +260,7 @@ class Scheduler:
         soft = c is not None and c.active and c.soft
         footprint = c.footprint if c is not None else 0
         drop = None if self._policy.admits_writes(c is not None) else set(req.written)
-        self._chains.release(req.chain, req.held, footprint if soft else 0, drop)
+        self._chains.release(req.chain, req.held, drop, soft, footprint)
         req.held = []
         req.state = RequestState.SERVED
         if self._emit.on:
