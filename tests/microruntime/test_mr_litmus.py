@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from residentkv.microruntime.facts import read_trace
-from residentkv.microruntime.litmus import ITEMS, judge_l6, run_item, run_litmus
+from residentkv.microruntime.litmus import judge_l6, run_item, run_litmus
 from residentkv.microruntime.policies import (
     Conflict,
     Decision,
@@ -16,6 +16,7 @@ from residentkv.microruntime.policies import (
     HardExclude,
     Native,
 )
+from residentkv.microruntime.results import ITEMS
 from residentkv.microruntime.runtime import MicroRuntime
 
 

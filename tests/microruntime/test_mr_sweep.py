@@ -14,12 +14,12 @@ from residentkv.microruntime.facts import read_trace
 from residentkv.microruntime.sweep import (
     SweepResult,
     parse_usable,
-    plot_sweep,
     render_json,
     render_text,
     row_from_trace,
     run_sweep,
 )
+from residentkv.report.pictures import sweep_grid
 
 SPEC_USABLE = [80, 90, 100, 110, 120, 130, 150]
 SPEC_VICTIMS = [50, 40, 30, 20, 10, 0, 0]
@@ -121,7 +121,7 @@ def test_parse_usable_rejects(text: str, step: int) -> None:
 
 def test_plot_files(tmp_path: Path, spec_sweep: SweepResult) -> None:
     pytest.importorskip("matplotlib")
-    paths = plot_sweep(spec_sweep, tmp_path)
+    paths = sweep_grid(spec_sweep, tmp_path)
     assert [p.name for p in paths] == ["sweep.png", "sweep.svg"]
     assert all(p.stat().st_size > 0 for p in paths)
     assert paths[1].read_text().lstrip().startswith("<?xml")
@@ -139,7 +139,7 @@ def test_plot_without_matplotlib_raises_import_error(
 
     monkeypatch.setattr(builtins, "__import__", fake_import)
     with pytest.raises(ImportError):
-        plot_sweep(spec_sweep, tmp_path)
+        sweep_grid(spec_sweep, tmp_path)
 
 
 def test_core_does_not_import_matplotlib() -> None:

@@ -13,14 +13,15 @@ import click
 
 import residentkv.report.command_reports  # noqa: F401  (registers litmus and sweep reporters)
 from residentkv.errors import UsageError
-from residentkv.microruntime.litmus import ITEMS, LitmusResult, run_litmus
-from residentkv.microruntime.sweep import (
-    PLOT_HINT,
-    parse_usable,
-    plot_sweep,
-    run_sweep,
-)
+from residentkv.microruntime.litmus import run_litmus
+from residentkv.microruntime.results import ITEMS, LitmusResult
+from residentkv.microruntime.sweep import parse_usable, run_sweep
+from residentkv.report.pictures import sweep_grid, timeline_picture
 from residentkv.report.registry import emit, output_options
+from residentkv.report.timeline import timeline
+
+#: what to install when a picture cannot be drawn
+PLOT_HINT = "plots need matplotlib: pip install 'residentkv[plot]'"
 
 
 @contextmanager
@@ -53,9 +54,6 @@ def _parse_only(only: str | None) -> list[str] | None:
 
 def _litmus_picture(results: list[LitmusResult], folder: Path) -> None:
     """litmus-timelines.png: each item's trace as a timeline (needs the [plot] extra)."""
-    from residentkv.report.pictures import timeline_picture
-    from residentkv.report.timeline import timeline
-
     traces = dict.fromkeys(r.trace for r in results if r.trace and r.trace.endswith(".jsonl"))
     try:
         path = timeline_picture([timeline(t) for t in traces], folder / "litmus-timelines.png")
@@ -111,7 +109,7 @@ def sweep(resident: int, active: int, usable: str, step: int, out: str | None, f
         emit("sweep", fmt, result, output)
         if kept:
             try:
-                paths = plot_sweep(result, folder)
+                paths = sweep_grid(result, folder)
             except ImportError:
                 click.echo(f"note: no plot written; {PLOT_HINT}", err=True)
             else:

@@ -10,13 +10,15 @@ A check that cannot run is ``not_run`` and counts as a failure, never as a pass.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from residentkv.microruntime.emitter import provenance
 from residentkv.microruntime.facts import Trace, read_trace
+from residentkv.microruntime.lowering_c1 import run_c1
 from residentkv.microruntime.policies import Policy, make_policy
-from residentkv.microruntime.runtime import FEASIBILITY_CONFLICT, MicroRuntime, provenance
+from residentkv.microruntime.results import ITEMS, TITLES, LitmusResult
+from residentkv.microruntime.runtime import MicroRuntime
 from residentkv.microruntime.scenario import (
     BLOCK_SIZE,
     RESIDENT_OBJECT,
@@ -25,42 +27,13 @@ from residentkv.microruntime.scenario import (
     make_claim,
     run_reference,
 )
+from residentkv.microruntime.scheduler import FEASIBILITY_CONFLICT
 from residentkv.model.claim import PredicateSpec, ProtectionMode
 from residentkv.model.lifecycle import ClaimState, LossKind, classify_loss
 from residentkv.model.predicate import evaluate_predicate
 from residentkv.trace.writer import EventWriter
 
-Status = Literal["pass", "fail", "not_run"]
 _HOLDING = frozenset({ClaimState.MATERIALIZED, ClaimState.RESTORED, ClaimState.REUSED})
-
-
-@dataclass(frozen=True)
-class LitmusResult:
-    """The verdict of one litmus item: every named check, the seqs that support them."""
-
-    id: str
-    title: str
-    status: Status
-    checks: dict[str, bool]
-    evidence: dict[str, list[int]] = field(default_factory=dict)
-    detail: str = ""
-    trace: str | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.status == "pass"
-
-    def to_dict(self) -> dict[str, Any]:
-        """Deterministic JSON form."""
-        return {
-            "id": self.id,
-            "title": self.title,
-            "status": self.status,
-            "checks": dict(sorted(self.checks.items())),
-            "evidence": dict(sorted(self.evidence.items())),
-            "detail": self.detail,
-            "trace": self.trace,
-        }
 
 
 def _verdict(
@@ -333,19 +306,6 @@ SIM_ITEMS: dict[str, tuple[str, Judge]] = {
     "L7": ("hard_exclude", judge_l7),
 }
 
-TITLES: dict[str, str] = {
-    "L1": "no accepted claim => eviction is not harm",
-    "L2": "write no-admit still evicts residents",
-    "L3": "accepted hard claim => attributed refusal",
-    "L4": "demotion precedes loss => post-release loss, harm 0",
-    "L5": "expiry precedes loss => post-release loss, harm 0",
-    "L6": "59 surviving blocks with block 0 lost => predicate false",
-    "L7": "the L3 trace alone reconstructs the story",
-    "C1": "soft priority: as hard_protected => rejected_mapping, as soft_priority => "
-          "approximation_substrate",
-}
-ITEMS: tuple[str, ...] = tuple(TITLES)
-
 #: usable blocks of the pressured reference run (resident 60 + active 70 > 80)
 PRESSURE_USABLE = 80
 
@@ -358,8 +318,6 @@ def run_item(
     ``policies`` overrides the behaviour of named policies (tests pass broken ones).
     """
     if item == "C1":
-        from residentkv.microruntime.lowering_c1 import run_c1
-
         return run_c1(out_dir / "C1")
     policy_name, judge = SIM_ITEMS[item]
     policy = (policies or {}).get(policy_name)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import residentkv
-from residentkv.microruntime.litmus import TITLES, LitmusResult
+from residentkv.microruntime.results import TITLES, LitmusResult
 
 #: row id -> the class SPEC §10 requires for it
 EXPECTED: dict[str, str] = {

@@ -15,14 +15,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar, Protocol
 
 from residentkv.model.claim import ProtectionMode
 
-if TYPE_CHECKING:
-    from residentkv.microruntime.runtime import MicroRuntime
-
 M = ProtectionMode
+
+
+class RuntimeView(Protocol):
+    """What a policy may ask of the runtime while it resolves a conflict."""
+
+    def can_offload(self, claim_id: str) -> bool:
+        """Whether the claim can move to the host tier now."""
+        ...
 
 
 class Decision(StrEnum):
@@ -78,7 +83,7 @@ class Policy:
         """Whether a finished request's newly written blocks stay cached for future reuse."""
         return True
 
-    def on_conflict(self, runtime: MicroRuntime, conflict: Conflict) -> Decision:
+    def on_conflict(self, runtime: RuntimeView, conflict: Conflict) -> Decision:
         """Resolve a conflict. Without pinned claims there is none; refuse defensively."""
         return Decision.REFUSE
 
@@ -118,7 +123,7 @@ class HardExclude(Policy):
     name = "hard_exclude"
     modes = frozenset({M.HARD_PROTECTED, M.SOFT_PRIORITY})
 
-    def on_conflict(self, runtime: MicroRuntime, conflict: Conflict) -> Decision:
+    def on_conflict(self, runtime: RuntimeView, conflict: Conflict) -> Decision:
         return Decision.REFUSE
 
 
@@ -128,7 +133,7 @@ class DemoteOnConflict(Policy):
     name = "demote_on_conflict"
     modes = frozenset({M.DEMOTABLE, M.SOFT_PRIORITY})
 
-    def on_conflict(self, runtime: MicroRuntime, conflict: Conflict) -> Decision:
+    def on_conflict(self, runtime: RuntimeView, conflict: Conflict) -> Decision:
         return Decision.DEMOTE
 
 
@@ -138,7 +143,7 @@ class Expiring(Policy):
     name = "expiring"
     modes = frozenset({M.EXPIRING, M.SOFT_PRIORITY})
 
-    def on_conflict(self, runtime: MicroRuntime, conflict: Conflict) -> Decision:
+    def on_conflict(self, runtime: RuntimeView, conflict: Conflict) -> Decision:
         return Decision.DEFER
 
 
@@ -148,7 +153,7 @@ class OffloadResident(Policy):
     name = "offload_resident"
     modes = frozenset({M.OFFLOADABLE, M.SOFT_PRIORITY})
 
-    def on_conflict(self, runtime: MicroRuntime, conflict: Conflict) -> Decision:
+    def on_conflict(self, runtime: RuntimeView, conflict: Conflict) -> Decision:
         if all(runtime.can_offload(c) for c in conflict.blocking_claim_ids):
             return Decision.OFFLOAD
         return Decision.REFUSE

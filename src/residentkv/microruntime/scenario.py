@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from residentkv.microruntime.emitter import provenance
 from residentkv.microruntime.policies import CLAIM_MODE, Policy, make_policy
-from residentkv.microruntime.runtime import MicroRuntime, provenance
+from residentkv.microruntime.runtime import MicroRuntime
 from residentkv.model.claim import (
     CacheIdentity,
     PredicateKind,

@@ -6,7 +6,8 @@ then an active prefill) into its own JSONL trace; :func:`row_from_trace` reads t
 residentkv's reader and nothing else. Expectations (:func:`expected_row`) are the contract's
 arithmetic, checked against the trace-derived rows; a mismatch is a failure (exit code 1).
 
-matplotlib is optional (extra ``plot``) and imported only by :func:`plot_sweep`.
+Pictures of a sweep are the report layer's (:func:`residentkv.report.pictures.sweep_grid`);
+nothing here draws or imports matplotlib.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from residentkv.microruntime.policies import POLICIES
 from residentkv.microruntime.scenario import ACTIVE_REQUEST, Reference, run_reference
 
 Active = Literal["served", "refused", "deferred"]
-PLOT_HINT = "plots need matplotlib: pip install 'residentkv[plot]'"
 _RANGE = re.compile(r"^\s*(\d{1,18})\s*\.\.\s*(\d{1,18})\s*$")  # int() refuses > 4,300 digits
 
 
@@ -53,6 +53,7 @@ class SweepResult:
 
     @property
     def passed(self) -> bool:
+        """Whether every point matched its expectation."""
         return not self.failures
 
     def to_json(self) -> dict[str, Any]:
@@ -202,10 +203,3 @@ def render_json(result: SweepResult) -> str:
     """Deterministic JSON."""
     return json.dumps(result.to_json(), indent=2, sort_keys=True)
 
-
-def plot_sweep(result: SweepResult, out_dir: Path) -> list[Path]:
-    """Save ``sweep.png`` and ``sweep.svg`` (a policy x capacity grid); raises ImportError
-    without matplotlib."""
-    from residentkv.report.pictures import sweep_grid
-
-    return sweep_grid(result, out_dir)

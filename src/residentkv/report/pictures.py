@@ -7,12 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from residentkv.microruntime.sweep import SweepResult
 from residentkv.report.timeline import CATEGORY_COLOURS, event_label
-
-if TYPE_CHECKING:
-    from residentkv.microruntime.sweep import SweepResult
 
 #: colour of the active request's outcome in the sweep grid
 OUTCOME_COLOURS = {"served": "#cfe8d5", "deferred": "#fde3b0", "refused": "#f6c3bd"}
