@@ -36,16 +36,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("cli", ("residentkv.commands", "residentkv.cli", "residentkv.__main__")),
 )
 
-#: TEMPORARY: the circles that are being taken apart elsewhere. Each entry names one circle's
-#: modules exactly; the arrows inside it are exempt from both checks. Delete each entry as its
-#: circle goes (the last test fails while an entry names a circle that no longer exists).
-KNOWN_CIRCLES: tuple[frozenset[str], ...] = (
-    frozenset({"residentkv.microruntime.policies", "residentkv.microruntime.runtime"}),
-    frozenset({"residentkv.microruntime.litmus", "residentkv.microruntime.lowering_c1"}),
-    frozenset({"residentkv.microruntime.sweep", "residentkv.report.pictures"}),
-)
-
-
 def _module_files() -> dict[str, Path]:
     out = {}
     for path in sorted(ROOT.rglob("*.py")):
@@ -95,10 +85,6 @@ def layer_of(module: str) -> int:
                for prefix in prefixes if module == prefix or module.startswith(prefix + ".")]
     assert matches, f"{module} is in no layer: add it to LAYERS"
     return max(matches)[1]
-
-
-def _exempt(a: str, b: str) -> bool:
-    return any(a in circle and b in circle for circle in KNOWN_CIRCLES)
 
 
 def circles(graph: dict[str, frozenset[str]]) -> list[frozenset[str]]:
@@ -156,14 +142,14 @@ def test_every_module_has_a_layer() -> None:
 
 
 def test_no_circle_between_modules() -> None:
-    found = [sorted(c) for c in circles(import_graph()) if c not in KNOWN_CIRCLES]
+    found = [sorted(c) for c in circles(import_graph())]
     assert not found, f"import circles: {found}"
 
 
 def test_no_arrow_runs_upward() -> None:
     upward = [f"{a} ({LAYERS[layer_of(a)][0]}) -> {b} ({LAYERS[layer_of(b)][0]})"
               for a, targets in sorted(import_graph().items()) for b in sorted(targets)
-              if layer_of(b) > layer_of(a) and not _exempt(a, b)]
+              if layer_of(b) > layer_of(a)]
     assert not upward, "imports that run upward:\n" + "\n".join(upward)
 
 
@@ -180,9 +166,3 @@ def test_the_checks_see_a_circle_and_an_upward_arrow() -> None:
              "residentkv.model.c": frozenset()}
     assert circles(graph) == [frozenset({"residentkv.model.a", "residentkv.report.b"})]
     assert layer_of("residentkv.report.b") > layer_of("residentkv.model.a")
-
-
-def test_every_known_circle_still_exists() -> None:
-    found = set(circles(import_graph()))
-    stale = [sorted(c) for c in KNOWN_CIRCLES if c not in found]
-    assert not stale, f"these circles are gone: delete them from KNOWN_CIRCLES: {stale}"

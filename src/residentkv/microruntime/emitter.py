@@ -11,13 +11,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from residentkv import __version__
+from residentkv.model.vocabulary import DEVICE_TIER, HOST_TIER
 from residentkv.trace.writer import EventWriter, Provenance
 
 #: the simulator's emitter name: the lowering checker recognises it (exact, normalised) and
 #: never lets a simulated trace grant anything
 EMITTER = "residentkv.microruntime"
-DEVICE_TIER = "device"
-HOST_TIER = "host"
 
 
 def provenance(stream_id: str | None = None) -> Provenance:

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 
 from residentkv.errors import InternalError
 from residentkv.microruntime.chains import Chain, Chains
-from residentkv.microruntime.emitter import DEVICE_TIER, HOST_TIER, Emitter
+from residentkv.microruntime.emitter import Emitter
 from residentkv.microruntime.policies import Policy
 from residentkv.model.claim import ProtectionMode, Registration, ResidentClaim
 from residentkv.model.lifecycle import ClaimLifecycle, ClaimState, LossKind, classify_loss
 from residentkv.model.predicate import PredicateResult, evaluate_predicate
+from residentkv.model.vocabulary import DEVICE_TIER, HOST_TIER
 
 S = ClaimState
 #: states in which a claim's object can be reused (and offloaded)
