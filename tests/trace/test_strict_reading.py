@@ -60,6 +60,34 @@ def test_no_coercion(field: str, code: str, fast: bool) -> None:
     assert set(codes(reader)) == {code} and reader.events_read == 0
 
 
+COUNTER = {"schema": "residentkv.event/v1", "seq": 1, "ts_ns": 1, "source": "t",
+           "event": "generic_counter", "claim_id": None, "request_id": None,
+           "name": "n", "value": 1.5}
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_non_finite_numbers_are_not_json(literal: str, fast: bool) -> None:
+    # SPEC §4.1: strictly typed JSON; NaN and Infinity are not JSON, and 1e999 overflows
+    line = json.dumps(COUNTER).replace('"value": 1.5', f'"value": {literal}')
+    reader = read(line.encode(), fast)
+    assert set(codes(reader)) == {"T005"} and reader.events_read == 0
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("field", ["blocks", "start"])
+def test_a_predicate_integer_beyond_64_bits_is_a_typing_problem(field: str, fast: bool) -> None:
+    # SPEC §4.2: every integer is signed 64-bit, nested ones included
+    accepted = CANONICAL["success_path.jsonl"]().events[1]
+    assert accepted["event"] == "claim_accepted"
+    predicate = {"id": "p", "kind": "contiguous_range", "blocks": 2, "start": 0}
+    predicate[field] = 2**70
+    line = json.dumps(dict(accepted, predicate=predicate))
+    reader = read(line.encode(), fast)
+    assert set(codes(reader)) == {"T005"} and reader.events_read == 0
+    assert "predicate." + field in reader.problems[0].message
+
+
 @pytest.mark.parametrize("fast", [True, False])
 @pytest.mark.parametrize("dup", [
     '"outcome_claim_id": "c-OTHER", "outcome_claim_id": "c-1"',

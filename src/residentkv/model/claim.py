@@ -6,11 +6,13 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from residentkv.model.integers import Bounded64
+
 
 class Frozen(BaseModel):
     """Base for contract values: immutable, unknown fields rejected."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class ProtectionMode(StrEnum):
@@ -43,7 +45,7 @@ class CacheIdentity(Frozen):
     tokenizer_id: str = Field(min_length=1)
     cache_key_domain: str = Field(min_length=1)
     salt_namespace: str = Field(min_length=1)
-    block_size: int = Field(gt=0)
+    block_size: Bounded64 = Field(gt=0)
     kv_format: str = Field(min_length=1)
     adapter_id: str | None = None
 
@@ -53,8 +55,8 @@ class PredicateSpec(Frozen):
 
     id: str = Field(min_length=1)
     kind: PredicateKind
-    blocks: int = Field(gt=0)
-    start: int | None = Field(default=None, ge=0)
+    blocks: Bounded64 = Field(gt=0)
+    start: Bounded64 | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _start_only_for_ranges(self) -> PredicateSpec:
@@ -79,7 +81,7 @@ class ResidentClaim(Frozen):
     cache_identity: CacheIdentity
     request_token_map_id: str = Field(min_length=1)
     predicate: PredicateSpec
-    footprint_blocks: int = Field(gt=0)
+    footprint_blocks: Bounded64 = Field(gt=0)
     protection_mode: ProtectionMode
     registration: Registration
     expires_after_s: float | None = Field(default=None, gt=0)

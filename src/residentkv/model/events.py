@@ -9,20 +9,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-import annotated_types
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from residentkv.model.claim import PredicateSpec, ProtectionMode, Registration
+from residentkv.model.integers import I64, Bounded64
+from residentkv.model.integers import INT64_MAX as INT64_MAX
+from residentkv.model.integers import INT64_MIN as INT64_MIN
 from residentkv.model.predicate import PredicateResult
 from residentkv.model.vocabulary import OutcomeType
 
 SCHEMA_ID = "residentkv.event/v1"
 
-#: SPEC §4.2: every integer of an event is signed 64-bit; out of range is a typing problem
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-I64 = Annotated[int, annotated_types.Ge(INT64_MIN), annotated_types.Le(INT64_MAX)]
-#: a 64-bit integer whose field gives its own lower bound (two lower bounds would conflict)
-Bounded64 = Annotated[int, annotated_types.Le(INT64_MAX)]
 
 Tier = str
 Arbiter = Literal["scheduler_boundary", "admission", "harness"]
@@ -31,7 +28,9 @@ Arbiter = Literal["scheduler_boundary", "admission", "harness"]
 class Envelope(BaseModel):
     """Fields present on every event. ``claim_id``/``request_id`` must be present, may be null."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # SPEC §4.1: strictly typed JSON; NaN, Infinity and a literal that overflows to infinity
+    # are not JSON numbers
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     schema_: Literal["residentkv.event/v1"] = Field(alias="schema")
     seq: Bounded64 = Field(ge=0)
