@@ -16,6 +16,7 @@ from typing import Any
 
 from residentkv.model.automaton import proves
 from residentkv.model.events import CLAIM_EVENT_NAMES, IDENTITY_FIELDS
+from residentkv.model.vocabulary import Requirement as R
 from residentkv.trace.acceptor import (
     ACCEPTED_FIELDS,
     CLAIM_STEPS,
@@ -23,6 +24,7 @@ from residentkv.trace.acceptor import (
     ClaimRun,
     RequestRun,
 )
+from residentkv.trace.requirements import OBSERVATION, Seqs
 
 #: events after which a claim makes no further promise (SPEC §4.1: "released, expired, failed
 #: closed"; demotion ends the claim too, SPEC §2)
@@ -34,11 +36,12 @@ _NAMES_KEPT = 2  # two distinct failure names already decide every attribution q
 
 #: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
 Event = Any
-Seqs = dict[str, list[int]]
 ClaimHandler = Callable[["StreamFacts", "ClaimTrack", Event], None]
 
 
-_AFTER_REQUIRED = ("load_succeeded", "restored_from_offload", "reused_after_restore")
+_AFTER_REQUIRED = (R.LOAD_SUCCEEDED, R.RESTORED_FROM_OFFLOAD, R.REUSED_AFTER_RESTORE)
+#: the requirements a failure cycle carries over from the cycle's start
+_FAILURE_BEFORE = (R.STORE_SUCCEEDED, R.RESTORE_REQUIRED)
 
 
 @dataclass(slots=True)
@@ -77,9 +80,9 @@ class Cycle:
     @property
     def before(self) -> Seqs:
         """The observation requirements met when the cycle began, with their seqs."""
-        met: Seqs = {"restore_required": [self.seq]}
-        for key, seq in (("materialized", self.materialized), ("offloaded", self.offloaded),
-                         ("store_succeeded", self.stored), ("lookup_hit", self.hit)):
+        met: Seqs = {R.RESTORE_REQUIRED: [self.seq]}
+        for key, seq in ((R.MATERIALIZED, self.materialized), (R.OFFLOADED, self.offloaded),
+                         (R.STORE_SUCCEEDED, self.stored), (R.LOOKUP_HIT, self.hit)):
             if seq is not None:
                 met[key] = [seq]
         return met
@@ -114,7 +117,7 @@ class Cycle:
             if seq is not None:
                 met[key] = [seq]
         if self.content_verified(settled[1]):
-            met["restore_content_verified"] = [] if settled[1] is None else [settled[1]]
+            met[R.RESTORE_CONTENT_VERIFIED] = [] if settled[1] is None else [settled[1]]
         return met
 
     def content_verified(self, restored: int | None) -> bool:
@@ -145,22 +148,21 @@ class FailureChain:
 
     def requirements(self, before: Seqs) -> Seqs:
         c = self.cycle
-        met: Seqs = {k: v for k, v in before.items()
-                     if k in ("store_succeeded", "restore_required")}
+        met: Seqs = {k: v for k, v in before.items() if k in _FAILURE_BEFORE}
         if c.injected_failure is not None:
-            met["claim_load_failed"] = [c.injected_failure]
+            met[R.CLAIM_LOAD_FAILED] = [c.injected_failure]
         if self.sched_fail is not None:
-            met["scheduler_failure_branch"] = [self.sched_fail]
+            met[R.SCHEDULER_FAILURE_BRANCH] = [self.sched_fail]
         if self.restore_failed is not None:
-            met["restore_failed_scoped"] = [self.restore_failed]
+            met[R.RESTORE_FAILED_SCOPED] = [self.restore_failed]
         if self.refusal is not None:
-            met["refusal_attributed"] = [self.refusal]
+            met[R.REFUSAL_ATTRIBUTED] = [self.refusal]
             # a null status (imported traces) cannot show the request was not served
             if self.finish is not None and not self.finished_early and self.finish[1] not in (
                     "served", None):
-                met["outcome_before_finish"] = [self.refusal, self.finish[0]]
+                met[R.OUTCOME_BEFORE_FINISH] = [self.refusal, self.finish[0]]
         if not self.restored_after:
-            met["no_restore_after_failure"] = []
+            met[R.NO_RESTORE_AFTER_FAILURE] = []
         return met
 
 
@@ -272,7 +274,7 @@ class ClaimTrack:
         cy = self.first_stored or self.first_cycle
         if cy is None:
             return {}
-        return {k: v for k, v in cy.before.items() if k in ("store_succeeded", "restore_required")}
+        return {k: v for k, v in cy.before.items() if k in _FAILURE_BEFORE}
 
 
 @dataclass(slots=True)
@@ -506,9 +508,7 @@ def _restore_required(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
         t.first_stored = cy
 
 
-_OBSERVATION = frozenset({"materialized", "store_succeeded", "offloaded", "lookup_hit",
-                          "restore_required", "load_succeeded", "restored_from_offload",
-                          "reused_after_restore", "restore_content_verified"})
+_OBSERVATION = frozenset(OBSERVATION)
 
 
 def _close(t: ClaimTrack) -> None:
