@@ -45,51 +45,53 @@ class ClaimFacts:
 
 def _common(facts: StreamFacts, t: ClaimTrack, well_formed: bool) -> Seqs:
     """SPEC §4 common requirements (see :mod:`residentkv.trace.semantics.rules`)."""
+    identity = t.identity
     ok: Seqs = {R.CLAIM_EVENTS_PRESENT: [t.first_seq or 0]}
     if well_formed and facts.duplicate_finish is None and not facts.best_effort:
         ok[R.TRACE_WELL_FORMED] = []
-    if t.head_accepted and t.accepted_seq is not None:
-        ok[R.CLAIM_ACCEPTED_BEFORE_LIFECYCLE] = [t.accepted_seq]
-    if not t.identity_missing:
+    if identity.head_accepted and identity.accepted_seq is not None:
+        ok[R.CLAIM_ACCEPTED_BEFORE_LIFECYCLE] = [identity.accepted_seq]
+    if not identity.missing:
         ok[R.IDENTITY_COMPLETE] = []
     if not t.unstable():
         ok[R.STABLE_IDENTITY] = []
-    p = t.predicate
-    if (p is not None and t.first_predicate_id == p[0]
-            and t.required_values <= {p[2]}):
-        ok[R.PREDICATE_FIXED] = [t.accepted_seq or 0]
+    p = identity.predicate
+    if (p is not None and identity.first_predicate_id == p[0]
+            and identity.required_values <= {p[2]}):
+        ok[R.PREDICATE_FIXED] = [identity.accepted_seq or 0]
     if t.run.violation is None:
         ok[R.LEGAL_TRANSITIONS] = []
     if facts.gap is None:
         ok[R.NO_OBSERVATION_GAP] = []
-    if not t.open_on:
+    if not t.failures.open_on:
         ok[R.NO_OPEN_FAILURE] = []
-    if not t.smear:
+    if not t.conflicts.smear:
         ok[R.NO_BLOCKING_SMEAR] = []
     return ok
 
 
 def _controls(facts: StreamFacts, t: ClaimTrack) -> dict[C, bool]:
+    identity, conflicts = t.identity, t.conflicts
     names = facts.failure_names
     return {
         C.GENERIC_COUNTER_ONLY: facts.generic_counters > 0 and not t.evidence,
         C.WRONG_CLAIM_FAILURE: bool(names - {None, t.claim_id}) or facts.failure_named_more,
         C.UNCLAIMED_FAILURE: facts.unclaimed_failure,
-        C.FALLBACK_RECOMPUTE: t.fallback,
+        C.FALLBACK_RECOMPUTE: t.failures.fallback,
         C.ORDINARY_OFFLOAD_WITHOUT_CLAIM: facts.unclaimed_store is not None,
         C.POST_HOC_NAMING: t.claim_events > 0 and not (
-            t.head_accepted and t.accepted_seq is not None),
-        C.RESTORE_AFTER_REUSE: t.restore_after_reuse,
-        C.BLOCKING_CLAIM_SMEAR: t.smear,
+            identity.head_accepted and identity.accepted_seq is not None),
+        C.RESTORE_AFTER_REUSE: t.life.restore_after_reuse,
+        C.BLOCKING_CLAIM_SMEAR: conflicts.smear,
         C.AMBIGUOUS_IDENTITY: t.claim_events > 0 and t.unstable(),
-        C.ADMISSION_REFUSAL: t.admission,
+        C.ADMISSION_REFUSAL: conflicts.admission,
     }
 
 
 # ------------------------------------------------------------------------------- the gates
 def observation(j: ClaimFacts) -> Met:
     """SPEC §4 observation: the claim's best restore cycle."""
-    return {**j.common, **j.t.best}, OBSERVATION_GATE
+    return {**j.common, **j.t.life.best}, OBSERVATION_GATE
 
 
 def failure_outcome(j: ClaimFacts) -> Met:
@@ -102,7 +104,7 @@ def lifecycle(j: ClaimFacts) -> Met:
     t = j.t
     found, path = _lifecycle(t)
     merged = {**j.common, **found}
-    if t.mode == "soft_priority" and t.unreported_loss(t.first_harm):
+    if t.identity.mode == "soft_priority" and t.unreported_loss(t.life.first_harm):
         merged.pop(R.LEGAL_TRANSITIONS, None)  # an unreported loss is an illegal step
     return merged, (*COMMON, *path)
 
@@ -120,25 +122,27 @@ def _lifecycle(t: ClaimTrack) -> Met:
     claim before that request's first finish. soft_priority: resident, every loss reported as
     harm first. offloadable and the rest: a success cycle, then the failure cycle.
     """
+    life, identity = t.life, t.identity
     ok: Seqs = {}
-    if t.first_harm is None and not t.unreported_loss():
+    if life.first_harm is None and not t.unreported_loss():
         ok[R.NO_HARM] = []
-    if t.materialized_seq is not None:
-        ok[R.MATERIALIZED] = [t.materialized_seq]
-    if t.mode == "soft_priority":
+    if life.materialized_seq is not None:
+        ok[R.MATERIALIZED] = [life.materialized_seq]
+    if identity.mode == "soft_priority":
         # a harmed claim's lifecycle is not shown to pass, reported or not (fail-closed)
         return ok, SOFT_PRIORITY_PATH
-    if t.mode == "hard_protected":
+    if identity.mode == "hard_protected":
         _conflict_attributed(t, ok)
         return ok, HARD_PROTECTED_PATH
-    if t.mode in ("expiring", "demotable"):
+    if identity.mode in ("expiring", "demotable"):
         key, event, path = ((R.EXPIRY_BEFORE_LOSS, "claim_expired", EXPIRING_PATH)
-                            if t.mode == "expiring"
+                            if identity.mode == "expiring"
                             else (R.DEMOTION_BEFORE_LOSS, "claim_demoted", DEMOTABLE_PATH))
-        release = t.release_of.get(event)
+        release = life.release_of.get(event)
         # no vacuous path (SPEC §4.2): the path starts with a materialization that holds
-        if release is not None and t.materialized_seq is not None and (
-                t.materialized_seq < release) and (t.first_loss is None or release < t.first_loss):
+        held, lost = life.materialized_seq, life.first_loss
+        if release is not None and held is not None and held < release and (
+                lost is None or release < lost):
             ok[key] = [release]
         # the holding materialization is evidence of the path (B2 rests on it)
         return ok, path
@@ -147,17 +151,19 @@ def _lifecycle(t: ClaimTrack) -> Met:
 
 
 def _conflict_attributed(t: ClaimTrack, ok: Seqs) -> None:
-    fin = t.conflict_finish
-    if t.conflict is None or fin is None or t.conflict_early:
+    conflicts = t.conflicts
+    fin = conflicts.conflict_finish
+    if conflicts.conflict is None or fin is None or conflicts.conflict_early:
         return
-    if not (t.conflict_refused and fin[1] == "served"):
-        ok[R.CONFLICT_ATTRIBUTED] = [t.conflict, fin[0]]
+    if not (conflicts.conflict_refused and fin[1] == "served"):
+        ok[R.CONFLICT_ATTRIBUTED] = [conflicts.conflict, fin[0]]
 
 
 def _generations(t: ClaimTrack, ok: Seqs) -> None:
-    if t.full:
-        ok[R.SUCCESS_GENERATION] = [t.full[0][0]]
-    f = t.failure
+    life = t.life
+    if life.full:
+        ok[R.SUCCESS_GENERATION] = [life.full[0][0]]
+    f = t.failures.failure
     if f is None or not f.requirements(f.cycle.before).keys() >= _FAIL_SET:
         return
     ok[R.FAILURE_GENERATION] = [f.cycle.seq]
@@ -173,9 +179,9 @@ class _Roster:
     """Stream-wide claim facts the attribution gate needs, computed once per stream."""
 
     def __init__(self, facts: StreamFacts) -> None:
-        accepted = [c for c in facts.claims.values() if c.accepted_seq is not None]
+        accepted = [c for c in facts.claims.values() if c.identity.accepted_seq is not None]
         self.count = len(accepted)
-        self.first_seqs = sorted((c.accepted_seq or 0, c.claim_id) for c in accepted)[:17]
+        self.first_seqs = sorted((c.identity.accepted_seq or 0, c.claim_id) for c in accepted)[:17]
         self.first_two = [s for s, _ in self.first_seqs[:2]]
         self.unserved = {c.claim_id for c in accepted if not c.served()}
         # SPEC §4.2: any other claim of the stream, accepted or not, needs a legal history
