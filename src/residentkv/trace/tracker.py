@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from residentkv.model.automaton import proves
-from residentkv.model.events import CLAIM_EVENT_NAMES, IDENTITY_FIELDS
+from residentkv.model.event_record import EventRecord, claim_names, records, required_label
+from residentkv.model.events import CLAIM_EVENT_NAMES, IDENTITY_FIELDS, Envelope
 from residentkv.model.vocabulary import Requirement as R
 from residentkv.trace.acceptor import (
     ACCEPTED_FIELDS,
@@ -35,7 +36,7 @@ __all__ = ["ACCEPTED_FIELDS", "ENDINGS", "RELEASES", "ClaimTrack", "StreamFacts"
 _NAMES_KEPT = 2  # two distinct failure names already decide every attribution question
 
 #: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
-Event = Any
+Event = EventRecord
 ClaimHandler = Callable[["StreamFacts", "ClaimTrack", Event], None]
 
 
@@ -58,8 +59,8 @@ class Cycle:
     hit: int | None
     #: the content digest the stored copy's store recorded (None: it recorded none)
     digest: str | None = None
-    loads: list[tuple[Any, int]] | None = None
-    voided_jobs: set[Any] | None = None
+    loads: list[tuple[int | str | None, int]] | None = None
+    voided_jobs: set[int | str | None] | None = None
     voided_all: bool = False
     offload_restores: list[int] | None = None
     verified: set[int] | None = None
@@ -261,7 +262,7 @@ class ClaimTrack:
     first_seq: int | None = None
     head_seen: bool = False
     #: the identity tuple of the claim's last claim event (a repeat teaches nothing)
-    last_identity: tuple[Any, ...] | None = None
+    last_identity: tuple[str | None, ...] | None = None
     #: the claim's automaton (SPEC §4.2): its state and first violation
     run: ClaimRun = field(init=False)
     identity: ClaimIdentity = field(default_factory=ClaimIdentity)
@@ -376,7 +377,7 @@ class StreamFacts:
         self.awaiting.setdefault(request_id, []).append(t)
 
 
-def collect(events: Iterable[Event]) -> StreamFacts:
+def collect(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
     """Run one pass over *events* (already in seq order) and return the settled facts."""
     facts = StreamFacts()
     claims, track, order = facts.claims, facts.track, facts.order
@@ -384,7 +385,7 @@ def collect(events: Iterable[Event]) -> StreamFacts:
     dispatch = _DISPATCH
     claim_steps, request_steps = CLAIM_STEPS, REQUEST_STEPS
     # the hot loop: one lookup says what an event is; what every claim event shares is inline
-    for event in events:
+    for event in records(events):
         name = event.event
         cid = event.claim_id
         rid = event.request_id
@@ -544,7 +545,7 @@ def _restore_required(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
         store = None
     if hit is not None and hit <= max(prev, -1 if off is None else off):
         hit = None
-    cy = life.cycle = Cycle(e.seq, int(e.generation), e.request_id, life.materialized_seq, off,
+    cy = life.cycle = Cycle(e.seq, required_label(e), e.request_id, life.materialized_seq, off,
                             store, hit, life.copy_digest)
     life.cycles += 1
     if life.first_cycle is None:
@@ -801,7 +802,7 @@ def _scheduler_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> No
 def _refused(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     blocking = e.blocking_claim_ids
     facts.name_failure(e, e.claim_id, e.outcome_claim_id, *blocking)
-    for cid in {e.claim_id, e.outcome_claim_id, *blocking} - {None}:
+    for cid in claim_names(e.claim_id, e.outcome_claim_id, *blocking):
         named = facts.track(cid)
         if blocking != [cid] or e.outcome_claim_id != cid:  # it blocks only its outcome claim
             named.conflicts.smear = True

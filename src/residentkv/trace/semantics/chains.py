@@ -217,7 +217,7 @@ def restore_failed_scoped(cy: Cycle) -> Found:
     f = first(cy.claim.named("claim_restore_failed"), lambda e: e.seq > lf.seq)
     if f is None or f.seq != cy.claim.end or f.outcome_claim_id != cy.claim.id:
         return None
-    if int(f.generation) != cy.label or f.request_id != cy.request_id:
+    if f.generation != cy.label or f.request_id != cy.request_id:
         return None
     return [f.seq]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from residentkv.model.event_record import claim_names
 from residentkv.model.events import IDENTITY_FIELDS
 from residentkv.model.vocabulary import Control as C
 from residentkv.model.vocabulary import Requirement as R
@@ -367,7 +368,7 @@ def non_targets_served(c: ClaimView) -> Found:
     if not others or not all(served(o) for o in others):
         return None
     # SPEC §4.2: any other claim of the stream, accepted or not, needs a legal history
-    named = {e.claim_id for e in c.stream.events} - {None, c.id}
+    named = claim_names(*(e.claim_id for e in c.stream.events)) - {c.id}
     if any(legal.claim_violation(c.stream, o) is not None for o in named):
         return None
     return sorted(seq_of(o.accepted) for o in others)[:16]
