@@ -12,8 +12,10 @@ import pytest
 from residentkv.codes import CODES
 from residentkv.commands.schema import SCHEMAS, schema_id
 from residentkv.lowering.bundles import load_bundles
-from residentkv.model.vocabulary import CONTROLS, GATE_NAMES, Requirement
+from residentkv.model.automaton import VIOLATION_WHY, Violation
+from residentkv.model.vocabulary import CONTROLS, GATE_NAMES, GateName, Requirement
 from residentkv.trace.gates import REQUIREMENTS
+from residentkv.trace.registry import GATES
 
 RunCli = Callable[..., tuple[int, str, str]]
 
@@ -37,6 +39,27 @@ def test_explain_every_requirement_id(cli_run: RunCli, req: str) -> None:
     assert f"reported by gates: {', '.join(gates)}" in out
 
 
+@pytest.mark.parametrize("violation", list(Violation), ids=str)
+def test_explain_every_automaton_violation(cli_run: RunCli, violation: Violation) -> None:
+    """Every violation an illegal step can name (``illegal.violation``) is explainable."""
+    rc, out, _ = cli_run("explain", violation.value)
+    assert rc == 0, violation
+    assert f"{violation.value} (automaton violation" in out
+    assert VIOLATION_WHY[violation] in out
+
+
+def test_every_gate_requirement_is_a_requirement_with_a_reason() -> None:
+    """The gate registry names only Requirement members, each with its why-text, and every
+    Requirement is asked by some gate (so explain's list and the gates' agree)."""
+    asked = {r for g in GATES.values() for r in g.requirements}
+    assert asked == set(Requirement)
+    for g in GATES.values():
+        assert set(g.why) == set(g.requirements)
+        assert all(text.strip() for text in g.why.values())
+        assert set(g.unconditional) <= set(g.requirements)
+    assert list(GATES) == list(GateName)
+
+
 def test_explain_requirement_names_the_bundles_that_need_it(cli_run: RunCli) -> None:
     _, out, _ = cli_run("explain", "refusal_attributed")
     need = sorted(m for m, b in load_bundles().items()
@@ -54,7 +77,7 @@ def test_explain_list_names_everything(cli_run: RunCli) -> None:
     rc, out, _ = cli_run("explain", "--list")
     assert rc == 0
     for term in [*CODES, *(c.name for c in CODES.values()), *(r.value for r in Requirement),
-                 *CONTROLS, *GATE_NAMES]:
+                 *CONTROLS, *GATE_NAMES, *(v.value for v in Violation)]:
         assert term in out
 
 

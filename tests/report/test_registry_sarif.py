@@ -12,6 +12,8 @@ import jsonschema
 import pytest
 
 from residentkv.cli import cli
+from residentkv.model.automaton import Violation
+from residentkv.model.vocabulary import GATE_NAMES
 from residentkv.report.registry import formats
 from residentkv.report.sarif import sarif_schema
 
@@ -123,6 +125,34 @@ def test_trace_sarif_reader_problems_are_located(cli_run: RunCli, tmp_path: Path
     log = _sarif(cli_run, "trace", "check", str(bad))
     t001 = [r for r in log["runs"][0]["results"] if r["ruleId"] == "T001"]
     assert t001 and t001[0]["locations"][0]["physicalLocation"]["region"]["startLine"] == 4
+
+
+def test_trace_sarif_places_an_illegal_step_at_its_line(cli_run: RunCli, tmp_path: Path) -> None:
+    """An illegal step (SPEC §4.2) is located at the trace line of the offending event, not at
+    a line computed from its seq: seqs here start at 100 and step by 7, and an invalid line and
+    a blank line come before the offending one."""
+    events = [json.loads(x) for x in (TRACES / "success_path.jsonl").read_text().splitlines()]
+    early = dict(events[2])  # claim_materialized of c-1, moved before its claim_accepted
+    assert early["event"] == "claim_materialized" and events[1]["event"] == "claim_accepted"
+    lines = ["{not json"]
+    for i, e in enumerate([events[0], early, *events[1:]]):
+        lines.append(json.dumps({**e, "seq": 100 + 7 * i}))
+        if i == 0:
+            lines.append("")
+    trace = tmp_path / "illegal.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    offending_line = 4  # 1: invalid, 2: request_started, 3: blank, 4: the early event
+    assert json.loads(lines[offending_line - 1])["seq"] == 107
+    gate_results = [r for r in _sarif(cli_run, "trace", "check", str(trace))["runs"][0]["results"]
+                    if r["ruleId"] in GATE_NAMES]
+    assert len(gate_results) == len(GATE_NAMES)
+    for res in gate_results:
+        illegal = res["properties"]["illegal"]
+        assert illegal is not None and illegal["seq"] == 107, res
+        assert illegal["violation"] == Violation.BEFORE_ACCEPTANCE.value
+        assert res["properties"]["deciding_seq"] == 107
+        region = res["locations"][0]["physicalLocation"]["region"]
+        assert region["startLine"] == offending_line
 
 
 def test_unknown_claim_is_one_error_listing_the_claims(cli_run: RunCli) -> None:

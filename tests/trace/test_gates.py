@@ -426,3 +426,15 @@ def test_judged_results_are_what_validation_builds(tmp_path: Path) -> None:
     assert result.__pydantic_fields_set__ == validated.__pydantic_fields_set__
     assert result.model_dump_json() == validated.model_dump_json()
     assert list(values) == list(GateResult.model_fields)
+
+
+def test_each_result_owns_its_controls() -> None:
+    """The results of one claim are separate values: changing one's controls (they are plain
+    dicts) leaves its siblings' as judged."""
+    results = check_trace(TRACES / "two_claim_attribution.jsonl").results
+    assert len({id(r.controls) for r in results}) == len(results)
+    first, second = [r for r in results if r.claim_id == results[0].claim_id][:2]
+    before = dict(second.controls)
+    first.controls[CONTROLS[0]] = not first.controls[CONTROLS[0]]
+    assert second.controls == before
+    assert all(type(k) is str for r in results for k in (*r.controls, *r.evidence, *r.missing))

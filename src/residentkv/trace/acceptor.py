@@ -32,6 +32,7 @@ from residentkv.model.automaton import (
     short_copy,
     substrate_failure,
 )
+from residentkv.model.event_record import EventRecord, required_label
 from residentkv.model.events import IDENTITY_FIELDS
 
 #: fields of claim_accepted that define the claim (with its predicate): a second acceptance may
@@ -39,7 +40,8 @@ from residentkv.model.events import IDENTITY_FIELDS
 ACCEPTED_FIELDS = (*IDENTITY_FIELDS, "registration", "protection_mode", "footprint_blocks",
                    "owner_scope", "expires_after_s")
 
-Event = Any
+#: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
+Event = EventRecord
 
 
 def defining(e: Event) -> tuple[Any, ...]:
@@ -85,7 +87,7 @@ class ClaimRun:
     cycle_request: str | None = None
     cycle_label: int = -1
     #: the load jobs the open cycle's kv_load_started events started
-    cycle_jobs: set[Any] = field(default_factory=set)
+    cycle_jobs: set[int | str | None] = field(default_factory=set)
     mode: str | None = None
     offloaded: bool = False
     copy_lost: bool = False
@@ -166,7 +168,7 @@ class ClaimRun:
             if e.medium is not None and e.medium == self.store_tier and self._needs(e.position):
                 self.copy_lost = True
         elif name == "claim_restore_required":
-            self.top_cycle_label = self.cycle_label = int(e.generation)
+            self.top_cycle_label = self.cycle_label = required_label(e)
             self.cycle_request = e.request_id
             self.cycle_jobs = set()
         elif name == "kv_load_started" and e.job_id is not None:
@@ -274,7 +276,7 @@ def _foreign_job(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
 
 
 def _label_not_new(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
-    label = int(e.generation)  # required on claim_restore_required
+    label = required_label(e)
     return label <= r.top_cycle_label or label < r.top_copy_label
 
 

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from residentkv.model.automaton import proves
-from residentkv.model.events import CLAIM_EVENT_NAMES, IDENTITY_FIELDS
+from residentkv.model.event_record import EventRecord, claim_names, records, required_label
+from residentkv.model.events import CLAIM_EVENT_NAMES, IDENTITY_FIELDS, Envelope
+from residentkv.model.vocabulary import Requirement as R
 from residentkv.trace.acceptor import (
     ACCEPTED_FIELDS,
     CLAIM_STEPS,
@@ -23,6 +25,7 @@ from residentkv.trace.acceptor import (
     ClaimRun,
     RequestRun,
 )
+from residentkv.trace.requirements import OBSERVATION, Seqs
 
 #: events after which a claim makes no further promise (SPEC §4.1: "released, expired, failed
 #: closed"; demotion ends the claim too, SPEC §2)
@@ -33,12 +36,13 @@ __all__ = ["ACCEPTED_FIELDS", "ENDINGS", "RELEASES", "ClaimTrack", "StreamFacts"
 _NAMES_KEPT = 2  # two distinct failure names already decide every attribution question
 
 #: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
-Event = Any
-Seqs = dict[str, list[int]]
+Event = EventRecord
 ClaimHandler = Callable[["StreamFacts", "ClaimTrack", Event], None]
 
 
-_AFTER_REQUIRED = ("load_succeeded", "restored_from_offload", "reused_after_restore")
+_AFTER_REQUIRED = (R.LOAD_SUCCEEDED, R.RESTORED_FROM_OFFLOAD, R.REUSED_AFTER_RESTORE)
+#: the requirements a failure cycle carries over from the cycle's start
+_FAILURE_BEFORE = (R.STORE_SUCCEEDED, R.RESTORE_REQUIRED)
 
 
 @dataclass(slots=True)
@@ -55,8 +59,8 @@ class Cycle:
     hit: int | None
     #: the content digest the stored copy's store recorded (None: it recorded none)
     digest: str | None = None
-    loads: list[tuple[Any, int]] | None = None
-    voided_jobs: set[Any] | None = None
+    loads: list[tuple[int | str | None, int]] | None = None
+    voided_jobs: set[int | str | None] | None = None
     voided_all: bool = False
     offload_restores: list[int] | None = None
     verified: set[int] | None = None
@@ -77,9 +81,9 @@ class Cycle:
     @property
     def before(self) -> Seqs:
         """The observation requirements met when the cycle began, with their seqs."""
-        met: Seqs = {"restore_required": [self.seq]}
-        for key, seq in (("materialized", self.materialized), ("offloaded", self.offloaded),
-                         ("store_succeeded", self.stored), ("lookup_hit", self.hit)):
+        met: Seqs = {R.RESTORE_REQUIRED: [self.seq]}
+        for key, seq in ((R.MATERIALIZED, self.materialized), (R.OFFLOADED, self.offloaded),
+                         (R.STORE_SUCCEEDED, self.stored), (R.LOOKUP_HIT, self.hit)):
             if seq is not None:
                 met[key] = [seq]
         return met
@@ -114,7 +118,7 @@ class Cycle:
             if seq is not None:
                 met[key] = [seq]
         if self.content_verified(settled[1]):
-            met["restore_content_verified"] = [] if settled[1] is None else [settled[1]]
+            met[R.RESTORE_CONTENT_VERIFIED] = [] if settled[1] is None else [settled[1]]
         return met
 
     def content_verified(self, restored: int | None) -> bool:
@@ -145,35 +149,28 @@ class FailureChain:
 
     def requirements(self, before: Seqs) -> Seqs:
         c = self.cycle
-        met: Seqs = {k: v for k, v in before.items()
-                     if k in ("store_succeeded", "restore_required")}
+        met: Seqs = {k: v for k, v in before.items() if k in _FAILURE_BEFORE}
         if c.injected_failure is not None:
-            met["claim_load_failed"] = [c.injected_failure]
+            met[R.CLAIM_LOAD_FAILED] = [c.injected_failure]
         if self.sched_fail is not None:
-            met["scheduler_failure_branch"] = [self.sched_fail]
+            met[R.SCHEDULER_FAILURE_BRANCH] = [self.sched_fail]
         if self.restore_failed is not None:
-            met["restore_failed_scoped"] = [self.restore_failed]
+            met[R.RESTORE_FAILED_SCOPED] = [self.restore_failed]
         if self.refusal is not None:
-            met["refusal_attributed"] = [self.refusal]
+            met[R.REFUSAL_ATTRIBUTED] = [self.refusal]
             # a null status (imported traces) cannot show the request was not served
             if self.finish is not None and not self.finished_early and self.finish[1] not in (
                     "served", None):
-                met["outcome_before_finish"] = [self.refusal, self.finish[0]]
+                met[R.OUTCOME_BEFORE_FINISH] = [self.refusal, self.finish[0]]
         if not self.restored_after:
-            met["no_restore_after_failure"] = []
+            met[R.NO_RESTORE_AFTER_FAILURE] = []
         return met
 
 
 @dataclass(slots=True)
-class ClaimTrack:
-    """What one pass learned about one claim."""
+class ClaimIdentity:
+    """What the claim is: its acceptance, predicate and identity fields (SPEC §3, §4)."""
 
-    claim_id: str
-    claim_events: int = 0
-    #: an event names the claim beyond its submission and acceptance (not a generic counter)
-    evidence: bool = False
-    first_seq: int | None = None
-    head_seen: bool = False
     head_accepted: bool = False
     accepted_seq: int | None = None
     registration: str | None = None
@@ -184,12 +181,17 @@ class ClaimTrack:
     defining: tuple[Any, ...] | None = None
     first_predicate_id: str | None = None
     required_values: set[int] = field(default_factory=set)
-    identity: dict[str, Any] = field(default_factory=dict)
-    last_identity: tuple[Any, ...] | None = None
-    identity_missing: bool = False
+    #: identity field -> the first value a claim event gave it
+    values: dict[str, Any] = field(default_factory=dict)
+    missing: bool = False
     ambiguous: bool = False
-    #: the claim's automaton (SPEC §4.2): its state and first violation
-    run: ClaimRun = field(init=False)
+    submitted_scopes: set[str] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class ClaimLifecycle:
+    """Where the claim's life went: materialization, copies, restore cycles, losses, ending."""
+
     end_seq: int | None = None
     materialized_seq: int | None = None
     first_loss: int | None = None
@@ -200,79 +202,118 @@ class ClaimTrack:
     offload_seq: int | None = None
     last_hit: int | None = None
     last_required: int = -1
+    #: the open restore cycle, how many began, the best closed one's observation facts, the
+    #: (at most two) complete ones, the first and the first with a stored copy
     cycle: Cycle | None = None
     cycles: int = 0
     best: Seqs = field(default_factory=dict)
     full: list[tuple[int, int]] = field(default_factory=list)
     first_cycle: Cycle | None = None
     first_stored: Cycle | None = None
+    copy_digest: str | None = None
+    stored: bool = False
+    copy_medium: str | None = None
+    unrestored_cycle: bool = False
+    restore_after_reuse: bool = False
+
+
+@dataclass(slots=True)
+class ClaimFailures:
+    """The claim's failed loads and what became of them (SPEC §4 failure_outcome, §4.1)."""
+
     failure: FailureChain | None = None
     failed_requests: set[str] = field(default_factory=set)
     #: requests whose failed load of the claim has no claim_restore_failed outcome yet
     open_on: set[str | None] = field(default_factory=set)
-    submitted_scopes: set[str] = field(default_factory=set)
-    copy_digest: str | None = None
-    stored: bool = False
-    copy_medium: str | None = None
     failed_load: bool = False
+    restore_failed: bool = False
+    fallback: bool = False
     #: the request its claim_accepted names, whether an outcome naming the claim was on it
     #: before its first finish, and whether that finish was other than served
     carrier: str | None = None
     carrier_outcome: bool = False
     carrier_unexplained: bool = False
-    restore_failed: bool = False
-    unrestored_cycle: bool = False
-    restore_after_reuse: bool = False
-    fallback: bool = False
+
+
+@dataclass(slots=True)
+class ClaimConflicts:
+    """Refusals and deferrals naming the claim (SPEC §2 hard_protected, §4 controls)."""
+
     smear: bool = False
     admission: bool = False
+    #: the first refusal or deferral naming exactly this live, resident claim, its request,
+    #: whether it refused, that request's first finish, and whether the finish came first
     conflict: int | None = None
     conflict_request: str | None = None
     conflict_refused: bool = False
     conflict_finish: tuple[int, str | None] | None = None
     conflict_early: bool = False
 
+
+@dataclass(slots=True)
+class ClaimTrack:
+    """What one pass learned about one claim: what every event of it updates at the top, the
+    rest in four named sub-records."""
+
+    claim_id: str
+    claim_events: int = 0
+    #: an event names the claim beyond its submission and acceptance (not a generic counter)
+    evidence: bool = False
+    first_seq: int | None = None
+    head_seen: bool = False
+    #: the identity tuple of the claim's last claim event (a repeat teaches nothing)
+    last_identity: tuple[str | None, ...] | None = None
+    #: the claim's automaton (SPEC §4.2): its state and first violation
+    run: ClaimRun = field(init=False)
+    identity: ClaimIdentity = field(default_factory=ClaimIdentity)
+    life: ClaimLifecycle = field(default_factory=ClaimLifecycle)
+    failures: ClaimFailures = field(default_factory=ClaimFailures)
+    conflicts: ClaimConflicts = field(default_factory=ClaimConflicts)
+
     def __post_init__(self) -> None:
         self.run = ClaimRun(self.claim_id)
 
     def evaluates(self, e: Event) -> bool:
         """The accepted predicate evaluated on a ``claim_materialized`` event's numbers."""
-        p = self.predicate
-        if p is None or not e.holds or self.footprint is None:
+        p = self.identity.predicate
+        if p is None or not e.holds or self.identity.footprint is None:
             return False
-        return proves(p[1], p[2], p[3], self.footprint, e.leading, e.surviving)
+        return proves(p[1], p[2], p[3], self.identity.footprint, e.leading, e.surviving)
 
     def needs(self, position: int | None) -> bool:
-        if position is None or self.predicate is None:
+        p = self.identity.predicate
+        if position is None or p is None:
             return True
-        return self.predicate[3] <= position < self.predicate[3] + self.predicate[2]
+        return p[3] <= position < p[3] + p[2]
 
     def unreported_loss(self, *reports: int | None) -> bool:
         """A loss before any release (or before one of *reports*)."""
-        told = min((s for s in (self.first_release, *reports) if s is not None), default=None)
-        return self.first_loss is not None and (told is None or self.first_loss < told)
+        told = min((s for s in (self.life.first_release, *reports) if s is not None), default=None)
+        return self.life.first_loss is not None and (told is None or self.life.first_loss < told)
 
     def unstable(self) -> bool:
         """Ambiguous identity, or a submitted owner scope the acceptance contradicts."""
-        mine = self.owner_scope
-        return self.ambiguous or (mine is not None and bool(self.submitted_scopes - {mine})) or (
-            mine is None and len(self.submitted_scopes) > 1)
+        ident = self.identity
+        mine, submitted = ident.owner_scope, ident.submitted_scopes
+        return ident.ambiguous or (mine is not None and bool(submitted - {mine})) or (
+            mine is None and len(submitted) > 1)
 
     def served(self) -> bool:
         """SPEC §4 attribution: restored/served or untouched (see the reference's ``served``)."""
-        return not (self.first_harm is not None or self.restore_failed or self.failed_load
-                    or self.unrestored_cycle or self.unreported_loss()
-                    or self.run.violation is not None or self.carrier_unexplained
+        life, failures = self.life, self.failures
+        return not (life.first_harm is not None or failures.restore_failed
+                    or failures.failed_load or life.unrestored_cycle or self.unreported_loss()
+                    or self.run.violation is not None or failures.carrier_unexplained
                     or self.unstable())
 
     def failure_requirements(self) -> Seqs:
         """The failure requirements met by the failure cycle (else the best cycle without)."""
-        if self.failure is not None:
-            return self.failure.requirements(self.failure.cycle.before)
-        cy = self.first_stored or self.first_cycle
+        if self.failures.failure is not None:
+            return self.failures.failure.requirements(self.failures.failure.cycle.before)
+        cy = self.life.first_stored or self.life.first_cycle
         if cy is None:
             return {}
-        return {k: v for k, v in cy.before.items() if k in ("store_succeeded", "restore_required")}
+        return {k: v for k, v in cy.before.items() if k in _FAILURE_BEFORE}
 
 
 @dataclass(slots=True)
@@ -320,8 +361,8 @@ class StreamFacts:
         if rid is not None and rid not in self.finished:
             for name in names:
                 carried = self.claims.get(name) if name is not None else None
-                if carried is not None and carried.carrier == rid:
-                    carried.carrier_outcome = True
+                if carried is not None and carried.failures.carrier == rid:
+                    carried.failures.carrier_outcome = True
         if all(name is None for name in names):
             self.unclaimed_failure = True
         for name in names:
@@ -336,7 +377,7 @@ class StreamFacts:
         self.awaiting.setdefault(request_id, []).append(t)
 
 
-def collect(events: Iterable[Event]) -> StreamFacts:
+def collect(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
     """Run one pass over *events* (already in seq order) and return the settled facts."""
     facts = StreamFacts()
     claims, track, order = facts.claims, facts.track, facts.order
@@ -344,7 +385,7 @@ def collect(events: Iterable[Event]) -> StreamFacts:
     dispatch = _DISPATCH
     claim_steps, request_steps = CLAIM_STEPS, REQUEST_STEPS
     # the hot loop: one lookup says what an event is; what every claim event shares is inline
-    for event in events:
+    for event in records(events):
         name = event.event
         cid = event.claim_id
         rid = event.request_id
@@ -398,8 +439,8 @@ def collect(events: Iterable[Event]) -> StreamFacts:
         _close(t)
     for carried in facts.carried.values():  # SPEC §4.2: a carrier that never finished
         for c in carried:
-            if not c.carrier_outcome:
-                c.carrier_unexplained = True
+            if not c.failures.carrier_outcome:
+                c.failures.carrier_unexplained = True
     return facts
 
 
@@ -417,7 +458,7 @@ _UNHANDLED: _Dispatch = (False, None, False)
 def _head(t: ClaimTrack, e: Event, name: str) -> None:
     """SPEC §4.1: no event of the claim (store included) precedes ``claim_accepted``."""
     t.head_seen = True
-    t.head_accepted = name == "claim_accepted" and str(e.registration) == "pre_registered"
+    t.identity.head_accepted = name == "claim_accepted" and str(e.registration) == "pre_registered"
 
 
 def _unnamed_claim_event(facts: StreamFacts, e: Event, name: str) -> None:
@@ -426,124 +467,131 @@ def _unnamed_claim_event(facts: StreamFacts, e: Event, name: str) -> None:
 
 
 def _ending(t: ClaimTrack, e: Event, name: str) -> None:
-    if t.end_seq is None:
-        t.end_seq = e.seq
+    life = t.life
+    if life.end_seq is None:
+        life.end_seq = e.seq
     if name in RELEASES:
-        t.release_of.setdefault(name, e.seq)
-        if t.first_release is None:
-            t.first_release = e.seq
+        life.release_of.setdefault(name, e.seq)
+        if life.first_release is None:
+            life.first_release = e.seq
 
 
 def _identity(t: ClaimTrack, e: Event) -> None:
     """A new identity tuple (the common case, the same as the claim's last, is skipped)."""
+    identity = t.identity
     t.last_identity = (e.object_id, e.cache_identity, e.request_token_map_id, e.predicate_id)
     for name in IDENTITY_FIELDS:
         value = getattr(e, name)
         if value is None:
-            t.identity_missing = True
+            identity.missing = True
             continue
-        if t.identity.setdefault(name, value) != value:
-            t.ambiguous = True
-    if t.first_predicate_id is None and e.predicate_id is not None:
-        t.first_predicate_id = e.predicate_id
+        if identity.values.setdefault(name, value) != value:
+            identity.ambiguous = True
+    if identity.first_predicate_id is None and e.predicate_id is not None:
+        identity.first_predicate_id = e.predicate_id
 
 
 def _accepted(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
+    identity = t.identity
     p = e.predicate
     defining = (*(getattr(e, f) for f in ACCEPTED_FIELDS), p.id, str(p.kind), p.blocks, p.start)
-    if t.accepted_seq is not None:
-        if defining != t.defining:
-            t.ambiguous = True
+    if identity.accepted_seq is not None:
+        if defining != identity.defining:
+            identity.ambiguous = True
         return
     if str(e.protection_mode) == "best_effort":
         facts.best_effort = True
-    t.accepted_seq, t.defining = e.seq, defining
-    t.registration, t.mode = str(e.registration), str(e.protection_mode)
-    t.predicate = (p.id, str(p.kind), p.blocks, p.start or 0)
-    t.footprint = e.footprint_blocks
-    t.carrier = rid = e.request_id
+    identity.accepted_seq, identity.defining = e.seq, defining
+    identity.registration, identity.mode = str(e.registration), str(e.protection_mode)
+    identity.predicate = (p.id, str(p.kind), p.blocks, p.start or 0)
+    identity.footprint = e.footprint_blocks
+    t.failures.carrier = rid = e.request_id
     if rid is not None and rid not in facts.finished:
         facts.carried.setdefault(rid, []).append(t)
-    t.owner_scope = e.owner_scope
+    identity.owner_scope = e.owner_scope
 
 
 def _materialized(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
-    if len(t.required_values) < 2:
-        t.required_values.add(e.required)
+    life, identity = t.life, t.identity
+    if len(identity.required_values) < 2:
+        identity.required_values.add(e.required)
     holds = t.evaluates(e)
-    if holds and t.materialized_seq is None:
-        t.materialized_seq = e.seq
+    if holds and life.materialized_seq is None:
+        life.materialized_seq = e.seq
     elif not holds:
         _loss(t, e)
 
 
 def _loss(t: ClaimTrack, e: Event) -> None:
-    if t.materialized_seq is not None and t.first_loss is None:
-        t.first_loss = e.seq
+    life = t.life
+    if life.materialized_seq is not None and life.first_loss is None:
+        life.first_loss = e.seq
 
 
 def _offloaded(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
-    if t.offload_seq is None:
-        t.offload_seq = e.seq
+    life = t.life
+    if life.offload_seq is None:
+        life.offload_seq = e.seq
 
 
 def _restore_required(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
+    life = t.life
     _close(t)
-    prev, t.last_required = t.last_required, e.seq
-    if t.end_seq is not None:
+    prev, life.last_required = life.last_required, e.seq
+    if life.end_seq is not None:
         return  # no restore of a live claim: not a cycle
-    off, store, hit = t.offload_seq, t.store_seq, t.last_hit
+    off, store, hit = life.offload_seq, life.store_seq, life.last_hit
     if store is not None and store >= (e.seq if off is None else off):
         store = None
     if hit is not None and hit <= max(prev, -1 if off is None else off):
         hit = None
-    cy = t.cycle = Cycle(e.seq, int(e.generation), e.request_id, t.materialized_seq, off, store,
-                         hit, t.copy_digest)
-    t.cycles += 1
-    if t.first_cycle is None:
-        t.first_cycle = cy
-    if t.first_stored is None and store is not None:
-        t.first_stored = cy
+    cy = life.cycle = Cycle(e.seq, required_label(e), e.request_id, life.materialized_seq, off,
+                            store, hit, life.copy_digest)
+    life.cycles += 1
+    if life.first_cycle is None:
+        life.first_cycle = cy
+    if life.first_stored is None and store is not None:
+        life.first_stored = cy
 
 
-_OBSERVATION = frozenset({"materialized", "store_succeeded", "offloaded", "lookup_hit",
-                          "restore_required", "load_succeeded", "restored_from_offload",
-                          "reused_after_restore", "restore_content_verified"})
+_OBSERVATION = frozenset(OBSERVATION)
 
 
 def _close(t: ClaimTrack) -> None:
     """Settle the open cycle: its verdicts are final once the next cycle begins."""
-    cy = t.cycle
+    life = t.life
+    cy = life.cycle
     if cy is None:
         return
-    t.cycle = None
+    life.cycle = None
     settled = cy.settled()
     score = cy.known_before() + (settled[0] is not None) + (settled[1] is not None) + (
         settled[2] is not None) + cy.content_verified(settled[1])
-    if score > len(t.best):
-        t.best = cy.observation()
-    if score == len(_OBSERVATION) and len(t.full) < 2 and all(
-            label != cy.label for _, label in t.full):
-        t.full.append((cy.seq, cy.label))
+    if score > len(life.best):
+        life.best = cy.observation()
+    if score == len(_OBSERVATION) and len(life.full) < 2 and all(
+            label != cy.label for _, label in life.full):
+        life.full.append((cy.seq, cy.label))
     if settled[1] is None:
-        t.unrestored_cycle = True
+        life.unrestored_cycle = True
     if cy.reuse_first is not None and (
             cy.restored_member is None or cy.reuse_first < cy.restored_member):
-        t.restore_after_reuse = True
+        life.restore_after_reuse = True
 
 
 def _restored(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
+    life, failures = t.life, t.failures
     if e.source == "fallback_recompute":
-        t.fallback = True
-    f = t.failure
+        failures.fallback = True
+    f = failures.failure
     if f is not None:
         f.restored_after = True
-    cy = t.cycle
+    cy = life.cycle
     if cy is None or not cy.member(e):
         return
     if cy.restored_member is None:
         cy.restored_member = e.seq
-    if t.end_seq is not None:
+    if life.end_seq is not None:
         return
     if cy.restore_any is None:
         cy.restore_any = e.seq
@@ -560,9 +608,10 @@ def _restored(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
 
 
 def _reused(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
+    life = t.life
     if not e.holds:
         _loss(t, e)
-    cy = t.cycle
+    cy = life.cycle
     if cy is None or not cy.member(e):
         return
     if cy.reuse_first is None:
@@ -571,21 +620,22 @@ def _reused(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     if mine is not None and theirs is not None and mine != theirs:
         cy.foreign_reuse = True
     if (e.holds and cy.reuse_ok is None and cy.restore_any is not None
-            and t.end_seq is None):
+            and life.end_seq is None):
         cy.reuse_ok = e.seq
 
 
 def _restore_failed(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
+    failures = t.failures
     facts.name_failure(e, t.claim_id, e.outcome_claim_id)
-    t.restore_failed = True
+    failures.restore_failed = True
     if e.outcome_claim_id == t.claim_id:
-        t.open_on.discard(e.request_id)
-    f = t.failure
+        failures.open_on.discard(e.request_id)
+    f = failures.failure
     if f is None or f.restore_failed_checked:
         return
     f.restore_failed_checked = True
     cy = f.cycle
-    if (t.end_seq is None and e.outcome_claim_id == t.claim_id and e.generation == cy.label
+    if (t.life.end_seq is None and e.outcome_claim_id == t.claim_id and e.generation == cy.label
             and e.request_id == cy.request_id):
         f.restore_failed = e.seq
 
@@ -595,9 +645,10 @@ def _named(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
 
 
 def _harmed(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
+    life = t.life
     facts.name_failure(e, t.claim_id)
-    if t.first_harm is None:
-        t.first_harm = e.seq
+    if life.first_harm is None:
+        life.first_harm = e.seq
 
 
 def _lost(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
@@ -605,8 +656,9 @@ def _lost(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
 
 
 def _submitted(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
-    if e.owner_scope is not None and len(t.submitted_scopes) < 2:
-        t.submitted_scopes.add(e.owner_scope)
+    identity = t.identity
+    if e.owner_scope is not None and len(identity.submitted_scopes) < 2:
+        identity.submitted_scopes.add(e.owner_scope)
 
 
 _CLAIM_HANDLERS: dict[str, ClaimHandler] = {
@@ -637,19 +689,20 @@ def _finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
         return
     facts.finished.add(rid)
     for c in facts.carried.pop(rid, ()):
-        if e.status != "served" and not c.carrier_outcome:
-            c.carrier_unexplained = True
+        if e.status != "served" and not c.failures.carrier_outcome:
+            c.failures.carrier_unexplained = True
     waiting = facts.awaiting.pop(rid, None)
     for w in waiting or ():
         _finish_of(w, rid, (e.seq, e.status))
 
 
 def _finish_of(t: ClaimTrack, rid: str, finish: tuple[int, str | None]) -> None:
-    f = t.failure
+    conflicts = t.conflicts
+    f = t.failures.failure
     if f is not None and f.refusal is not None and f.cycle.request_id == rid and f.finish is None:
         f.finish = finish
-    if t.conflict_request == rid and t.conflict_finish is None:
-        t.conflict_finish = finish
+    if conflicts.conflict_request == rid and conflicts.conflict_finish is None:
+        conflicts.conflict_finish = finish
 
 
 def _generic(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
@@ -669,22 +722,23 @@ def _store_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
         if facts.unclaimed_store is None:
             facts.unclaimed_store = e.seq
     else:
-        t.stored, t.copy_digest, t.copy_medium = True, e.content_digest, e.to_tier
-        if t.store_seq is None:
-            t.store_seq = e.seq
+        life = t.life
+        life.stored, life.copy_digest, life.copy_medium = True, e.content_digest, e.to_tier
+        if life.store_seq is None:
+            life.store_seq = e.seq
 
 
 def _lookup(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     if t is not None and e.hit_tokens > 0:
-        t.last_hit = e.seq
+        t.life.last_hit = e.seq
 
 
 def _load_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     if not e.success:
         _load_failure(facts, t, e)
         return
-    cy = None if t is None else t.cycle
-    if t is not None and cy is not None and cy.member(e) and t.end_seq is None:
+    cy = None if t is None else t.life.cycle
+    if t is not None and cy is not None and cy.member(e) and t.life.end_seq is None:
         if cy.loads is None:
             cy.loads = []
         cy.loads.append((e.job_id, e.seq))
@@ -693,7 +747,7 @@ def _load_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
 def _load_failed(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     if not e.invalid_block_ids:
         return  # a report of no invalid block is no failed load
-    cy = None if t is None else t.cycle
+    cy = None if t is None else t.life.cycle
     if cy is not None:
         if e.job_id is None:
             # SPEC §4.2: without job_id it voids every successful load of that request
@@ -710,19 +764,20 @@ def _load_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     facts.name_failure(e, e.claim_id)
     if t is None:
         return
-    t.failed_load = True
+    life, failures = t.life, t.failures
+    failures.failed_load = True
     rid = e.request_id
-    t.open_on.add(rid)
-    if rid is not None and rid not in t.failed_requests:
-        t.failed_requests.add(rid)
+    failures.open_on.add(rid)
+    if rid is not None and rid not in failures.failed_requests:
+        failures.failed_requests.add(rid)
         facts.failed_on.setdefault(rid, []).append(t)
-    cy = t.cycle
+    cy = life.cycle
     if cy is None or not cy.member(e) or cy.request_id is None or rid != cy.request_id:
         return
     if cy.failed_load is None:
         cy.failed_load = e.seq
-        if t.failure is None:
-            t.failure = FailureChain(cy, list(t.full))
+        if failures.failure is None:
+            failures.failure = FailureChain(cy, list(life.full))
             facts.failing.setdefault(rid, []).append(t)
     if cy.injected_failure is None and e.injected:
         cy.injected_failure = e.seq
@@ -733,13 +788,13 @@ def _scheduler_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> No
     rid = e.request_id
     if e.policy == "recompute":
         if t is not None:
-            t.fallback = True
+            t.failures.fallback = True
         elif rid is not None:
             for w in facts.failed_on.get(rid, ()):
-                w.fallback = True
+                w.failures.fallback = True
         return
     for w in facts.failing.get(rid or "", ()):
-        f = w.failure
+        f = w.failures.failure
         if f is not None and f.sched_fail is None and e.claim_id in (w.claim_id, None):
             f.sched_fail = e.seq
 
@@ -747,19 +802,19 @@ def _scheduler_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> No
 def _refused(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     blocking = e.blocking_claim_ids
     facts.name_failure(e, e.claim_id, e.outcome_claim_id, *blocking)
-    for cid in {e.claim_id, e.outcome_claim_id, *blocking} - {None}:
+    for cid in claim_names(e.claim_id, e.outcome_claim_id, *blocking):
         named = facts.track(cid)
         if blocking != [cid] or e.outcome_claim_id != cid:  # it blocks only its outcome claim
-            named.smear = True
+            named.conflicts.smear = True
         if e.arbiter == "admission":
-            named.admission = True
+            named.conflicts.admission = True
     if len(blocking) == 1:
         _conflict(facts, facts.track(blocking[0]), e, refused=True)
     rid = e.request_id
     if rid is None or e.arbiter != "scheduler_boundary":
         return
     for w in facts.failing.get(rid, ()):
-        f = w.failure
+        f = w.failures.failure
         if (f is not None and f.refusal is None and e.claim_id in (w.claim_id, None)
                 and e.outcome_claim_id == w.claim_id and blocking == [w.claim_id]):
             f.refusal = e.seq
@@ -776,26 +831,28 @@ def _deferred(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
         facts.name_failure(e, *own, *blocking)
         for cid in {*own, *blocking}:  # a deferral that blames others smears too
             if blocking != [cid]:
-                facts.track(cid).smear = True
+                facts.track(cid).conflicts.smear = True
     if len(blocking) == 1:
         _conflict(facts, facts.track(blocking[0]), e, refused=False)
 
 
 def _conflict(facts: StreamFacts, t: ClaimTrack, e: Event, *, refused: bool) -> None:
     """The first refusal or deferral naming exactly this live, resident claim (hard_protected)."""
-    if t.conflict is not None or t.materialized_seq is None:
+    life, conflicts = t.life, t.conflicts
+    if conflicts.conflict is not None or life.materialized_seq is None:
         return
     if refused and (e.outcome_claim_id != t.claim_id or e.claim_id not in (None, t.claim_id)
                     or e.arbiter == "harness"):
         return
-    if t.end_seq is not None or t.first_harm is not None or e.request_id in t.failed_requests:
+    if (life.end_seq is not None or life.first_harm is not None
+            or e.request_id in t.failures.failed_requests):
         return
-    rid = t.conflict_request = e.request_id
-    t.conflict, t.conflict_refused = e.seq, refused
+    rid = conflicts.conflict_request = e.request_id
+    conflicts.conflict, conflicts.conflict_refused = e.seq, refused
     if rid is None:
         return
     if rid in facts.finished:
-        t.conflict_early = True
+        conflicts.conflict_early = True
     else:
         facts.await_finish(rid, t)
 
@@ -805,10 +862,11 @@ def _evicted(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     while no stored, offloaded copy is held (an eviction from the copy's medium loses it)."""
     if t is None or not t.needs(e.position):
         return
-    if t.mode == "offloadable":
-        if e.medium is not None and e.medium == t.copy_medium:
-            t.stored = False
-        elif t.stored and t.offload_seq is not None:
+    life = t.life
+    if t.identity.mode == "offloadable":
+        if e.medium is not None and e.medium == life.copy_medium:
+            life.stored = False
+        elif life.stored and life.offload_seq is not None:
             return
     _loss(t, e)
 

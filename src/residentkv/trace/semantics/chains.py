@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from residentkv.model.vocabulary import Requirement as R
+from residentkv.trace.requirements import Seqs
 from residentkv.trace.semantics.stream import (
     ClaimView,
     Cycle,
@@ -21,7 +22,6 @@ from residentkv.trace.semantics.stream import (
 )
 
 Found = list[int] | None
-Seqs = dict[str, list[int]]
 
 
 def _first_offload(claim: ClaimView, before: int) -> Event | None:
@@ -140,7 +140,7 @@ def restore_content_verified(cy: Cycle) -> Found:
     return restored if r is not None and r.content_verified is True else None
 
 
-OBSERVATION_RULES: dict[str, Callable[[Cycle], Found]] = {
+OBSERVATION_RULES: dict[R, Callable[[Cycle], Found]] = {
     R.MATERIALIZED: materialized,
     R.STORE_SUCCEEDED: store_succeeded,
     R.OFFLOADED: offloaded,
@@ -158,7 +158,7 @@ def observation_chain(cy: Cycle) -> Seqs:
     return _met(OBSERVATION_RULES, cy)
 
 
-def _met(rules: dict[str, Callable[[Cycle], Found]], cy: Cycle) -> Seqs:
+def _met(rules: dict[R, Callable[[Cycle], Found]], cy: Cycle) -> Seqs:
     met: Seqs = {}
     for requirement, rule in rules.items():
         found = rule(cy)
@@ -217,7 +217,7 @@ def restore_failed_scoped(cy: Cycle) -> Found:
     f = first(cy.claim.named("claim_restore_failed"), lambda e: e.seq > lf.seq)
     if f is None or f.seq != cy.claim.end or f.outcome_claim_id != cy.claim.id:
         return None
-    if int(f.generation) != cy.label or f.request_id != cy.request_id:
+    if f.generation != cy.label or f.request_id != cy.request_id:
         return None
     return [f.seq]
 
@@ -263,7 +263,7 @@ def no_restore_after_failure(cy: Cycle) -> Found:
     return []
 
 
-FAILURE_RULES: dict[str, Callable[[Cycle], Found]] = {
+FAILURE_RULES: dict[R, Callable[[Cycle], Found]] = {
     R.STORE_SUCCEEDED: store_succeeded,
     R.RESTORE_REQUIRED: restore_required,
     R.CLAIM_LOAD_FAILED: claim_load_failed,

@@ -30,6 +30,7 @@ from residentkv.model.automaton import (
     short_copy,
     substrate_failure,
 )
+from residentkv.model.event_record import claim_names
 from residentkv.trace.acceptor import defining, earlier
 from residentkv.trace.semantics.stream import Event, Stream, first, generation
 
@@ -57,7 +58,7 @@ def _claim_violation(stream: Stream, claim_id: str) -> Step | None:
     for rid in _requests_naming(stream, claim_id):
         found = earlier(found, request_run(stream, rid)[1])
         # an illegal step of any claim on a request that names this claim is this claim's too
-        for other in {e.claim_id for e in stream.events if e.request_id == rid} - {None}:
+        for other in claim_names(*(e.claim_id for e in stream.events if e.request_id == rid)):
             for step in claim_steps(stream, other):
                 if _event_at(stream, step.seq).request_id == rid:
                     found = earlier(found, step)
@@ -73,7 +74,8 @@ def _event_at(stream: Stream, seq: int) -> Event:
     memo = _memo(stream)
     if ("seqs", "") not in memo:
         memo["seqs", ""] = {e.seq: e for e in stream.events}
-    return memo["seqs", ""][seq]
+    at: dict[int, Event] = memo["seqs", ""]
+    return at[seq]
 
 
 def request_run(stream: Stream, request_id: str) -> tuple[RequestPhase, Step | None]:

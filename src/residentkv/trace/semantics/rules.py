@@ -8,15 +8,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from residentkv.model.event_record import claim_names
 from residentkv.model.events import IDENTITY_FIELDS
 from residentkv.model.vocabulary import Control as C
 from residentkv.model.vocabulary import Requirement as R
+from residentkv.trace.requirements import (
+    DEMOTABLE_PATH,
+    EXPIRING_PATH,
+    GENERATIONS_PATH,
+    HARD_PROTECTED_PATH,
+    SOFT_PRIORITY_PATH,
+    Seqs,
+)
 from residentkv.trace.semantics import legal
 from residentkv.trace.semantics.chains import (
     FAILURE_RULES,
     OBSERVATION_RULES,
     Found,
-    Seqs,
     failure_chain,
     failure_cycle,
     observation_chain,
@@ -144,7 +152,7 @@ def predicate_fixed(c: ClaimView) -> Found:
     return [a.seq]
 
 
-COMMON_RULES: dict[str, Callable[[ClaimView], Found]] = {
+COMMON_RULES: dict[R, Callable[[ClaimView], Found]] = {
     R.TRACE_WELL_FORMED: trace_well_formed,
     R.CLAIM_EVENTS_PRESENT: claim_events_present,
     R.CLAIM_ACCEPTED_BEFORE_LIFECYCLE: claim_accepted_before_lifecycle,
@@ -158,7 +166,7 @@ COMMON_RULES: dict[str, Callable[[ClaimView], Found]] = {
 }
 
 
-def met(rules: dict[str, Callable[[ClaimView], Found]], c: ClaimView) -> Seqs:
+def met(rules: dict[R, Callable[[ClaimView], Found]], c: ClaimView) -> Seqs:
     found: Seqs = {}
     for requirement, rule in rules.items():
         seqs = rule(c)
@@ -254,16 +262,16 @@ def generations(c: ClaimView) -> Seqs:
     fail_cy = failure_cycle(c)
     failed = fail_cy is not None and failure_chain(c).keys() >= FAILURE_RULES.keys()
     if full:
-        found["success_generation"] = [full[0].seq]
+        found[R.SUCCESS_GENERATION] = [full[0].seq]
     if failed and fail_cy is not None:
-        found["failure_generation"] = [fail_cy.seq]
+        found[R.FAILURE_GENERATION] = [fail_cy.seq]
         before = [cy for cy in full if cy.seq < fail_cy.seq and cy.label != fail_cy.label]
         if before:
-            found["generations_ordered"] = [before[0].seq, fail_cy.seq]
+            found[R.GENERATIONS_ORDERED] = [before[0].seq, fail_cy.seq]
     return found
 
 
-def lifecycle(c: ClaimView) -> tuple[Seqs, tuple[str, ...]]:
+def lifecycle(c: ClaimView) -> tuple[Seqs, tuple[R, ...]]:
     """The lifecycle paths the claim's protection mode promises, and which requirements apply.
 
     expiring / demotable: the release precedes every loss, no harm. hard_protected: resident,
@@ -271,25 +279,25 @@ def lifecycle(c: ClaimView) -> tuple[Seqs, tuple[str, ...]]:
     reported as harm. offloadable and the rest: a success cycle, then a failure cycle.
     """
     found: Seqs = {}
-    for key, rule in (("no_harm", no_harm), ("materialized", lifecycle_materialized)):
+    for key, rule in ((R.NO_HARM, no_harm), (R.MATERIALIZED, lifecycle_materialized)):
         seqs = rule(c)
         if seqs is not None:
             found[key] = seqs
     if c.mode == "soft_priority":
         # a harmed claim's lifecycle is not shown to pass, reported or not (fail-closed)
-        return found, ("no_blocking_smear", "materialized", "no_harm")
+        return found, SOFT_PRIORITY_PATH
     if c.mode == "hard_protected":
-        _put(found, "conflict_attributed", conflict_attributed(c))
-        return found, ("no_blocking_smear", "materialized", "no_harm", "conflict_attributed")
+        _put(found, R.CONFLICT_ATTRIBUTED, conflict_attributed(c))
+        return found, HARD_PROTECTED_PATH
     if c.mode in ("expiring", "demotable"):
-        key, event = (("expiry_before_loss", "claim_expired") if c.mode == "expiring"
-                      else ("demotion_before_loss", "claim_demoted"))
+        key, event, path = ((R.EXPIRY_BEFORE_LOSS, "claim_expired", EXPIRING_PATH)
+                            if c.mode == "expiring"
+                            else (R.DEMOTION_BEFORE_LOSS, "claim_demoted", DEMOTABLE_PATH))
         _put(found, key, release_before_loss(c, event))
         # the holding materialization is evidence of the path (B2 rests on it)
-        return found, ("no_blocking_smear", "materialized", key, "no_harm")
+        return found, path
     found.update(generations(c))
-    return found, ("no_blocking_smear", "no_harm", "success_generation", "failure_generation",
-                   "generations_ordered")
+    return found, GENERATIONS_PATH
 
 
 def soft_loss_unreported(c: ClaimView) -> bool:
@@ -298,7 +306,7 @@ def soft_loss_unreported(c: ClaimView) -> bool:
     return c.mode == "soft_priority" and _unreported_loss(c, ("claim_harmed",)) is not None
 
 
-def _put(found: Seqs, key: str, seqs: Found) -> None:
+def _put(found: Seqs, key: R, seqs: Found) -> None:
     if seqs is not None:
         found[key] = seqs
 
@@ -338,7 +346,7 @@ def served(other: ClaimView) -> bool:
         return False
     if stable_identity(other) is None:  # "every rule above": its identity too
         return False
-    return all(OBSERVATION_RULES["restored_from_offload"](cy) is not None
+    return all(OBSERVATION_RULES[R.RESTORED_FROM_OFFLOAD](cy) is not None
                for cy in other.cycles)
 
 
@@ -360,7 +368,7 @@ def non_targets_served(c: ClaimView) -> Found:
     if not others or not all(served(o) for o in others):
         return None
     # SPEC §4.2: any other claim of the stream, accepted or not, needs a legal history
-    named = {e.claim_id for e in c.stream.events} - {None, c.id}
+    named = claim_names(*(e.claim_id for e in c.stream.events)) - {c.id}
     if any(legal.claim_violation(c.stream, o) is not None for o in named):
         return None
     return sorted(seq_of(o.accepted) for o in others)[:16]
@@ -372,7 +380,7 @@ def target_failure_outcome(c: ClaimView, failure_met: Seqs) -> list[int]:
 
 
 # -------------------------------------------------------------------------------- controls
-def controls(c: ClaimView) -> dict[str, bool]:
+def controls(c: ClaimView) -> dict[C, bool]:
     """The negative controls of SPEC §4, as facts of the stream for this claim."""
     failures = c.stream.failures
     return {

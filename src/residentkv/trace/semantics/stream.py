@@ -9,21 +9,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
-from typing import Any
+from typing import TypeVar
 
 from residentkv.model.automaton import proves
-from residentkv.model.events import CLAIM_EVENT_NAMES
+from residentkv.model.event_record import EventRecord, record_list, required_label
+from residentkv.model.events import CLAIM_EVENT_NAMES, Envelope
 from residentkv.trace.tracker import ENDINGS
 
 #: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
-Event = Any
+Event = EventRecord
+
+T = TypeVar("T")
 
 NEVER = 1 << 64  # after every seq (SPEC §4.2: a seq is at most 2^63-1): "has not happened"
 
 
 
-def first(events: Iterable[Event], test: Callable[[Event], bool] = lambda e: True) -> Any:
-    """The first event that passes *test*, or None."""
+def first(events: Iterable[T], test: Callable[[T], bool] = lambda e: True) -> T | None:
+    """The first event (or cycle) that passes *test*, or None."""
     return next((e for e in events if test(e)), None)
 
 
@@ -80,8 +83,8 @@ def failure_names(event: Event) -> tuple[str | None, ...] | None:
 class Stream:
     """One stream's events, in seq order, with the stream-wide facts every claim shares."""
 
-    def __init__(self, events: Sequence[Event], well_formed: bool) -> None:
-        self.events = list(events)
+    def __init__(self, events: Sequence[Envelope] | Sequence[Event], well_formed: bool) -> None:
+        self.events: list[Event] = list(record_list(events))
         self.well_formed = well_formed
 
     @cached_property
@@ -275,7 +278,7 @@ class Cycle:
         self.claim = claim
         self.required = required
         self.seq: int = required.seq
-        self.label = int(required.generation)
+        self.label = required_label(required)
         self.request_id: str | None = required.request_id
         self.prev = prev
         self.stop = stop
