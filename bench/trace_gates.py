@@ -32,10 +32,12 @@ PRED = {"id": "p", "kind": "leading_prefix_at_least", "blocks": 2}
 
 
 def claim_events(i: int, cycles: int) -> Iterator[dict[str, Any]]:
-    """One claim's life: accept, materialize, offload, then *cycles* restore/reuse rounds."""
+    """One claim's legal life (SPEC §4.2): accept, materialize, offload, then *cycles*
+    restore/reuse rounds, each on a request of its own; ``observation`` passes on it."""
     cid, req = f"c-{i}", f"r-{i}"
     ident = {"object_id": f"o-{i}", "cache_identity": "m|t|d|s|128|bf16|-",
              "request_token_map_id": f"tm-{i}", "predicate_id": "p"}
+    yield {"event": "request_started", "claim_id": None, "request_id": req}
     yield {"event": "claim_accepted", "claim_id": cid, "request_id": req, **ident,
            "registration": "pre_registered", "protection_mode": "offloadable",
            "footprint_blocks": 2, "predicate": PRED}
@@ -45,6 +47,8 @@ def claim_events(i: int, cycles: int) -> Iterator[dict[str, Any]]:
            "bytes": 4096, "success": True, "from_tier": "device", "to_tier": "host"}
     yield {"event": "claim_offloaded", "claim_id": cid, "request_id": req, **ident,
            "generation": 0, "from_tier": "device", "to_tier": "host", "block_count": 2}
+    yield {"event": "request_finished", "claim_id": None, "request_id": req,
+           "status": "served", "finish_reason": "length"}
     for g in range(cycles):
         r = f"{req}-{g}"
         yield {"event": "request_started", "claim_id": None, "request_id": r}
@@ -52,6 +56,8 @@ def claim_events(i: int, cycles: int) -> Iterator[dict[str, Any]]:
                "async_load": True}
         yield {"event": "claim_restore_required", "claim_id": cid, "request_id": r, **ident,
                "generation": g, "from_tier": "host", "to_tier": "device", "tokens": 256}
+        yield {"event": "kv_load_started", "claim_id": cid, "request_id": r, "job_id": g,
+               "bytes": 4096, "from_tier": "host", "to_tier": "device"}
         yield {"event": "kv_load_finished", "claim_id": cid, "request_id": r, "job_id": g,
                "bytes": 4096, "success": True}
         yield {"event": "claim_restored", "claim_id": cid, "request_id": r, **ident,
@@ -64,7 +70,7 @@ def claim_events(i: int, cycles: int) -> Iterator[dict[str, Any]]:
 
 def generate(path: Path, n_events: int, n_claims: int, layout: str = "writer") -> int:
     """Write the trace: through residentkv's EventWriter, or as ``json.dumps`` lines."""
-    cycles = max(1, -(-(n_events // n_claims - 4) // 7))  # enough rounds to reach n_events
+    cycles = max(1, -(-(n_events // n_claims - 6) // 8))  # enough rounds to reach n_events
     streams = [claim_events(i, cycles) for i in range(n_claims)]
     records = itertools.islice(_interleaved(streams), n_events)
     if layout == "writer":
