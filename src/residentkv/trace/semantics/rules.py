@@ -350,16 +350,35 @@ def served(other: ClaimView) -> bool:
                for cy in other.cycles)
 
 
-def _unexplained_carrier(other: ClaimView) -> bool:
+#: the claim events by which a request other than the accepting one carries the claim
+_CARRYING = frozenset({"claim_restore_required", "claim_restored", "claim_reused"})
+
+
+def _carriers(other: ClaimView) -> dict[str, int]:
+    """Each request that carries the claim -> the seq from which it does: the request its
+    claim_accepted names, and every request that restores or reuses it (SPEC §4.2)."""
+    since: dict[str, int] = {}
     a = other.accepted
-    if a is None or a.request_id is None:
-        return False
-    fin = other.stream.first_finish(a.request_id)
-    if fin is not None and (fin.seq < a.seq or fin.status == "served"):
-        return False
-    until = NEVER if fin is None else fin.seq  # one that never finishes is not shown served
-    return not any(e.request_id == a.request_id and a.seq < e.seq < until and other.id in names
-                   for e, names in other.stream.failures)
+    starts = [] if a is None else [a]
+    starts += [e for e in other.own if e.event in _CARRYING]
+    for e in starts:
+        if e.request_id is not None and e.request_id not in since:
+            since[e.request_id] = e.seq
+    return since
+
+
+def _unexplained_carrier(other: ClaimView) -> bool:
+    """A request carrying the claim finishes other than served, or never finishes, with no
+    failure or outcome on it naming the claim after it began to carry it."""
+    for rid, since in _carriers(other).items():
+        fin = other.stream.first_finish(rid)
+        if fin is not None and (fin.seq < since or fin.status == "served"):
+            continue
+        until = NEVER if fin is None else fin.seq  # one that never finishes is not shown served
+        if not any(e.request_id == rid and since < e.seq < until and other.id in names
+                   for e, names in other.stream.failures):
+            return True
+    return False
 
 
 def non_targets_served(c: ClaimView) -> Found:
