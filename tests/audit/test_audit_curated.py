@@ -264,7 +264,7 @@ def test_fleet_row_is_policy_evidence_from_the_shipped_traces(pinned_cache: Path
 
 def test_a_tampered_fleet_trace_drops_the_fleet_row(tmp_path: Path, pinned_cache: Path) -> None:
     __import__("shutil").copytree(runtimes_dir(), tmp_path / "rt")
-    trace = tmp_path / "rt" / "traces" / "fleet" / "replica-A.jsonl"
+    trace = tmp_path / "rt" / "traces" / "fleet" / "replica-B.jsonl"
     lines = trace.read_text().splitlines()
     for i, line in enumerate(lines):  # the refusal now blames another claim as well
         event = json.loads(line)
