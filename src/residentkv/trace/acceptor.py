@@ -18,6 +18,7 @@ from residentkv.model.automaton import (
     CLAIM_TABLE,
     REQUEST_TABLE,
     STAY,
+    Cell,
     Guard,
     Phase,
     RequestPhase,
@@ -97,12 +98,9 @@ class ClaimRun:
         """Feed one event that names this claim (*request*: the run of the request it names,
         which shares a violation of this step with every claim it names); True when it was
         illegal."""
-        rows = _COMPILED[self.phase][e.event]
-        outcome = rows[-1][1]
-        for guard, then in rows:  # the first row whose guard holds decides (None: ALWAYS)
-            if guard is None or guard(self, e, scopes):
-                outcome = then
-                break
+        outcome, decider, teach = _COMPILED[self.phase][e.event]
+        if decider is not None:
+            outcome = decider(self, e, scopes)
         if outcome.__class__ is Violation:
             step = Step(e.seq, e.event, self.phase.value, outcome)
             self.own = earlier(self.own, step)
@@ -110,8 +108,8 @@ class ClaimRun:
             if request is not None:
                 request.violate(step)
             return True
-        if e.event in _TEACHING:
-            self._apply(e)
+        if teach is not None:
+            teach(self, e)
         if outcome is not STAY:
             self.phase = outcome
         return False
@@ -139,41 +137,6 @@ class ClaimRun:
         p = self.predicate
         return p is not None and proves(p[0], p[1], p[2], p[3], e.leading, e.surviving)
 
-    def _apply(self, e: Event) -> None:
-        """What a legal step teaches the guards."""
-        name = e.event
-        gen = getattr(e, "generation", None)
-        if name == "request_started":
-            if self.phase in (Phase.START, Phase.SUBMITTED):
-                self.carriers.add(e.request_id)
-        elif name == "claim_submitted":
-            if not self.submitted:
-                self.submitted, self.submitted_scope = True, e.owner_scope
-        elif name == "claim_accepted":
-            if self.definition is None:
-                self.definition = defining(e)
-                p = e.predicate
-                self.predicate = (str(p.kind), p.blocks, p.start or 0, e.footprint_blocks)
-                self.scope = e.owner_scope if e.owner_scope is not None else (
-                    self.submitted_scope)
-                self.mode = str(e.protection_mode)
-        elif name in ("kv_store_started", "kv_store_finished", "claim_offloaded"):
-            if gen is not None and gen > self.top_copy_label:
-                self.top_copy_label = gen
-            if name == "kv_store_finished" and e.success:
-                self.store_tier, self.copy_lost = e.to_tier, False
-            elif name == "claim_offloaded":
-                self.offload_tier, self.offloaded = e.to_tier, True
-        elif name == "block_evicted":
-            if e.medium is not None and e.medium == self.store_tier and self._needs(e.position):
-                self.copy_lost = True
-        elif name == "claim_restore_required":
-            self.top_cycle_label = self.cycle_label = required_label(e)
-            self.cycle_request = e.request_id
-            self.cycle_jobs = set()
-        elif name == "kv_load_started" and e.job_id is not None:
-            self.cycle_jobs.add(e.job_id)
-
 
 @dataclass(slots=True, eq=False)
 class RequestRun:
@@ -192,13 +155,13 @@ class RequestRun:
         """Feed one event that names this request; True when it was illegal."""
         name = e.event
         cell = _REQUEST_CELLS[self.phase][name]
-        if cell is _STAY_CELL:
-            if self.failure_seq is None and name in _FAILURE_KINDS and failure_chain_event(e):
+        if self.failure_seq is None:
+            failure = _FAILURE_CHECKS.get(name)
+            if failure is not None and failure(e):
                 self.failure_seq, self.failure_kind = e.seq, name
+        if cell is _STAY_CELL:
             return False
         outcome = cell[0][1] if len(cell) == 1 else decide(cell, partial(request_guard, event=e))
-        if self.failure_seq is None and name in _FAILURE_KINDS and failure_chain_event(e):
-            self.failure_seq, self.failure_kind = e.seq, name
         if outcome.__class__ is Violation:
             step = Step(e.seq, e.event, self.phase.value, outcome)
             self.own = earlier(self.own, step)
@@ -234,11 +197,6 @@ class RequestRun:
 
 
 # ------------------------------------------------------------------ compiled forms of the table
-def _gen(e: Event) -> int | None:
-    g: int | None = getattr(e, "generation", None)
-    return g
-
-
 def _foreign_scope(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
     rid = e.request_id
     return r.scope is not None and (rid is None or scopes.get(rid) != r.scope)
@@ -255,7 +213,8 @@ def _wrong_tier(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
 
 def _load_tier(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
     tier = getattr(e, "from_tier", None)
-    return tier is not None and bool(tier != _copy_tier(r))
+    return tier is not None and bool(tier != (
+        r.offload_tier if r.store_tier is None else r.store_tier))
 
 
 def _carrier_scope(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
@@ -281,12 +240,12 @@ def _label_not_new(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool
 
 
 def _label_below(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
-    g = _gen(e)
+    g: int | None = getattr(e, "generation", None)
     return g is not None and g < r.top_cycle_label
 
 
 def _other_label(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
-    g = _gen(e)
+    g: int | None = getattr(e, "generation", None)
     return g is not None and g != r.cycle_label
 
 
@@ -330,6 +289,17 @@ REQUEST_CELLS = _REQUEST_CELLS = {
 FAILURE_KINDS = _FAILURE_KINDS = frozenset({
     "kv_load_finished", "kv_load_failed", "scheduler_load_failure", "claim_restore_failed",
     "active_request_refused"})
+
+
+def _load_finished_failed(e: Event) -> bool:
+    return not getattr(e, "success", True)
+
+
+#: kind -> whether an event of it is part of a failure chain (``failure_chain_event``, asked
+#: of its kind alone)
+_FAILURE_CHECKS: dict[str, Callable[[Event], bool]] = {
+    **dict.fromkeys(_FAILURE_KINDS, failure_chain_event),
+    "kv_load_finished": _load_finished_failed}
 #: event kinds whose legal step teaches a guard something (see ``ClaimRun._apply``)
 TEACHING = _TEACHING = frozenset({"request_started", "claim_submitted", "claim_accepted",
                        "kv_store_started", "kv_store_finished", "claim_offloaded",
@@ -342,7 +312,138 @@ CLAIM_STEPS: dict[Phase, frozenset[str]] = {
 REQUEST_STEPS: dict[RequestPhase, frozenset[str]] = {
     p: frozenset(k for k, c in cells.items() if c is not _STAY_CELL or k in _FAILURE_KINDS)
     for p, cells in _REQUEST_CELLS.items()}
-#: the claim table with each guard replaced by its function (None for ALWAYS)
-_COMPILED: dict[Phase, dict[str, tuple[tuple[GuardFn | None, Any], ...]]] = {
-    p: {k: tuple((None if g is _ALWAYS else _CLAIM_GUARDS[g], o) for g, o in cell)
-        for k, cell in cells.items()} for p, cells in _CLAIM_CELLS.items()}
+# ------------------------------------------------------------- what a legal step teaches
+def _teach_started(r: ClaimRun, e: Event) -> None:
+    if r.phase in (Phase.START, Phase.SUBMITTED):
+        r.carriers.add(e.request_id)
+
+
+def _teach_submitted(r: ClaimRun, e: Event) -> None:
+    if not r.submitted:
+        r.submitted, r.submitted_scope = True, e.owner_scope
+
+
+def _teach_accepted(r: ClaimRun, e: Event) -> None:
+    if r.definition is None:
+        r.definition = defining(e)
+        p = e.predicate
+        r.predicate = (str(p.kind), p.blocks, p.start or 0, e.footprint_blocks)
+        r.scope = e.owner_scope if e.owner_scope is not None else r.submitted_scope
+        r.mode = str(e.protection_mode)
+
+
+def _teach_copy_label(r: ClaimRun, e: Event) -> None:
+    gen = getattr(e, "generation", None)
+    if gen is not None and gen > r.top_copy_label:
+        r.top_copy_label = gen
+
+
+def _teach_store_finished(r: ClaimRun, e: Event) -> None:
+    _teach_copy_label(r, e)
+    if e.success:
+        r.store_tier, r.copy_lost = e.to_tier, False
+
+
+def _teach_offloaded(r: ClaimRun, e: Event) -> None:
+    _teach_copy_label(r, e)
+    r.offload_tier, r.offloaded = e.to_tier, True
+
+
+def _teach_evicted(r: ClaimRun, e: Event) -> None:
+    if e.medium is not None and e.medium == r.store_tier and r._needs(e.position):
+        r.copy_lost = True
+
+
+def _teach_restore_required(r: ClaimRun, e: Event) -> None:
+    r.top_cycle_label = r.cycle_label = required_label(e)
+    r.cycle_request = e.request_id
+    r.cycle_jobs = set()
+
+
+def _teach_load_started(r: ClaimRun, e: Event) -> None:
+    if e.job_id is not None:
+        r.cycle_jobs.add(e.job_id)
+
+
+Teach = Callable[[ClaimRun, Event], None]
+#: what a legal step of each teaching kind tells the guards
+_TEACH: dict[str, Teach] = {
+    "request_started": _teach_started,
+    "claim_submitted": _teach_submitted,
+    "claim_accepted": _teach_accepted,
+    "kv_store_started": _teach_copy_label,
+    "kv_store_finished": _teach_store_finished,
+    "claim_offloaded": _teach_offloaded,
+    "block_evicted": _teach_evicted,
+    "claim_restore_required": _teach_restore_required,
+    "kv_load_started": _teach_load_started,
+}
+assert frozenset(_TEACH) == _TEACHING
+
+
+# ------------------------------------------------------------------ the compiled claim table
+#: the three guards every step inside an open cycle asks first, in this order
+_CYCLE_GUARDS = (Guard.FOREIGN_SCOPE, Guard.OTHER_REQUEST, Guard.OTHER_LABEL)
+
+
+def _cycle_any(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
+    """One of :data:`_CYCLE_GUARDS` holds (the usual answer, no, in one call)."""
+    rid, scope = e.request_id, r.scope
+    if scope is not None and (rid is None or scopes.get(rid) != scope):
+        return True
+    if rid != r.cycle_request:
+        return True
+    g = getattr(e, "generation", None)
+    return g is not None and g != r.cycle_label
+
+
+Decider = Callable[[ClaimRun, Event, dict[str, str | None]], Any]
+Row = tuple[GuardFn, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Recheck:
+    """A fused row: when it holds, its rows decide, the first that holds."""
+
+    rows: tuple[Row, ...]
+
+    def decide(self, r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> Any:
+        for guard, then in self.rows:
+            if guard(r, e, scopes):
+                return then
+        raise AssertionError("a fused row holds when one of its rows holds")  # pragma: no cover
+
+
+def _decider(cell: Cell) -> Decider | None:
+    """The first row whose guard holds decides; None for a cell of one ALWAYS row."""
+    *guarded, (last, default) = cell
+    assert last is _ALWAYS, "every cell ends with an ALWAYS row"
+    if not guarded:
+        return None
+    rows: list[Row] = []
+    i = 0
+    while i < len(guarded):
+        trio = guarded[i:i + 3]
+        if tuple(g for g, _ in trio) == _CYCLE_GUARDS:
+            rows.append((_cycle_any, _Recheck(tuple((_CLAIM_GUARDS[g], o) for g, o in trio))))
+            i += 3
+        else:
+            g, o = guarded[i]
+            rows.append((_CLAIM_GUARDS[g], o))
+            i += 1
+    checks = tuple(rows)
+
+    def decide(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> Any:
+        for guard, then in checks:
+            if guard(r, e, scopes):
+                return then.decide(r, e, scopes) if then.__class__ is _Recheck else then
+        return default
+
+    return decide
+
+
+#: state -> kind -> (the outcome of a cell of one ALWAYS row, else the cell's decider, and what
+#: a legal step of the kind teaches)
+_COMPILED: dict[Phase, dict[str, tuple[Any, Decider | None, Teach | None]]] = {
+    p: {k: (cell[-1][1], _decider(cell), _TEACH.get(k)) for k, cell in cells.items()}
+    for p, cells in _CLAIM_CELLS.items()}

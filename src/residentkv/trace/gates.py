@@ -30,7 +30,7 @@ from residentkv.trace.registry import GATES, Gate, gates_named
 from residentkv.trace.results import GateResult as GateResult
 from residentkv.trace.results import IllegalStep as IllegalStep
 from residentkv.trace.results import illegal_step as illegal_step
-from residentkv.trace.results import verdict
+from residentkv.trace.results import trusted_result, verdict
 from residentkv.trace.tracker import StreamFacts, collect
 
 #: the requirement groups as plain strings (see :mod:`residentkv.trace.requirements`)
@@ -82,18 +82,9 @@ def _result(j: ClaimFacts, gate: Gate) -> GateResult:
     else:
         found, wanted = {}, gate.unconditional
     missing, evidence = verdict(found, wanted)
-    # values this module computed: built without re-validating them (a test holds every
-    # result equal to its validated form)
-    return GateResult.model_construct(
-        gate=gate.name.value,
-        claim_id=j.claim_id,
-        passed=not missing,
-        missing=missing,
-        controls=j.controls.copy(),
-        evidence=evidence,
-        boundary=gate.boundary,
-        illegal=j.illegal if _LEGAL in missing else None,
-    )
+    # values this module computed: built without re-validating them
+    return trusted_result(gate.name.value, j.claim_id, not missing, missing, j.controls.copy(),
+                          evidence, gate.boundary, j.illegal if _LEGAL in missing else None)
 
 
 def claims_in(facts: StreamFacts) -> list[str]:
@@ -169,11 +160,28 @@ def check_trace(
     reader = TraceReader(path, max_line_bytes=max_line_bytes, stream=stream, fast=True)
     with _cyclic_gc_paused():
         facts = collect(chain.from_iterable(reader.event_chunks()))
+        problems = _stream_problems(reader, facts, path, claim_id)
+        results = _judge_all(facts, gates, claim_id, reader.problem_count == 0)
+        # the facts go while the collector is paused: re-enabling it then walks only the
+        # results, not every object of the pass
+        del facts
+    return TraceCheck(
+        path=str(path),
+        events=reader.events_read,
+        problems=problems,
+        problem_count=reader.problem_count + len(problems) - len(reader.problems),
+        results=results,
+        provenance=reader.provenance,
+    )
+
+
+def _stream_problems(reader: TraceReader, facts: StreamFacts, path: str | Path,
+                     claim_id: str | None) -> list[Finding]:
+    """The reader's problems and those of the stream as a whole."""
     problems = list(reader.problems)
     if reader.events_read == 0:
         problems.append(Finding(code="T009", message="no valid event in the trace",
                                 path=str(path), help="a trace must hold v1 events, one per line"))
-    well_formed = reader.problem_count == 0
     if facts.duplicate_finish is not None:
         seq, request = facts.duplicate_finish
         problems.append(Finding(code="T013", message=f"request {request!r} finished twice "
@@ -187,13 +195,5 @@ def check_trace(
     if claim_id is not None and claim_id not in facts.order:
         problems.append(Finding(code="T011", message=f"no event for claim {claim_id!r}",
                                 path=str(path)))
-    results = _judge_all(facts, gates, claim_id, well_formed)
-    return TraceCheck(
-        path=str(path),
-        events=reader.events_read,
-        problems=problems,
-        problem_count=reader.problem_count + len(problems) - len(reader.problems),
-        results=results,
-        provenance=reader.provenance,
-    )
+    return problems
 

@@ -16,7 +16,8 @@ from residentkv.model.automaton import VIOLATION_WHY, Step
 from residentkv.model.vocabulary import Control, Requirement
 from residentkv.trace.requirements import Seqs
 
-__all__ = ["GateResult", "IllegalStep", "control_values", "illegal_step", "verdict"]
+__all__ = ["GateResult", "IllegalStep", "control_values", "illegal_step", "trusted_result",
+           "verdict"]
 
 _VALUE: dict[Requirement, str] = {r: r.value for r in Requirement}
 
@@ -55,6 +56,35 @@ class GateResult(BaseModel):
     boundary: str
     #: the first illegal step (SPEC §4.2), when ``legal_transitions`` is missing
     illegal: IllegalStep | None = None
+
+
+_FIELDS = tuple(GateResult.model_fields)
+_set = object.__setattr__
+
+
+def trusted_result(gate: str, claim_id: str, passed: bool, missing: list[str],
+                   controls: dict[str, bool], evidence: dict[str, list[int]], boundary: str,
+                   illegal: IllegalStep | None) -> GateResult:
+    """A :class:`GateResult` of values the gates computed themselves, built without
+    re-validating them: what ``model_construct`` does for a model without aliases, defaults
+    left out, private attributes or post-init, in one step (a test holds every result equal to
+    its validated form)."""
+    result = GateResult.__new__(GateResult)
+    _set(result, "__dict__", {"gate": gate, "claim_id": claim_id, "passed": passed,
+                              "missing": missing, "controls": controls, "evidence": evidence,
+                              "boundary": boundary, "illegal": illegal})
+    _set(result, "__pydantic_fields_set__", set(_FIELDS))
+    _set(result, "__pydantic_extra__", None)
+    _set(result, "__pydantic_private__", None)
+    return result
+
+
+#: the shortcut above holds only for a model of exactly these plain fields
+assert _FIELDS == ("gate", "claim_id", "passed", "missing", "controls", "evidence", "boundary",
+                   "illegal")
+assert not GateResult.__pydantic_post_init__ and not GateResult.__private_attributes__
+assert all(f.alias is None and f.validation_alias is None
+           for f in GateResult.model_fields.values())
 
 
 def verdict(found: Seqs, wanted: tuple[Requirement, ...]) -> tuple[list[str], dict[str, list[int]]]:

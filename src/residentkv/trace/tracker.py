@@ -16,7 +16,7 @@ from typing import Any
 
 from residentkv.model.automaton import proves
 from residentkv.model.event_record import EventRecord, claim_names, records, required_label
-from residentkv.model.events import CLAIM_EVENT_NAMES, IDENTITY_FIELDS, Envelope
+from residentkv.model.events import CLAIM_EVENT_NAMES, EVENT_MODELS, IDENTITY_FIELDS, Envelope
 from residentkv.model.vocabulary import Requirement as R
 from residentkv.trace.acceptor import (
     ACCEPTED_FIELDS,
@@ -391,11 +391,12 @@ def collect(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
         name = event.event
         cid = event.claim_id
         rid = event.request_id
-        claim_event, handler, ending = dispatch.get(name, _UNHANDLED)
+        claim_event, handler, ending = dispatch[name]
         req = None
         if rid is not None:
-            req = requests.get(rid)
-            if req is None:
+            try:
+                req = requests[rid]
+            except KeyError:
                 req = requests[rid] = RequestRun()
             if name == "request_started" and rid not in scopes:
                 scopes[rid] = event.owner_scope
@@ -408,8 +409,9 @@ def collect(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
                 continue
             t = None
         else:
-            t = claims.get(cid)
-            if t is None:
+            try:
+                t = claims[cid]
+            except KeyError:
                 t = track(cid)
             run = t.run
             if name in claim_steps[run.phase]:
@@ -564,14 +566,17 @@ def _close(t: ClaimTrack) -> None:
         return
     life.cycle = None
     settled = cy.settled()
-    score = cy.known_before() + (settled[0] is not None) + (settled[1] is not None) + (
-        settled[2] is not None) + cy.content_verified(settled[1])
+    load, restored, reused = settled
+    score = (1 + (cy.materialized is not None) + (cy.offloaded is not None)
+             + (cy.stored is not None) + (cy.hit is not None) + (load is not None)
+             + (restored is not None) + (reused is not None)
+             + (cy.digest is None or restored in (cy.verified or ())))  # content_verified
     if score > len(life.best):
         life.best = cy.observation()
     if score == len(_OBSERVATION) and len(life.full) < 2 and all(
             label != cy.label for _, label in life.full):
         life.full.append((cy.seq, cy.label))
-    if settled[1] is None:
+    if restored is None:
         life.unrestored_cycle = True
     if cy.reuse_first is not None and (
             cy.restored_member is None or cy.reuse_first < cy.restored_member):
@@ -587,7 +592,10 @@ def _restored(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     if f is not None:
         f.restored_after = True
     cy = life.cycle
-    if cy is None or not cy.member(e):
+    if cy is None:
+        return
+    g = e.generation
+    if g is not None and g != cy.label:  # not a member of the cycle
         return
     if cy.restored_member is None:
         cy.restored_member = e.seq
@@ -613,7 +621,10 @@ def _reused(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     if not e.holds:
         _loss(t, e)
     cy = life.cycle
-    if cy is None or not cy.member(e):
+    if cy is None:
+        return
+    g = e.generation
+    if g is not None and g != cy.label:  # not a member of the cycle
         return
     if cy.reuse_first is None:
         cy.reuse_first = e.seq
@@ -905,8 +916,9 @@ _OTHER_HANDLERS: dict[str, OtherHandler] = {
 
 
 def _dispatch_table() -> dict[str, _Dispatch]:
-    table: dict[str, _Dispatch] = {
-        name: (False, handler, False) for name, handler in _OTHER_HANDLERS.items()}
+    """Every event kind of the schema (a plain dict: one subscript per event)."""
+    table: dict[str, _Dispatch] = dict.fromkeys(EVENT_MODELS, _UNHANDLED)
+    table.update((name, (False, handler, False)) for name, handler in _OTHER_HANDLERS.items())
     for name in CLAIM_EVENT_NAMES:
         table[name] = (True, _CLAIM_HANDLERS.get(name), name in ENDINGS)
     return table
