@@ -693,10 +693,13 @@ OtherHandler = Callable[[StreamFacts, "ClaimTrack | None", Event], None]
 
 def carry(facts: StreamFacts, t: ClaimTrack, rid: str | None) -> None:
     """*rid* carries the claim of *t* from here to its first finish (SPEC §4.2 attribution)."""
-    if rid is None or rid in facts.finished:
+    if rid is None:
         return
-    carried = facts.carried.setdefault(rid, [])
-    if not any(c is t for c in carried):
+    carried = facts.carried.get(rid)
+    if carried is None:  # not carrying anything yet (a finished request is never carried)
+        if rid not in facts.finished:
+            facts.carried[rid] = [t]
+    elif carried[-1] is not t and not any(c is t for c in carried):
         carried.append(t)
 
 
