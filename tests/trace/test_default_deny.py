@@ -342,3 +342,20 @@ def test_a_digest_at_store_asks_for_a_verified_restore() -> None:
     assert judge(events, "c-1")["observation"].missing == ["restore_content_verified"]
     verified = setf("claim_restored", content_verified=True)(events)
     assert judge(verified, "c-1")["observation"].passed
+
+
+def test_a_claim_named_by_a_request_but_never_decided_is_illegal() -> None:
+    """SPEC §4.2: before acceptance only the carrier's request_started may name the claim, and
+    the carrier is the request its claim_accepted names; a claim that is never accepted (nor
+    rejected) has none, so the naming is a violation (found by the independent acceptor)."""
+    events = setf("request_started", claim_id="c-9")(load(TWO_GEN))
+    r = judge(events, "c-9")["lifecycle"]
+    assert r.illegal is not None and not r.passed
+    assert (r.illegal.violation, r.illegal.event) == ("named_never_decided", "request_started")
+    assert events[r.illegal.seq]["event"] == "request_started"
+    # as a non-target of another claim's attribution it needs a legal history too
+    assert judge(load("two_claim_attribution.jsonl"), "c-a")["attribution"].passed
+    named = setf("request_started", claim_id="c-9")(load("two_claim_attribution.jsonl"))
+    missing = judge(named, "c-a")["attribution"].missing
+    # the renamed request_started is c-a's carrier's: that request's step is c-a's too
+    assert {"non_targets_served", "legal_transitions"} <= set(missing)

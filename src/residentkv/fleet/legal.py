@@ -60,6 +60,8 @@ class StreamLegality:
         claim whose run, or the run of a request naming it, the automaton refused."""
         for req in self.requests.values():
             req.end()
+        for run in self.claims.values():
+            run.end()
         out = []
         for claim, run in self.claims.items():
             step: Step | None = run.violation

@@ -76,6 +76,10 @@ class ClaimRun:
     own: Step | None = None
     violation: Step | None = None
     carriers: set[str | None] = field(default_factory=set)
+    #: the seq of the first request_started that named the claim before it was decided, and
+    #: that request's run (it shares the violation if the claim is never decided)
+    named_seq: int | None = None
+    named_request: RequestRun | None = None
     submitted: bool = False
     submitted_scope: str | None = None
     scope: str | None = None
@@ -92,6 +96,16 @@ class ClaimRun:
     mode: str | None = None
     offloaded: bool = False
     copy_lost: bool = False
+
+    def end(self) -> None:
+        """The stream ended: a claim a request_started named must have been decided."""
+        if self.named_seq is not None and self.phase in (Phase.START, Phase.SUBMITTED):
+            step = Step(self.named_seq, "request_started", self.phase.value,
+                        Violation.NEVER_DECIDED)
+            self.own = earlier(self.own, step)
+            self.violation = earlier(self.violation, step)
+            if self.named_request is not None:
+                self.named_request.violate(step)
 
     def step(self, e: Event, scopes: dict[str, str | None],
              request: RequestRun | None = None) -> bool:
@@ -110,6 +124,8 @@ class ClaimRun:
             return True
         if teach is not None:
             teach(self, e)
+            if self.named_seq == e.seq and self.named_request is None:
+                self.named_request = request
         if outcome is not STAY:
             self.phase = outcome
         return False
@@ -316,6 +332,8 @@ REQUEST_STEPS: dict[RequestPhase, frozenset[str]] = {
 def _teach_started(r: ClaimRun, e: Event) -> None:
     if r.phase in (Phase.START, Phase.SUBMITTED):
         r.carriers.add(e.request_id)
+        if r.named_seq is None:
+            r.named_seq = e.seq
 
 
 def _teach_submitted(r: ClaimRun, e: Event) -> None:

@@ -439,6 +439,8 @@ def collect(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
             handler(facts, t, event)
     for req in requests.values():
         req.end()
+    for t in claims.values():  # a claim never decided shares its violation with its request
+        t.run.end()
     for t in claims.values():
         _close(t)
     for rid, carried in facts.carried.items():  # SPEC §4.2: a carrier that never finished

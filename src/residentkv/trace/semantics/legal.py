@@ -13,6 +13,7 @@ from typing import Any
 
 from residentkv.model.automaton import (
     CLAIM_TABLE,
+    PRE,
     REQUEST_TABLE,
     STAY,
     Guard,
@@ -131,6 +132,11 @@ def _replay(stream: Stream, claim_id: str) -> tuple[Phase, list[Step]]:
         history.append(e)
         if outcome is not STAY:
             state = Phase(outcome)
+    # accepting condition: a claim a request_started named was decided in the stream
+    named = first(history, lambda h: h.event == "request_started")
+    if named is not None and state in PRE:
+        found.append(Step(named.seq, named.event, state.value, Violation.NEVER_DECIDED))
+        found.sort(key=lambda step: step.seq)
     return state, found
 
 
