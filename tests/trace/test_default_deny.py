@@ -359,3 +359,16 @@ def test_a_claim_named_by_a_request_but_never_decided_is_illegal() -> None:
     missing = judge(named, "c-a")["attribution"].missing
     # the renamed request_started is c-a's carrier's: that request's step is c-a's too
     assert {"non_targets_served", "legal_transitions"} <= set(missing)
+
+
+def test_a_scheduler_branch_after_the_outcome_is_an_open_failure() -> None:
+    """SPEC §4.2 Failures: the scheduler's failure branch is a failure like a failed load; one
+    repeated after the claim's outcome and refusal is not followed by an outcome, so it stays
+    open (found by make fuzz-gates: the independent acceptor's open_failure)."""
+    base = load("claimed_load_failure.jsonl")
+    assert judge(base, "c-1")["failure_outcome"].passed
+    repeated = insert("active_request_refused", dict(base[at(base, "scheduler_load_failure")]))(
+        load("claimed_load_failure.jsonl"))
+    got = judge(repeated, "c-1")
+    for gate in ("failure_outcome", "lifecycle", "attribution"):
+        assert "no_open_failure" in got[gate].missing, gate

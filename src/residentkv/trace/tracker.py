@@ -820,6 +820,10 @@ def _load_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
 def _scheduler_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     facts.name_failure(e, e.claim_id)
     rid = e.request_id
+    if t is not None:
+        # SPEC §4.2: the branch is a failure like a failed load; it stays open until the
+        # claim's claim_restore_failed on that request
+        t.failures.open_on.add(rid)
     if e.policy == "recompute":
         if t is not None:
             t.failures.fallback = True

@@ -36,6 +36,7 @@ from residentkv.trace.semantics.stream import (
     Event,
     failed_load,
     first,
+    opens_failure,
     seq_of,
 )
 from residentkv.trace.tracker import ACCEPTED_FIELDS, RELEASES
@@ -120,11 +121,11 @@ def no_observation_gap(c: ClaimView) -> Found:
 
 
 def no_open_failure(c: ClaimView) -> Found:
-    """SPEC §4.2: every failed load of the claim is followed, on its request, by a
-    ``claim_restore_failed`` naming the claim as its outcome; a later proper failure never
-    makes up for an open one."""
+    """SPEC §4.2: every failed load of the claim, and every scheduler failure branch naming
+    it, is followed, on its request, by a ``claim_restore_failed`` naming the claim as its
+    outcome; a later proper failure never makes up for an open one."""
     for lf in c.own:
-        if failed_load(lf) and not any(
+        if opens_failure(lf) and not any(
                 e.event == "claim_restore_failed" and e.seq > lf.seq
                 and e.request_id == lf.request_id and e.outcome_claim_id == c.id
                 for e in c.own):

@@ -47,6 +47,12 @@ def failed_load(event: Event) -> bool:
     return event.event == "kv_load_failed" and bool(event.invalid_block_ids)
 
 
+def opens_failure(event: Event) -> bool:
+    """A failure the claim's outcome must follow on its request (SPEC §4.2 Failures): a
+    failed load or the scheduler's failure branch."""
+    return event.event == "scheduler_load_failure" or failed_load(event)
+
+
 def injected_load_failure(event: Event) -> bool:
     return failed_load(event) and bool(getattr(event, "injected", False))
 
