@@ -303,6 +303,26 @@ def test_contiguous_range_missing_only_the_leading_position_holds() -> None:
     assert got["observation"].passed, got["observation"].missing
 
 
+@pytest.mark.parametrize(("kind", "start"), [("contiguous_range", 0),
+                                             ("leading_prefix_at_least", None)])
+def test_numbers_that_contradict_each_other_prove_nothing(kind: str, start: int | None) -> None:
+    """SPEC §4.2 Predicates: leading 0 says position 0 is missing, surviving == footprint says
+    every position is present; such numbers prove nothing, so ``holds: true`` contradicts them
+    (found by make fuzz-gates: the independent acceptor's holds_contradiction)."""
+    def edit(events: Events) -> Events:
+        for e in events:
+            if e["event"] == "claim_accepted":
+                e["footprint_blocks"] = 2
+                e["predicate"] = {"id": "p-x", "kind": kind, "blocks": 1,
+                                  **({} if start is None else {"start": start})}
+            if e["event"] == "claim_materialized":
+                e.update(surviving=2, leading=1 if start is None else 0, required=1)
+        return events
+    got = judge(edit(load(TWO_GEN)), "c-1")["observation"]
+    assert not got.passed and got.illegal is not None
+    assert got.illegal.violation == "holds_contradicts_numbers"
+
+
 def test_large_seqs_agree_in_both_readers() -> None:
     """8: seqs near 2^63 are ordinary; the reference has no smaller "never" sentinel."""
     events = load(TWO_GEN)

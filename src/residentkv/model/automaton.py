@@ -482,9 +482,13 @@ def proves(kind: str, blocks: int, start: int, footprint: int, leading: int,
     Positions ``0 .. leading-1`` are present and position ``leading`` is not (when it is inside
     the footprint). With ``surviving == footprint`` every position is present; with
     ``surviving == footprint - 1`` every position but ``leading`` is. Otherwise only the
-    leading run is known.
+    leading run is known. Numbers that contradict each other prove nothing (fail closed):
+    a leading run shorter than the footprint says position ``leading`` is missing, so not
+    every position can survive.
     """
     if leading > surviving or surviving > footprint:
+        return False
+    if leading < footprint and surviving == footprint:
         return False
     if kind != "contiguous_range":
         return leading >= blocks

@@ -2,7 +2,9 @@
 
 One :class:`ClaimRun` per claim and one :class:`RequestRun` per request keep the running
 answers every guard needs (the last cycle's label and request, the copy's tier, the highest
-labels so far, ...), so a step costs one table lookup and the guards of one cell. Memory is
+labels so far, ...), so a step costs one table lookup and the guards of one cell: each cell
+with guards is compiled, once at import, into one function of its guards' expressions in row
+order (:data:`_GUARD_EXPR`), so a step makes one call, not one per guard. Memory is
 O(claims + requests): no event is kept. The reference semantics reads the same table over the
 whole event list (:mod:`residentkv.trace.semantics.legal`); both must agree on every trace.
 """
@@ -213,24 +215,8 @@ class RequestRun:
 
 
 # ------------------------------------------------------------------ compiled forms of the table
-def _foreign_scope(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
-    rid = e.request_id
-    return r.scope is not None and (rid is None or scopes.get(rid) != r.scope)
-
-
 def _copy_tier(r: ClaimRun) -> str | None:
     return r.offload_tier if r.store_tier is None else r.store_tier
-
-
-def _wrong_tier(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
-    copy = _copy_tier(r)
-    return copy is None or bool(e.from_tier != copy)
-
-
-def _load_tier(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
-    tier = getattr(e, "from_tier", None)
-    return tier is not None and bool(tier != (
-        r.offload_tier if r.store_tier is None else r.store_tier))
 
 
 def _carrier_scope(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
@@ -240,58 +226,46 @@ def _carrier_scope(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool
     return mine is not None and theirs is not None and str(theirs) != str(mine)
 
 
-def _short_copy(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
+def _short_copy(r: ClaimRun, e: Event) -> bool:
     p = r.predicate
     return p is None or short_copy(e.block_count, p[1])
 
 
-def _foreign_job(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
-    job = getattr(e, "job_id", None)
-    return job is not None and job not in r.cycle_jobs
-
-
-def _label_not_new(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
-    label = required_label(e)
-    return label <= r.top_cycle_label or label < r.top_copy_label
-
-
-def _label_below(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
-    g: int | None = getattr(e, "generation", None)
-    return g is not None and g < r.top_cycle_label
-
-
-def _other_label(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
-    g: int | None = getattr(e, "generation", None)
-    return g is not None and g != r.cycle_label
-
-
-GuardFn = Callable[[ClaimRun, Event, dict[str, str | None]], bool]
-
-#: every claim guard, answered from the running facts of one claim (see :class:`Guard`)
-_CLAIM_GUARDS: dict[Guard, GuardFn] = {
-    Guard.FOREIGN_SCOPE: _foreign_scope,
-    Guard.OTHER_REQUEST: lambda r, e, s: bool(e.request_id != r.cycle_request),
-    Guard.OTHER_LABEL: _other_label,
-    Guard.UNNAMED_FAILURE: lambda r, e, s: e.request_id is None and substrate_failure(e),
-    Guard.FAILED_LOAD: lambda r, e, s: failed_load(e),
-    Guard.SAME_TIER: lambda r, e, s: bool(e.from_tier == e.to_tier),
-    Guard.LABEL_BELOW: _label_below,
-    Guard.LABEL_NOT_NEW: _label_not_new,
-    Guard.WRONG_TIER: _wrong_tier,
-    Guard.FALLBACK: lambda r, e, s: bool(e.source == "fallback_recompute"),
-    Guard.HOLDS_CONTRADICTED: lambda r, e, s: bool(e.holds) != r._proves(e),
-    Guard.PROVEN: lambda r, e, s: r._proves(e),
-    Guard.BEST_EFFORT: lambda r, e, s: str(e.protection_mode) == "best_effort",
-    Guard.NOT_CARRIER: lambda r, e, s: any(c != e.request_id for c in r.carriers),
-    Guard.CHANGED_DEFINITION: lambda r, e, s: defining(e) != r.definition,
-    Guard.LOSS: lambda r, e, s: r._loss(e),
-    Guard.NOT_OFFLOADED: lambda r, e, s: not r.offloaded,
-    Guard.OUTCOME_ENVELOPE: lambda r, e, s: outcome_envelope_mismatch(e),
-    Guard.CARRIER_SCOPE: _carrier_scope,
-    Guard.SHORT_COPY: _short_copy,
-    Guard.LOAD_TIER: _load_tier,
-    Guard.FOREIGN_JOB: _foreign_job,
+#: every claim guard as a Python expression over the claim's running facts ``r``, the event
+#: ``e`` and the requests' owner scopes ``s`` (see :class:`Guard`); each cell of the table is
+#: compiled into one function of its guards' expressions, in row order (below)
+_GUARD_EXPR: dict[Guard, str] = {
+    Guard.FOREIGN_SCOPE: "r.scope is not None and (e.request_id is None"
+                         " or s.get(e.request_id) != r.scope)",
+    Guard.OTHER_REQUEST: "e.request_id != r.cycle_request",
+    Guard.OTHER_LABEL: "(g := getattr(e, 'generation', None)) is not None and g != r.cycle_label",
+    Guard.UNNAMED_FAILURE: "e.request_id is None and substrate_failure(e)",
+    Guard.FAILED_LOAD: "failed_load(e)",
+    Guard.SAME_TIER: "e.from_tier == e.to_tier",
+    Guard.LABEL_BELOW: "(g := getattr(e, 'generation', None)) is not None"
+                       " and g < r.top_cycle_label",
+    Guard.LABEL_NOT_NEW: "(g := required_label(e)) <= r.top_cycle_label or g < r.top_copy_label",
+    Guard.WRONG_TIER: "(c := _copy_tier(r)) is None or e.from_tier != c",
+    Guard.FALLBACK: "e.source == 'fallback_recompute'",
+    Guard.HOLDS_CONTRADICTED: "bool(e.holds) != r._proves(e)",
+    Guard.PROVEN: "r._proves(e)",
+    Guard.BEST_EFFORT: "str(e.protection_mode) == 'best_effort'",
+    Guard.NOT_CARRIER: "any(c != e.request_id for c in r.carriers)",
+    Guard.CHANGED_DEFINITION: "defining(e) != r.definition",
+    Guard.LOSS: "r._loss(e)",
+    Guard.NOT_OFFLOADED: "not r.offloaded",
+    Guard.OUTCOME_ENVELOPE: "outcome_envelope_mismatch(e)",
+    Guard.CARRIER_SCOPE: "_carrier_scope(r, e, s)",
+    Guard.SHORT_COPY: "_short_copy(r, e)",
+    Guard.LOAD_TIER: "(t := getattr(e, 'from_tier', None)) is not None and t != _copy_tier(r)",
+    Guard.FOREIGN_JOB: "(j := getattr(e, 'job_id', None)) is not None and j not in r.cycle_jobs",
 }
+#: what the expressions call
+_GUARD_NAMES: dict[str, Any] = {
+    "substrate_failure": substrate_failure, "failed_load": failed_load,
+    "required_label": required_label, "defining": defining,
+    "outcome_envelope_mismatch": outcome_envelope_mismatch, "_copy_tier": _copy_tier,
+    "_carrier_scope": _carrier_scope, "_short_copy": _short_copy}
 _ALWAYS = Guard.ALWAYS
 #: the table by state, then by event kind (one lookup less per event than the pair key)
 STAY_CELL = _STAY_CELL = ((Guard.ALWAYS, STAY),)
@@ -400,63 +374,26 @@ assert frozenset(_TEACH) == _TEACHING
 
 
 # ------------------------------------------------------------------ the compiled claim table
-#: the three guards every step inside an open cycle asks first, in this order
-_CYCLE_GUARDS = (Guard.FOREIGN_SCOPE, Guard.OTHER_REQUEST, Guard.OTHER_LABEL)
-
-
-def _cycle_any(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
-    """One of :data:`_CYCLE_GUARDS` holds (the usual answer, no, in one call)."""
-    rid, scope = e.request_id, r.scope
-    if scope is not None and (rid is None or scopes.get(rid) != scope):
-        return True
-    if rid != r.cycle_request:
-        return True
-    g = getattr(e, "generation", None)
-    return g is not None and g != r.cycle_label
-
-
 Decider = Callable[[ClaimRun, Event, dict[str, str | None]], Any]
-Row = tuple[GuardFn, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class _Recheck:
-    """A fused row: when it holds, its rows decide, the first that holds."""
-
-    rows: tuple[Row, ...]
-
-    def decide(self, r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> Any:
-        for guard, then in self.rows:
-            if guard(r, e, scopes):
-                return then
-        raise AssertionError("a fused row holds when one of its rows holds")  # pragma: no cover
 
 
 def _decider(cell: Cell) -> Decider | None:
-    """The first row whose guard holds decides; None for a cell of one ALWAYS row."""
+    """The cell as one function: the first row whose guard holds decides; None for a cell of
+    one ALWAYS row. The guards' expressions are inlined in row order (one call per step
+    instead of one per guard)."""
     *guarded, (last, default) = cell
     assert last is _ALWAYS, "every cell ends with an ALWAYS row"
     if not guarded:
         return None
-    rows: list[Row] = []
-    i = 0
-    while i < len(guarded):
-        trio = guarded[i:i + 3]
-        if tuple(g for g, _ in trio) == _CYCLE_GUARDS:
-            rows.append((_cycle_any, _Recheck(tuple((_CLAIM_GUARDS[g], o) for g, o in trio))))
-            i += 3
-        else:
-            g, o = guarded[i]
-            rows.append((_CLAIM_GUARDS[g], o))
-            i += 1
-    checks = tuple(rows)
-
-    def decide(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> Any:
-        for guard, then in checks:
-            if guard(r, e, scopes):
-                return then.decide(r, e, scopes) if then.__class__ is _Recheck else then
-        return default
-
+    names = {**_GUARD_NAMES, "default": default}
+    body = ["def decide(r, e, s):"]
+    for i, (guard, outcome) in enumerate(guarded):
+        names[f"o{i}"] = outcome
+        body += [f"    if {_GUARD_EXPR[guard]}:", f"        return o{i}"]
+    body.append("    return default")
+    where = f"<automaton cell: {', '.join(g.value for g, _ in guarded)}>"
+    exec(compile("\n".join(body), where, "exec"), names)
+    decide: Decider = names["decide"]
     return decide
 
 

@@ -208,7 +208,8 @@ def _attribution(facts: StreamFacts, t: ClaimTrack, common: Seqs) -> Seqs:
     if facts.failure_names == {t.claim_id} and not facts.failure_named_more:
         ok[R.FAILURES_NAME_ONLY_TARGET] = []
     others = roster.count - (t.claim_id in roster.accepted)
-    if others and not (roster.unserved - {t.claim_id}):
+    unserved = roster.unserved  # whether any *other* claim is unserved, without a set copy
+    if others and len(unserved) == (t.claim_id in unserved):
         # evidence: the acceptance seqs of (at most 16 of) the served non-targets
         ok[R.NON_TARGETS_SERVED] = [s for s, c in roster.first_seqs if c != t.claim_id][:16]
     return ok

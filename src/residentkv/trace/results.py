@@ -90,9 +90,16 @@ assert all(f.alias is None and f.validation_alias is None
 def verdict(found: Seqs, wanted: tuple[Requirement, ...]) -> tuple[list[str], dict[str, list[int]]]:
     """The sorted missing ids of *wanted*, and the evidence of those *found* meets."""
     value = _VALUE
-    missing = sorted(value[r] for r in wanted if r not in found)
-    evidence = {value[k]: found[k] for k in sorted(found) if k in wanted}
+    ordered = _ORDERED.get(wanted)
+    if ordered is None:
+        ordered = _ORDERED[wanted] = tuple(sorted(wanted, key=value.__getitem__))
+    missing = [value[r] for r in ordered if r not in found]
+    evidence = {value[r]: found[r] for r in ordered if r in found}
     return missing, evidence
+
+
+#: each gate's wanted requirements in id order (a gate asks for few distinct tuples)
+_ORDERED: dict[tuple[Requirement, ...], tuple[Requirement, ...]] = {}
 
 
 def control_values(controls: Mapping[Control, bool]) -> dict[str, bool]:
