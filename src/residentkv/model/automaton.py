@@ -509,6 +509,12 @@ def failed_load(event: object) -> bool:
     return name == "kv_load_failed" and bool(getattr(event, "invalid_block_ids", ()))
 
 
+def opens_failure(event: object) -> bool:
+    """A failure the claim's outcome must follow on its request (SPEC §4.2 Failures): a
+    failed load or the scheduler's failure branch."""
+    return getattr(event, "event", None) == "scheduler_load_failure" or failed_load(event)
+
+
 def substrate_failure(event: object) -> bool:
     """A failure the substrate reports: a failed store or load, or the scheduler's branch."""
     name = getattr(event, "event", None)

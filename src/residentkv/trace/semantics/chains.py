@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from residentkv.model.automaton import failed_load
 from residentkv.model.vocabulary import Requirement as R
 from residentkv.trace.requirements import Seqs
 from residentkv.trace.semantics.stream import (
     ClaimView,
     Cycle,
     Event,
-    failed_load,
     first,
     injected_load_failure,
     seq_of,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from residentkv.model.automaton import failed_load, opens_failure
 from residentkv.model.event_record import claim_names
 from residentkv.model.events import IDENTITY_FIELDS
 from residentkv.model.vocabulary import Control as C
@@ -34,9 +35,7 @@ from residentkv.trace.semantics.stream import (
     ClaimView,
     Cycle,
     Event,
-    failed_load,
     first,
-    opens_failure,
     seq_of,
 )
 from residentkv.trace.tracker import ACCEPTED_FIELDS, RELEASES

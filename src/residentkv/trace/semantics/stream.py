@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from typing import TypeVar
 
-from residentkv.model.automaton import proves
+from residentkv.model.automaton import failed_load, proves
 from residentkv.model.event_record import EventRecord, record_list, required_label
 from residentkv.model.events import CLAIM_EVENT_NAMES, Envelope
 from residentkv.trace.tracker import ENDINGS
@@ -37,20 +37,6 @@ def seq_of(event: Event | None) -> int:
 def generation(event: Event) -> int | None:
     value = getattr(event, "generation", None)
     return None if value is None else int(value)
-
-
-def failed_load(event: Event) -> bool:
-    """A load failure: ``kv_load_finished(success=false)`` or a ``kv_load_failed`` naming at
-    least one invalid block (a ``kv_load_failed`` with no invalid block is not a failed load)."""
-    if event.event == "kv_load_finished":
-        return not event.success
-    return event.event == "kv_load_failed" and bool(event.invalid_block_ids)
-
-
-def opens_failure(event: Event) -> bool:
-    """A failure the claim's outcome must follow on its request (SPEC §4.2 Failures): a
-    failed load or the scheduler's failure branch."""
-    return event.event == "scheduler_load_failure" or failed_load(event)
 
 
 def injected_load_failure(event: Event) -> bool:
