@@ -392,3 +392,19 @@ def test_a_scheduler_branch_after_the_outcome_is_an_open_failure() -> None:
     got = judge(repeated, "c-1")
     for gate in ("failure_outcome", "lifecycle", "attribution"):
         assert "no_open_failure" in got[gate].missing, gate
+
+
+def test_a_claim_only_submitted_and_never_decided_is_illegal() -> None:
+    """A claim_submitted that no claim_accepted or claim_rejected follows leaves a non-target
+    without a legal history: attribution of another claim fails (found by make fuzz-gates:
+    the independent acceptor's not_accepted)."""
+    events = load("two_claim_attribution.jsonl")
+    assert judge(events, "c-a")["attribution"].passed
+    undecided = insert("request_started", {"event": "claim_submitted", "claim_id": "c-new"})(
+        load("two_claim_attribution.jsonl"))
+    got = judge(undecided, "c-a")["attribution"]
+    assert "non_targets_served" in got.missing
+    own = judge(undecided, "c-new")["lifecycle"]
+    assert own.illegal is not None
+    assert (own.illegal.violation, own.illegal.event) == ("named_never_decided",
+                                                          "claim_submitted")

@@ -217,9 +217,9 @@ VIOLATION_WHY: dict[Violation, str] = {
                                     "refusal",
     Violation.UNFINISHED: "a request with a failure chain must finish in the stream (checked "
                           "when the stream ends)",
-    Violation.NEVER_DECIDED: "a request_started named the claim, but no claim_accepted or "
-                             "claim_rejected ever decided it, so no request carries it (checked "
-                             "when the stream ends)",
+    Violation.NEVER_DECIDED: "a request_started or claim_submitted named the claim, but no "
+                             "claim_accepted or claim_rejected ever decided it, so no request "
+                             "carries it (checked when the stream ends)",
     Violation.OUTCOME_ENVELOPE: "an outcome event's envelope claim_id equals its "
                                 "outcome_claim_id (SPEC §4.1)",
     Violation.UNCLAIMED_BRANCH: "a scheduler_load_failure naming no claim explains no "

@@ -78,9 +78,11 @@ class ClaimRun:
     own: Step | None = None
     violation: Step | None = None
     carriers: set[str | None] = field(default_factory=set)
-    #: the seq of the first request_started that named the claim before it was decided, and
-    #: that request's run (it shares the violation if the claim is never decided)
+    #: the seq and kind of the first event (a request_started or claim_submitted) that named
+    #: the claim before it was decided, and that event's request's run (it shares the
+    #: violation if the claim is never decided)
     named_seq: int | None = None
+    named_kind: str = ""
     named_request: RequestRun | None = None
     submitted: bool = False
     submitted_scope: str | None = None
@@ -102,7 +104,7 @@ class ClaimRun:
     def end(self) -> None:
         """The stream ended: a claim a request_started named must have been decided."""
         if self.named_seq is not None and self.phase in (Phase.START, Phase.SUBMITTED):
-            step = Step(self.named_seq, "request_started", self.phase.value,
+            step = Step(self.named_seq, self.named_kind, self.phase.value,
                         Violation.NEVER_DECIDED)
             self.own = earlier(self.own, step)
             self.violation = earlier(self.violation, step)
@@ -306,11 +308,17 @@ REQUEST_STEPS: dict[RequestPhase, frozenset[str]] = {
 def _teach_started(r: ClaimRun, e: Event) -> None:
     if r.phase in (Phase.START, Phase.SUBMITTED):
         r.carriers.add(e.request_id)
-        if r.named_seq is None:
-            r.named_seq = e.seq
+        _teach_named(r, e)
+
+
+def _teach_named(r: ClaimRun, e: Event) -> None:
+    """The first event that names the claim before it is decided (it must be decided)."""
+    if r.named_seq is None:
+        r.named_seq, r.named_kind = e.seq, e.event
 
 
 def _teach_submitted(r: ClaimRun, e: Event) -> None:
+    _teach_named(r, e)
     if not r.submitted:
         r.submitted, r.submitted_scope = True, e.owner_scope
 

@@ -132,9 +132,10 @@ def _replay(stream: Stream, claim_id: str) -> tuple[Phase, list[Step]]:
         history.append(e)
         if outcome is not STAY:
             state = Phase(outcome)
-    # accepting condition: a claim a request_started named was decided in the stream
-    named = first(history, lambda h: h.event == "request_started")
-    if named is not None and state in PRE:
+    # accepting condition: a claim an event named (a request_started or its claim_submitted;
+    # nothing else is legal before the decision) was decided in the stream
+    if history and state in PRE:
+        named = history[0]
         found.append(Step(named.seq, named.event, state.value, Violation.NEVER_DECIDED))
         found.sort(key=lambda step: step.seq)
     return state, found
