@@ -31,7 +31,7 @@ from residentkv.model.automaton import (
 from residentkv.model.events import EVENT_ADAPTER, EVENT_MODELS, Envelope
 from residentkv.trace.semantics import legal
 from residentkv.trace.semantics.stream import Stream
-from residentkv.trace.tracker import collect
+from residentkv.trace.tracker import collect, stream_pass
 
 C = "c-1"
 IDENT = {"object_id": "prefix:c-1", "cache_identity": "m|t|d|s|16|bf16|-",
@@ -247,7 +247,7 @@ def test_every_request_cell_agrees_in_both_readers(state: RequestPhase, kind: st
         for i, k in enumerate(prefix)]
     for change in [{}, *VARIANTS.get(kind, [])]:
         case = [*events, ev(10, kind, {**change, "request_id": "r-9"})]
-        facts = collect(case)
+        facts = stream_pass(case)
         run = facts.requests["r-9"]
         phase, violation = legal.request_run(Stream(case, True), "r-9")
         assert (run.phase, run.own) == (phase, violation)

@@ -59,6 +59,9 @@ class GateResult(BaseModel):
 
 
 _FIELDS = tuple(GateResult.model_fields)
+#: every result sets every field; one set shared by all of them (a result is frozen, so
+#: pydantic never adds to it, and a copy copies it) saves ~0.7 KiB per result
+_ALL_SET = set(_FIELDS)
 _set = object.__setattr__
 
 
@@ -73,7 +76,7 @@ def trusted_result(gate: str, claim_id: str, passed: bool, missing: list[str],
     _set(result, "__dict__", {"gate": gate, "claim_id": claim_id, "passed": passed,
                               "missing": missing, "controls": controls, "evidence": evidence,
                               "boundary": boundary, "illegal": illegal})
-    _set(result, "__pydantic_fields_set__", set(_FIELDS))
+    _set(result, "__pydantic_fields_set__", _ALL_SET)
     _set(result, "__pydantic_extra__", None)
     _set(result, "__pydantic_private__", None)
     return result

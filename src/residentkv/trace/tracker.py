@@ -350,6 +350,12 @@ class StreamFacts:
     unclaimed_failure: bool = False
     derived: dict[str, Any] = field(default_factory=dict)
 
+    def forget_pass(self) -> None:
+        """Drop the state only the pass reads (judging reads claims and stream-wide flags)."""
+        for working in (self.finished, self.owner_scopes, self.requests, self.awaiting,
+                        self.carried, self.explained, self.failing, self.failed_on):
+            working.clear()
+
     def track(self, claim_id: str) -> ClaimTrack:
         t = self.claims.get(claim_id)
         if t is None:
@@ -380,7 +386,20 @@ class StreamFacts:
 
 
 def collect(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
-    """Run one pass over *events* (already in seq order) and return the settled facts."""
+    """Run one pass over *events* (already in seq order) and return the settled facts.
+
+    What only the pass needed (every request's automaton and the per-request maps) is dropped
+    before the facts are judged: it grows with every request the stream ever named, and judging
+    reads none of it, so the peak memory of a check is that of the pass or of the results, not
+    of both at once.
+    """
+    facts = stream_pass(events)
+    facts.forget_pass()
+    return facts
+
+
+def stream_pass(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
+    """The pass of :func:`collect`, its working state kept (each request's automaton)."""
     facts = StreamFacts()
     claims, track, order = facts.claims, facts.track, facts.order
     requests, scopes = facts.requests, facts.owner_scopes
