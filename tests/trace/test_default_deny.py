@@ -408,3 +408,21 @@ def test_a_claim_only_submitted_and_never_decided_is_illegal() -> None:
     assert own.illegal is not None
     assert (own.illegal.violation, own.illegal.event) == ("named_never_decided",
                                                           "claim_submitted")
+
+
+def test_a_refusal_before_the_request_started_is_illegal() -> None:
+    """An active_request_refused of a request that has not started yet, then that request
+    starting, restoring and finishing served: the refusal is request_not_started, so every
+    gate fails (found by make fuzz-gates: the independent acceptor's refused_then_served)."""
+    assert judge(load("success_path.jsonl"), "c-1")["observation"].passed
+    early = insert("claim_accepted", {
+        "event": "active_request_refused", "claim_id": "c-1", "request_id": "r-2",
+        "outcome_claim_id": "c-1", "blocking_claim_ids": ["c-1"], "arbiter": "admission",
+        "feasibility": "infeasible_preserve_resident_and_active"})(load("success_path.jsonl"))
+    got = judge(early, "c-1")
+    for gate in GATE_NAMES:
+        assert not got[gate].passed, gate
+        assert "legal_transitions" in got[gate].missing, gate
+    illegal = got["observation"].illegal
+    assert illegal is not None
+    assert (illegal.violation, illegal.event) == ("request_not_started", "active_request_refused")

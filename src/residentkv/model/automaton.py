@@ -212,7 +212,8 @@ VIOLATION_WHY: dict[Violation, str] = {
     Violation.FAILURE_AFTER_FINISH: "the whole failure chain precedes the affected request's "
                                     "first request_finished",
     Violation.AFTER_FINISH: "a finished request restores, loads or reuses nothing more",
-    Violation.NOT_STARTED: "a request restores, loads or reuses only after its request_started",
+    Violation.NOT_STARTED: "a request restores, loads, reuses or is refused only after its "
+                           "request_started",
     Violation.SERVED_AFTER_REFUSAL: "a refused request that finishes served contradicts the "
                                     "refusal",
     Violation.UNFINISHED: "a request with a failure chain must finish in the stream (checked "
@@ -410,6 +411,10 @@ def _request_rows(state: RequestPhase, kind: str) -> Cell:
         return ((G.FAILURE_CHAIN, V.FAILURE_AFTER_FINISH), (G.CYCLE_STEP, V.AFTER_FINISH),
                 (_ALWAYS, STAY))
     if state is R.NEW:
+        # a refusal of a request that has not started refuses nothing the stream shows, and a
+        # request_started after it would begin a run the refusal never touched
+        if kind == "active_request_refused":
+            return ((_ALWAYS, V.NOT_STARTED),)
         return ((G.CYCLE_STEP, V.NOT_STARTED), (_ALWAYS, STAY))
     if kind == "active_request_refused":
         return ((_ALWAYS, R.REFUSED),)
