@@ -166,11 +166,12 @@ ILLEGAL: list[tuple[str, Edit]] = [
      scoped(claim_scope=None, submitted="tenant:a", requests={"r-2": "tenant:b"})),
     ("request_id_restarted_by_another_tenant", chain(
         scoped(requests={"r-3": "tenant:a"}),
-        insert("request_finished", {"event": "request_started", "claim_id": None,
-                                    "request_id": "r-3", "owner_scope": "tenant:b"}, nth=1),
+        # both after the second finish, the start inserted last: it precedes the finish
         insert("request_finished", {"event": "request_finished", "claim_id": None,
                                     "request_id": "r-3", "status": "served",
-                                    "finish_reason": "stop"}, nth=1))),
+                                    "finish_reason": "stop"}, nth=1),
+        insert("request_finished", {"event": "request_started", "claim_id": None,
+                                    "request_id": "r-3", "owner_scope": "tenant:b"}, nth=1))),
     ("reuse_by_an_unscoped_request", chain(scoped(), setf("claim_reused", request_id="r-9"))),
     # 6. modes
     ("best_effort_is_not_a_claim", setf("claim_accepted", protection_mode="best_effort")),
@@ -426,3 +427,50 @@ def test_a_refusal_before_the_request_started_is_illegal() -> None:
     illegal = got["observation"].illegal
     assert illegal is not None
     assert (illegal.violation, illegal.event) == ("request_not_started", "active_request_refused")
+
+
+def _observation(events: Events) -> GateResult:
+    return judge(events, "c-1")["observation"]
+
+
+@pytest.mark.parametrize("mode", ["soft_priority", "hard_protected", "expiring", "demotable"])
+def test_a_loss_the_mode_did_not_announce_fails_every_gate(mode: str) -> None:
+    """SPEC §4.1: a loss must be preceded by the outcome the mode promises; §4.2: an illegal
+    step fails every gate. An eviction of a needed position after a complete restore chain
+    failed only lifecycle (found by a fourth SPEC-only review)."""
+    def with_mode(events: Events) -> Events:
+        events[at(events, "claim_accepted")].update(
+            protection_mode=mode, **({"expires_after_s": 30.0} if mode == "expiring" else {}))
+        return events
+    assert _observation(with_mode(load("success_path.jsonl"))).passed
+    evicted = with_mode(load("success_path.jsonl"))
+    evicted.append({**{k: evicted[-1][k] for k in ("schema", "ts_ns", "source")},
+                    "event": "block_evicted", "claim_id": "c-1", "request_id": None,
+                    "block_id": 7, "protected": False, "reason": "lru", "position": 0})
+    for gate, result in judge(evicted, "c-1").items():
+        assert "legal_transitions" in result.missing, gate
+
+
+def test_a_lookup_hit_counts_only_for_the_restoring_request() -> None:
+    """SPEC §4.1: one and the same chain of the affected request. A hit by another request
+    stood in for the restoring request's own (found by a fourth SPEC-only review)."""
+    moved = insert("request_finished", {"event": "request_started", "claim_id": None,
+                                        "request_id": "r-9"})(load("success_path.jsonl"))
+    moved[at(moved, "kv_lookup")]["request_id"] = "r-9"
+    got = _observation(moved)
+    assert "lookup_hit" in got.missing
+
+
+@pytest.mark.parametrize("case", ["lookup_after_finish", "finish_without_start"])
+def test_request_steps_outside_its_run_are_illegal(case: str) -> None:
+    """A kv_lookup of a finished request, and a request_finished naming the claim on a request
+    that never started, are request_not_started / after-finish steps (found by a fourth
+    SPEC-only review)."""
+    events = load("success_path.jsonl")
+    lookup = dict(events[at(events, "kv_lookup")])
+    if case == "lookup_after_finish":
+        events.append(lookup)
+    else:
+        events.append({**events[-1], "claim_id": "c-1", "request_id": "r-77"})
+    got = _observation(events)
+    assert "legal_transitions" in got.missing and got.illegal is not None

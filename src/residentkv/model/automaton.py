@@ -108,8 +108,9 @@ GUARD_WHY: dict[Guard, str] = {
     Guard.FALLBACK: "`source` is `fallback_recompute`",
     Guard.FAILURE_CHAIN: "a failed load, `scheduler_load_failure`, `claim_restore_failed` "
                          "or `active_request_refused`",
-    Guard.CYCLE_STEP: "a step of a restore cycle or a reuse (`claim_restore_required`, "
-                      "`claim_restored`, `claim_reused`, `claim_restore_failed`, a load event)",
+    Guard.CYCLE_STEP: "a step of a restore cycle or a reuse (`kv_lookup`, "
+                      "`claim_restore_required`, `claim_restored`, `claim_reused`, "
+                      "`claim_restore_failed`, a load event)",
     Guard.SERVED: "`status` is `served`",
     Guard.NOT_OFFLOADED: "no `claim_offloaded` of the claim before",
     Guard.LOSS: "an observed loss: an eviction of a needed position (for `offloadable`, "
@@ -212,8 +213,8 @@ VIOLATION_WHY: dict[Violation, str] = {
     Violation.FAILURE_AFTER_FINISH: "the whole failure chain precedes the affected request's "
                                     "first request_finished",
     Violation.AFTER_FINISH: "a finished request restores, loads or reuses nothing more",
-    Violation.NOT_STARTED: "a request restores, loads, reuses or is refused only after its "
-                           "request_started",
+    Violation.NOT_STARTED: "a request looks up, restores, loads, reuses, is refused or "
+                           "finishes only after its request_started",
     Violation.SERVED_AFTER_REFUSAL: "a refused request that finishes served contradicts the "
                                     "refusal",
     Violation.UNFINISHED: "a request with a failure chain must finish in the stream (checked "
@@ -406,6 +407,8 @@ def _request_rows(state: RequestPhase, kind: str) -> Cell:
             return ((_ALWAYS, V.FINISHED_TWICE),)
         if state is R.REFUSED:
             return ((G.SERVED, V.SERVED_AFTER_REFUSAL), (_ALWAYS, R.FINISHED))
+        if state is R.NEW:  # a finish of a run the stream never began
+            return ((_ALWAYS, V.NOT_STARTED),)
         return ((_ALWAYS, R.FINISHED),)
     if state is R.FINISHED:
         return ((G.FAILURE_CHAIN, V.FAILURE_AFTER_FINISH), (G.CYCLE_STEP, V.AFTER_FINISH),
@@ -528,7 +531,7 @@ def substrate_failure(event: object) -> bool:
     return name == "scheduler_load_failure" or failed_load(event)
 
 
-_CYCLE_KINDS = frozenset({"claim_restore_required", "claim_restored", "claim_reused",
+_CYCLE_KINDS = frozenset({"kv_lookup", "claim_restore_required", "claim_restored", "claim_reused",
                           "claim_restore_failed", "kv_load_started", "kv_load_finished",
                           "kv_load_failed"})
 

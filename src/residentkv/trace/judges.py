@@ -59,7 +59,7 @@ def _common(facts: StreamFacts, t: ClaimTrack, well_formed: bool) -> Seqs:
     if (p is not None and identity.first_predicate_id == p[0]
             and identity.required_values <= {p[2]}):
         ok[R.PREDICATE_FIXED] = [identity.accepted_seq or 0]
-    if t.run.violation is None:
+    if t.run.violation is None and not t.unpromised_loss():
         ok[R.LEGAL_TRANSITIONS] = []
     if facts.gap is None:
         ok[R.NO_OBSERVATION_GAP] = []
@@ -103,10 +103,7 @@ def lifecycle(j: ClaimFacts) -> Met:
     """SPEC §4 lifecycle: the paths the claim's protection mode promises."""
     t = j.t
     found, path = _lifecycle(t)
-    merged = {**j.common, **found}
-    if t.identity.mode == "soft_priority" and t.unreported_loss(t.life.first_harm):
-        merged.pop(R.LEGAL_TRANSITIONS, None)  # an unreported loss is an illegal step
-    return merged, (*COMMON, *path)
+    return {**j.common, **found}, (*COMMON, *path)
 
 
 def attribution(j: ClaimFacts) -> Met:

@@ -200,7 +200,9 @@ class ClaimLifecycle:
     release_of: dict[str, int] = field(default_factory=dict)
     store_seq: int | None = None
     offload_seq: int | None = None
-    last_hit: int | None = None
+    #: request -> the seq of its last kv_lookup hit of the claim since the last restore began
+    #: (SPEC §4.1: the hit must be the restoring request's own)
+    hits: dict[str | None, int] = field(default_factory=dict)
     last_required: int = -1
     #: the open restore cycle, how many began, the best closed one's observation facts, the
     #: (at most two) complete ones, the first and the first with a stored copy
@@ -288,6 +290,16 @@ class ClaimTrack:
         """A loss before any release (or before one of *reports*)."""
         told = min((s for s in (self.life.first_release, *reports) if s is not None), default=None)
         return self.life.first_loss is not None and (told is None or self.life.first_loss < told)
+
+    def unpromised_loss(self) -> bool:
+        """SPEC §4.1: a loss the claim's mode did not announce first (the reference's
+        ``rules.unpromised_loss``)."""
+        mode = self.identity.mode
+        if mode == "soft_priority":
+            return self.unreported_loss(self.life.first_harm)
+        if mode in ("hard_protected", "expiring", "demotable"):
+            return self.life.first_harm is not None or self.unreported_loss()
+        return False
 
     def unstable(self) -> bool:
         """Ambiguous identity, or a submitted owner scope the acceptance contradicts."""
@@ -562,7 +574,8 @@ def _restore_required(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     prev, life.last_required = life.last_required, e.seq
     if life.end_seq is not None:
         return  # no restore of a live claim: not a cycle
-    off, store, hit = life.offload_seq, life.store_seq, life.last_hit
+    off, store, hit = life.offload_seq, life.store_seq, life.hits.get(e.request_id)
+    life.hits.clear()
     if store is not None and store >= (e.seq if off is None else off):
         store = None
     if hit is not None and hit <= max(prev, -1 if off is None else off):
@@ -783,7 +796,7 @@ def _store_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
 
 def _lookup(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     if t is not None and e.hit_tokens > 0:
-        t.life.last_hit = e.seq
+        t.life.hits[e.request_id] = e.seq
 
 
 def _load_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:

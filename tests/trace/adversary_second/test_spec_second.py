@@ -39,6 +39,11 @@ RULINGS: dict[str, tuple[dict[str, str], str]] = {
         {"lifecycle": "fail"},
         "soft_priority's lifecycle requires no_harm: a claim whose KV was harmed has not kept "
         "its promise, whatever is reported afterwards"),
+    "p34_resident_request_never_started": (
+        {"observation": "fail", "failure_outcome": "fail", "lifecycle": "fail"},
+        "default deny (SPEC §4.2): a request that finishes without its request_started is no "
+        "legal run of the request automaton (request_not_started); a fourth SPEC-only review "
+        "read it so"),
     "f92_store_failure_open": (
         {"failure_outcome": "pass", "lifecycle": "pass"},
         "SPEC §4.2's open failure is a failed load of a claim on a request; a store that fails "

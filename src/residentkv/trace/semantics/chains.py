@@ -54,10 +54,12 @@ def store_succeeded(cy: Cycle) -> Found:
 
 def lookup_hit(cy: Cycle) -> Found:
     """SPEC §4: "lookup hit requiring a load" — a hit of its own for this restore: after the
-    offload and the previous restore of the claim, before this one."""
+    offload and the previous restore of the claim, before this one, and (SPEC §4.1: one and
+    the same chain of the affected request) by the restoring request."""
     o = _first_offload(cy.claim, cy.seq)
     after = max(cy.prev, -1 if o is None else o.seq)
-    hits = [e for e in cy.claim.named("kv_lookup") if e.hit_tokens > 0 and after < e.seq < cy.seq]
+    hits = [e for e in cy.claim.named("kv_lookup") if e.hit_tokens > 0
+            and after < e.seq < cy.seq and e.request_id == cy.request_id]
     return [hits[-1].seq] if hits else None
 
 

@@ -30,10 +30,7 @@ def failure_outcome(c: ClaimView, common: Seqs) -> Met:
 
 def lifecycle(c: ClaimView, common: Seqs) -> Met:
     life, applicable = rules.lifecycle(c)
-    merged = {**common, **life}
-    if rules.soft_loss_unreported(c):
-        merged.pop(R.LEGAL_TRANSITIONS, None)  # an unreported loss is an illegal step
-    return merged, (*COMMON, *applicable)
+    return {**common, **life}, (*COMMON, *applicable)
 
 
 def attribution(c: ClaimView, common: Seqs) -> Met:

@@ -110,7 +110,8 @@ def legal_transitions(c: ClaimView) -> Found:
     """SPEC §4.2: the claim's events, and the events of every request that names it, are a
     legal run of the automaton (:mod:`residentkv.model.automaton`, read over the whole list by
     :mod:`.legal`)."""
-    return [] if legal.claim_violation(c.stream, c.id) is None else None
+    illegal = legal.claim_violation(c.stream, c.id) is not None or unpromised_loss(c)
+    return None if illegal else []
 
 
 def no_observation_gap(c: ClaimView) -> Found:
@@ -300,10 +301,20 @@ def lifecycle(c: ClaimView) -> tuple[Seqs, tuple[R, ...]]:
     return found, GENERATIONS_PATH
 
 
-def soft_loss_unreported(c: ClaimView) -> bool:
-    """SPEC §2/§4.1 for ``soft_priority``: a loss not reported as harm first is an illegal
-    step of the lifecycle."""
-    return c.mode == "soft_priority" and _unreported_loss(c, ("claim_harmed",)) is not None
+def unpromised_loss(c: ClaimView) -> bool:
+    """SPEC §4.1: a loss must be preceded by the outcome the claim's mode promises (harm
+    reported for ``soft_priority``; expiry, demotion or a release for ``expiring`` and
+    ``demotable``; never for ``hard_protected``, so a reported harm is loss there too). One
+    that is not is an illegal step of the claim's history, in every gate (§4.2). An
+    ``offloadable`` claim promises a stored copy, judged by the chains, not an outcome."""
+    if c.mode == "soft_priority":
+        return _unreported_loss(c, ("claim_harmed",)) is not None
+    if c.mode in _OUTCOME_BEFORE_LOSS:
+        return no_harm(c) is None
+    return False
+
+
+_OUTCOME_BEFORE_LOSS = frozenset({"hard_protected", "expiring", "demotable"})
 
 
 def _put(found: Seqs, key: R, seqs: Found) -> None:

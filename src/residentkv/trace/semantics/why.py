@@ -56,7 +56,8 @@ _WHY: dict[str, str] = {
                                 "recompute is no satisfaction), or no load failed",
     R.LEGAL_TRANSITIONS: "an event of the claim, or of a request naming it, is a step the "
                          "automaton does not allow (SPEC §4.2; the result names the seq, the "
-                         "state and the violation), or a soft_priority loss was not reported",
+                         "state and the violation), or a loss was not preceded by the outcome "
+                         "its mode promises",
     R.SUCCESS_GENERATION: "no restore cycle meets the whole observation chain",
     R.FAILURE_GENERATION: "the claim's failure cycle does not meet the whole failure chain",
     R.GENERATIONS_ORDERED: "no complete success cycle with its own generation label precedes "
