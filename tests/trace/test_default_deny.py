@@ -474,3 +474,15 @@ def test_request_steps_outside_its_run_are_illegal(case: str) -> None:
         events.append({**events[-1], "claim_id": "c-1", "request_id": "r-77"})
     got = _observation(events)
     assert "legal_transitions" in got.missing and got.illegal is not None
+
+
+@pytest.mark.parametrize("job", [1, None])
+def test_a_load_failure_naming_no_claim_voids_the_restoring_request_s_load(job: int | None) -> None:
+    """SPEC §4.2: kv_load_failed voids the load job it names (without job_id, every load of
+    that request). One whose envelope names no claim did not void the claim's load, so
+    observation passed (found by a fourth SPEC-only review; SPEC §9 unclaimed_load_failure)."""
+    failed = insert("kv_load_finished", {
+        "event": "kv_load_failed", "claim_id": None, "invalid_block_ids": [0, 1],
+        "injected": False, **({} if job is None else {"job_id": job})})(load("success_path.jsonl"))
+    got = _observation(failed)
+    assert "load_succeeded" in got.missing

@@ -350,6 +350,9 @@ class StreamFacts:
     failing: dict[str, list[ClaimTrack]] = field(default_factory=dict)
     #: request -> claims whose load failed on it
     failed_on: dict[str, list[ClaimTrack]] = field(default_factory=dict)
+    #: request -> claims whose restore cycle began on it (an unclaimed kv_load_failed of the
+    #: request voids the loads of those whose open cycle is still its own)
+    cycling: dict[str, list[ClaimTrack]] = field(default_factory=dict)
     generic_counters: int = 0
     #: a claim_accepted declared best_effort: a problem line (SPEC §4.2), so no stream is well
     #: formed
@@ -365,7 +368,8 @@ class StreamFacts:
     def forget_pass(self) -> None:
         """Drop the state only the pass reads (judging reads claims and stream-wide flags)."""
         for working in (self.finished, self.owner_scopes, self.requests, self.awaiting,
-                        self.carried, self.explained, self.failing, self.failed_on):
+                        self.carried, self.explained, self.failing, self.failed_on,
+                        self.cycling):
             working.clear()
 
     def track(self, claim_id: str) -> ClaimTrack:
@@ -582,6 +586,8 @@ def _restore_required(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
         hit = None
     cy = life.cycle = Cycle(e.seq, required_label(e), e.request_id, life.materialized_seq, off,
                             store, hit, life.copy_digest)
+    if e.request_id is not None:
+        facts.cycling.setdefault(e.request_id, []).append(t)
     life.cycles += 1
     if life.first_cycle is None:
         life.first_cycle = cy
@@ -813,17 +819,30 @@ def _load_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
 def _load_failed(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     if not e.invalid_block_ids:
         return  # a report of no invalid block is no failed load
-    cy = None if t is None else t.life.cycle
-    if cy is not None:
-        if e.job_id is None:
-            # SPEC §4.2: without job_id it voids every successful load of that request
-            if e.request_id == cy.request_id:
-                cy.voided_all = True
-        else:
-            if cy.voided_jobs is None:
-                cy.voided_jobs = set()
-            cy.voided_jobs.add(e.job_id)
+    if t is not None:
+        _void(t.life.cycle, e)
+    elif e.request_id is not None:
+        # a failure naming no claim still voids the loads of the request's open cycles: a
+        # load its own job reports invalid is no successful load, named or not
+        for other in facts.cycling.get(e.request_id, ()):
+            cy = other.life.cycle
+            if cy is not None and cy.request_id == e.request_id:
+                _void(cy, e)
     _load_failure(facts, t, e)
+
+
+def _void(cy: Cycle | None, e: Event) -> None:
+    """SPEC §4.2: ``kv_load_failed`` voids the load job it names; without ``job_id``, every
+    successful load of that request."""
+    if cy is None:
+        return
+    if e.job_id is None:
+        if e.request_id == cy.request_id:
+            cy.voided_all = True
+    else:
+        if cy.voided_jobs is None:
+            cy.voided_jobs = set()
+        cy.voided_jobs.add(e.job_id)
 
 
 def _load_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:

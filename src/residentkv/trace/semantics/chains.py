@@ -74,10 +74,10 @@ def load_success(cy: Cycle) -> Event | None:
     job then reports invalid is no successful load)."""
     def voided(load: Event) -> bool:
         # SPEC §4.2: kv_load_failed voids the job it names; without job_id, every successful
-        # load of that request for the claim
+        # load of that request for the claim; one naming no claim, on the cycle's request, too
         return any(f.invalid_block_ids and (f.job_id == load.job_id or (
             f.job_id is None and f.request_id == cy.request_id))
-            for f in cy.within("kv_load_failed"))
+            for f in (*cy.within("kv_load_failed"), *cy.unclaimed("kv_load_failed")))
 
     return first(cy.members("kv_load_finished"),
                  lambda e: bool(e.success) and e.seq < cy.claim.end and not voided(e))

@@ -280,6 +280,11 @@ class Cycle:
         return [e for e in self.claim.own if e.event in names and self.seq < e.seq < self.stop
                 and generation(e) in (None, self.label)]
 
+    def unclaimed(self, name: str) -> list[Event]:
+        """Events of type *name* naming no claim, on the cycle's request, inside this cycle."""
+        return [e for e in self.claim.stream.events if e.event == name and e.claim_id is None
+                and e.request_id == self.request_id and self.seq < e.seq < self.stop]
+
     def within(self, name: str) -> list[Event]:
         """The claim's own events of type *name* inside this cycle, whatever their label."""
         return [e for e in self.claim.own if e.event == name and self.seq < e.seq < self.stop]
