@@ -77,6 +77,8 @@ def test_unusable_traces_exit_2_with_located_errors(
 ) -> None:
     path = tmp_path / "t.jsonl"
     path.write_bytes(content)
+    # unusable whatever claim is asked for (a --claim once turned this into exit 1)
+    assert cli(capsys, "trace", "check", str(path), "--claim", "c-1")[0] == code
     got, out, err = cli(capsys, "trace", "check", str(path))
     assert got == code
     assert fragment in out + err

@@ -74,7 +74,8 @@ def _refuse_unknown_claim(checks: list[TraceCheck], claim_id: str | None) -> Non
 
     Exit 1, not 2: the trace was read and shows nothing for that claim, which is a failed
     judgement (no vacuous pass), not an unreadable input; but a table of every requirement
-    "missing" would bury the real mistake, so only this error is printed.
+    "missing" would bury the real mistake, so only this error is printed. A trace with no
+    valid event at all is unusable whatever claim is asked for: exit 2, as without --claim.
     """
     if claim_id is None:
         return
@@ -85,7 +86,7 @@ def _refuse_unknown_claim(checks: list[TraceCheck], claim_id: str | None) -> Non
     err = UsageError(f"--claim {claim_id}: no trace has a valid claim event for this claim; "
                      f"{where}", code="T011")
     click.echo(str(err), err=True)
-    raise click.exceptions.Exit(1)
+    raise click.exceptions.Exit(2 if any(c.events == 0 for c in checks) else 1)
 
 
 def _claims_in(path: str, claim_id: str) -> str:
