@@ -486,3 +486,13 @@ def test_a_load_failure_naming_no_claim_voids_the_restoring_request_s_load(job: 
         "injected": False, **({} if job is None else {"job_id": job})})(load("success_path.jsonl"))
     got = _observation(failed)
     assert "load_succeeded" in got.missing
+
+
+@pytest.mark.parametrize("claim", ["c-1", None])
+def test_a_load_job_reported_failed_did_not_succeed(claim: str | None) -> None:
+    """A kv_load_finished(success=false) of the job whose success the chain rests on voids that
+    success, named or not (found by a fourth SPEC-only review)."""
+    failed = insert("kv_load_finished", {
+        "event": "kv_load_finished", "claim_id": claim, "job_id": 1, "bytes": 4096,
+        "success": False, "injected": True})(load("success_path.jsonl"))
+    assert "load_succeeded" in _observation(failed).missing

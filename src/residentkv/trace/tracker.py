@@ -807,6 +807,7 @@ def _lookup(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
 
 def _load_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     if not e.success:
+        _void_loads(facts, t, e)  # a job reported failed did not succeed, whatever else it said
         _load_failure(facts, t, e)
         return
     cy = None if t is None else t.life.cycle
@@ -819,21 +820,26 @@ def _load_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
 def _load_failed(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     if not e.invalid_block_ids:
         return  # a report of no invalid block is no failed load
+    _void_loads(facts, t, e)
+    _load_failure(facts, t, e)
+
+
+def _void_loads(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
+    """A failed load voids the claim's open cycle's loads of its job; one naming no claim, those
+    of every cycle open on its request (a load its own job reports failed is no successful
+    load, named or not)."""
     if t is not None:
         _void(t.life.cycle, e)
     elif e.request_id is not None:
-        # a failure naming no claim still voids the loads of the request's open cycles: a
-        # load its own job reports invalid is no successful load, named or not
         for other in facts.cycling.get(e.request_id, ()):
             cy = other.life.cycle
             if cy is not None and cy.request_id == e.request_id:
                 _void(cy, e)
-    _load_failure(facts, t, e)
 
 
 def _void(cy: Cycle | None, e: Event) -> None:
-    """SPEC §4.2: ``kv_load_failed`` voids the load job it names; without ``job_id``, every
-    successful load of that request."""
+    """SPEC §4.2: ``kv_load_failed`` (or a failed ``kv_load_finished``) voids the load job it
+    names; without ``job_id``, every successful load of that request."""
     if cy is None:
         return
     if e.job_id is None:

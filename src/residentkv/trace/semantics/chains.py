@@ -72,12 +72,17 @@ def load_success(cy: Cycle) -> Event | None:
     """The cycle's first successful load, while the claim was live, that the same job does not
     report invalid in the cycle (issue 10: a load reported successful whose blocks the same
     job then reports invalid is no successful load)."""
+    # SPEC §4.2: kv_load_failed voids the job it names; without job_id, every successful load
+    # of that request for the claim; one naming no claim, on the cycle's request, too; and a
+    # job reported failed by its kv_load_finished did not succeed either
+    failures = [f for f in (*cy.within("kv_load_failed"), *cy.unclaimed("kv_load_failed"))
+                if f.invalid_block_ids]
+    failures += [f for f in (*cy.within("kv_load_finished"), *cy.unclaimed("kv_load_finished"))
+                 if not f.success]
+
     def voided(load: Event) -> bool:
-        # SPEC §4.2: kv_load_failed voids the job it names; without job_id, every successful
-        # load of that request for the claim; one naming no claim, on the cycle's request, too
-        return any(f.invalid_block_ids and (f.job_id == load.job_id or (
-            f.job_id is None and f.request_id == cy.request_id))
-            for f in (*cy.within("kv_load_failed"), *cy.unclaimed("kv_load_failed")))
+        return any(f.job_id == load.job_id or (f.job_id is None and f.request_id == cy.request_id)
+                   for f in failures)
 
     return first(cy.members("kv_load_finished"),
                  lambda e: bool(e.success) and e.seq < cy.claim.end and not voided(e))
