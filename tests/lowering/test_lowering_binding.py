@@ -15,6 +15,7 @@ import pytest
 from attesting import attested
 from lowering_rows import anchor_spec, make_row, result
 
+import residentkv
 from residentkv.lowering.bundles import OBLIGATIONS, load_bundles
 from residentkv.lowering.check import run_check
 from residentkv.lowering.classify import GRANTING, effective
@@ -30,16 +31,32 @@ CFG_SHA = "99e6fe3bbeb52ae10fd354ba7e68ed19f728f706d898381574987e9dd14ee17e"
 TOY = Provenance("toyrt.scheduler", "0.1", "toyrt", "0.1")
 
 
+TWO_GENERATIONS = (Path(residentkv.__file__).parent / "data" / "traces"
+                   / "lifecycle_two_generations.jsonl")
+
+
 def soft_priority_trace(path: Path, provenance: Provenance | None = TOY) -> str:
-    """Two claim events: a soft_priority claim accepted and materialized (lifecycle passes
-    by the soft_priority rules, which ask for nothing more)."""
+    """A soft_priority claim's two generations, success then failure (its lifecycle passes;
+    the shipped two-generation trace replayed with claim c-s of that mode)."""
     buf = io.StringIO()
     w = EventWriter(buf, source="toyrt.scheduler", provenance=provenance)
-    w.emit("claim_accepted", claim_id="c-s", request_id="r-0", **IDENT,
-           registration="pre_registered", protection_mode="soft_priority", footprint_blocks=2,
-           predicate={"id": "lead-2", "kind": "leading_prefix_at_least", "blocks": 2})
-    w.emit("claim_materialized", claim_id="c-s", request_id="r-0", **IDENT, surviving=2,
-           leading=2, required=2, holds=True, tier="gpu")
+    for line in TWO_GENERATIONS.read_text().splitlines():
+        e = json.loads(line)
+        for envelope in ("schema", "seq", "ts_ns"):
+            e.pop(envelope)
+        kind, source = e.pop("event"), e.pop("source")
+        if e.get("claim_id") is not None:
+            e["claim_id"] = "c-s"
+            if "object_id" in e:
+                e.update(IDENT)
+        if kind == "claim_accepted":
+            e.update(protection_mode="soft_priority", predicate={
+                "id": "lead-2", "kind": "leading_prefix_at_least", "blocks": 2})
+        if kind == "active_request_refused" or kind == "claim_restore_failed":
+            e["outcome_claim_id"] = "c-s"
+        if kind == "active_request_refused":
+            e["blocking_claim_ids"] = ["c-s"]
+        w.emit(kind, source=None if source == "test" else source, **e)
     w.flush()
     path.write_text(buf.getvalue())
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -100,7 +117,7 @@ def test_a_restore_failure_trace_of_an_offloadable_claim_never_supports_hard_pro
 
 
 def test_the_gate_must_show_the_bundles_requirements() -> None:
-    # a lifecycle result that shows only what soft_priority asks for establishes nothing of an
+    # a lifecycle result that shows only a legal run and a materialization establishes nothing of an
     # expiring bundle, whose B3 needs expiry_before_loss
     bundles = load_bundles()
     spec = anchor_spec("trace", "lifecycle")

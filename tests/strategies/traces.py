@@ -446,8 +446,8 @@ def legal_expectations(plans: list[Plan]) -> dict[Key, bool]:
     observation: a complete offload/restore/reuse cycle. failure_outcome: a controlled failure
     with an attributed refusal. lifecycle: the paths the mode promises (offloadable: success
     then failure; expiring/demotable: the ending before any loss; hard_protected: an attributed
-    conflict; soft_priority: materialized and never harmed -- a harmed claim's lifecycle is not
-    shown to pass, reported or not). attribution: two or more
+    conflict; soft_priority: both generations, like offloadable, so the materialized-only
+    soft_priority plan here never passes it). attribution: two or more
     claims, this one's controlled failure, every other claim restored or untouched.
     """
     expect: dict[Key, bool] = {}
@@ -456,8 +456,10 @@ def legal_expectations(plans: list[Plan]) -> dict[Key, bool]:
         c = p.claim_id
         expect[c, OBSERVATION] = p.kind in SUCCEEDS
         expect[c, FAILURE_OUTCOME] = p.kind in FAILS
-        expect[c, LIFECYCLE] = p.kind not in (Kind.SUCCESS, Kind.FAILURE, Kind.RESIDENT) and not (
-            p.kind is Kind.SOFT and p.loss)
+        # a soft_priority claim here is only materialized: its lifecycle asks for both
+        # generations, like offloadable's (SPEC §4)
+        expect[c, LIFECYCLE] = p.kind not in (Kind.SUCCESS, Kind.FAILURE, Kind.RESIDENT,
+                                              Kind.SOFT)
         expect[c, ATTRIBUTION] = (p.kind in FAILS and bool(others)
                                   and all(q.quiet() for q in others))
     return expect

@@ -280,9 +280,12 @@ def test_non_target_carrier_finishing_in_error_without_an_outcome() -> None:
     assert not r.passed and r.missing == ["non_targets_served"]
 
 
-@pytest.mark.parametrize(("field", "value"), [("claim_id", "c-x"), ("arbiter", "harness")])
+@pytest.mark.parametrize(("field", "value"), [("claim_id", "c-x"), ("claim_id", None),
+                                               ("arbiter", "harness")])
 def test_hard_protected_conflict_refusal_must_be_the_claims_own(field: str, value: str) -> None:
-    """7: an envelope naming another claim, or a harness arbiter, is no conflict outcome."""
+    """7: an envelope naming another claim or none (SPEC §4.1: the envelope equals the
+    outcome_claim_id; the null envelope was found by a fifth SPEC-only review), or a harness
+    arbiter, is no conflict outcome."""
     events = setf("active_request_refused", **{field: value})(
         load("hard_protected_conflict.jsonl"))
     r = judge(events, "c-h")["lifecycle"]
@@ -496,3 +499,115 @@ def test_a_load_job_reported_failed_did_not_succeed(claim: str | None) -> None:
         "event": "kv_load_finished", "claim_id": claim, "job_id": 1, "bytes": 4096,
         "success": False, "injected": True})(load("success_path.jsonl"))
     assert "load_succeeded" in _observation(failed).missing
+
+
+def test_a_request_named_by_an_offload_before_its_start_carries_the_claim() -> None:
+    """A non-target's claim_offloaded names the target's request before that request started;
+    the request then fails with no outcome naming the non-target. Naming a request before its
+    start stays legal (ruling kept), but the request carries the claim from that event, so the
+    spill-over is unexplained and attribution fails (found by make fuzz-gates: the independent
+    acceptor's not_served_unexplained)."""
+    def early(events: Events) -> Events:
+        events[at(events, "claim_offloaded", claim="c-b")]["request_id"] = "r-4"
+        return events
+    got = judge(early(load("two_claim_attribution.jsonl")), "c-b")
+    assert got["observation"].passed  # c-b's own history: legal, its chain complete
+    r = _attribution(early)
+    assert not r.passed and r.missing == ["non_targets_served"]
+
+
+def test_a_request_that_stores_a_non_target_and_fails_unexplained_carries_it() -> None:
+    """Attribution ruling: every request whose events name a claim carries it (not only the
+    accepting, restoring and reusing ones). The target's request storing the non-target, then
+    failing with no outcome naming the non-target, is unexplained spill-over."""
+    def stored(events: Events) -> Events:
+        at_lookup = at(events, "kv_lookup", claim="c-a")
+        env = {k: events[0][k] for k in ("schema", "ts_ns", "source")}
+        job = {"claim_id": "c-b", "request_id": "r-4", "job_id": 9, "bytes": 4096,
+               "from_tier": "device", "to_tier": "host"}
+        events[at_lookup:at_lookup] = [
+            {**env, "event": "kv_store_started", **job},
+            {**env, "event": "kv_store_finished", **job, "success": True}]
+        return events
+    r = _attribution(stored)
+    assert not r.passed and r.missing == ["non_targets_served"]
+    served = chain(stored, setf("request_finished", nth=3, status="served"),
+                   drop("active_request_refused"), drop("claim_restore_failed"),
+                   drop("scheduler_load_failure"), drop("kv_load_failed"))
+    assert "non_targets_served" not in _attribution(served).missing
+
+
+def _as_soft_priority(events: Events) -> Events:
+    events[at(events, "claim_accepted")]["protection_mode"] = "soft_priority"
+    return events
+
+
+def test_soft_priority_lifecycle_needs_both_generations() -> None:
+    """SPEC §4 lifecycle: "both paths for one claim in one stream (success generation, then
+    failure generation)" for every mode but expiring and demotable. A soft_priority claim
+    that was only materialized passed lifecycle (found by a fifth SPEC-only review)."""
+    resident = _as_soft_priority(load("success_path.jsonl"))
+    resident = resident[:at(resident, "claim_materialized") + 1] + [
+        e for e in resident if e["event"] == "request_finished"][:1]
+    got = judge(resident, "c-1")["lifecycle"]
+    assert not got.passed and "success_generation" in got.missing
+    only_success = judge(_as_soft_priority(load("success_path.jsonl")), "c-1")["lifecycle"]
+    assert not only_success.passed and "failure_generation" in only_success.missing
+    both = judge(_as_soft_priority(load("lifecycle_two_generations.jsonl")), "c-1")["lifecycle"]
+    assert both.passed, both.missing
+
+
+@pytest.mark.parametrize("request_id", [None, "r-9"])
+@pytest.mark.parametrize("where", ["after_load", "at_end"])
+def test_a_load_failure_voids_the_job_it_names_whatever_else_it_names(
+        request_id: str | None, where: str) -> None:
+    """SPEC §4.2: "kv_load_failed voids the load job its job_id names". One naming neither the
+    claim nor the restoring request (no request, or one that never started) did not void the
+    job, so observation passed (found by a fifth SPEC-only review)."""
+    failed = {"event": "kv_load_failed", "claim_id": None, "request_id": request_id,
+              "invalid_block_ids": [0], "job_id": 1, "injected": False}
+    events = load("success_path.jsonl")
+    if where == "after_load":
+        events = insert("kv_load_finished", failed)(events)
+    else:
+        events.append({**{k: events[0][k] for k in ("schema", "ts_ns", "source")}, **failed})
+    assert "load_succeeded" in _observation(events).missing
+
+
+def test_a_load_failure_of_another_claim_voids_the_job_it_names() -> None:
+    """The target's own kv_load_failed naming the non-target's load job voids that load: the
+    non-target's restore rests on no successful load (found by a fifth SPEC-only review)."""
+    def foreign(events: Events) -> Events:
+        events[at(events, "kv_load_failed", claim="c-a")]["job_id"] = 2
+        return events
+    got = judge(foreign(load("two_claim_attribution.jsonl")), "c-b")["observation"]
+    assert "load_succeeded" in got.missing
+
+
+def test_a_release_after_the_expiry_is_legal() -> None:
+    """A claim_released after claim_expired frees what the expiry let go: SPEC §4.2's terminal
+    states ban materialization, store, offload, restore and reuse only. It failed every gate as
+    after_terminal (found by a fifth SPEC-only review); a materialization after it still does."""
+    events = load("expiring_release_before_loss.jsonl")
+    expired = events[at(events, "claim_expired")]
+    released = {**expired, "event": "claim_released", "reason": "freed after expiry"}
+    released.pop("cause", None)
+    events.insert(at(events, "claim_expired") + 1, released)
+    got = judge(events, "c-e")
+    assert got["lifecycle"].passed, got["lifecycle"].missing
+    materialized = dict(events[at(events, "claim_materialized")])
+    events.append(materialized)
+    assert "legal_transitions" in judge(events, "c-e")["lifecycle"].missing
+
+
+def test_a_failed_store_without_its_outcome_is_an_open_failure() -> None:
+    """SPEC §4.1 lists "store/load failure" among the failure events; §4.2: a failure not
+    followed by its claim-scoped outcome on that request is an open failure. A failed store
+    passed failure_outcome and lifecycle (ruling reversed after the third, fourth and fifth
+    SPEC-only reviews read it so)."""
+    failed = insert("claim_materialized", {
+        "event": "kv_store_finished", "job_id": 9, "bytes": 1, "success": False,
+        "from_tier": "device", "to_tier": "host"})(load("lifecycle_two_generations.jsonl"))
+    got = judge(failed, "c-1")
+    for gate in ("failure_outcome", "lifecycle"):
+        assert "no_open_failure" in got[gate].missing, gate

@@ -35,7 +35,7 @@ needs_reference = pytest.mark.skipif(
     reason="residentkv.trace.semantics (the reference semantics) is not importable",
 )
 NAME = "generated.jsonl"
-LARGEST_BUDGET = 1_700
+LARGEST_BUDGET = 700
 Verdict = tuple[bool, list[str], dict[str, bool]]
 Verdicts = dict[tuple[str, str], Verdict]
 
@@ -139,7 +139,7 @@ def test_oracle_streaming(family: list[GenTrace]) -> None:
 
 
 @needs_reference
-@budget(900)
+@budget(300)
 @given(families())
 def test_oracle_reference(family: list[GenTrace]) -> None:
     for t in family:

@@ -195,6 +195,9 @@ def test_breaking_one_requirement_fails_with_exactly_that_id(
 ALSO_ILLEGAL: dict[tuple[str, str], tuple[str, ...]] = {
     ("observation", "materialized"): ("legal_transitions",),  # holds contradicts the numbers
     ("observation", "offloaded"): ("legal_transitions",),  # a restore with no offloaded copy
+    # a failed store is a failure its outcome must follow (SPEC §4.1 "store/load failure")
+    ("observation", "store_succeeded"): ("no_open_failure",),
+    ("failure_outcome", "store_succeeded"): ("no_open_failure",),
     # restored after a failed load, which has no outcome
     ("observation", "load_succeeded"): ("legal_transitions", "no_open_failure"),
     ("observation", "restored_from_offload"): ("legal_transitions",),  # reuse before restore

@@ -309,6 +309,10 @@ def _claim_cell(state: Phase, kind: str) -> Cell:
     if kind == "claim_block_lost_after_release":
         ended = state in TERMINAL - {P.HARMED, P.FAILED_CLOSED, P.REJECTED}
         return ((_ALWAYS, STAY if ended else V.LOST_BEFORE_RELEASE),)
+    if kind == "claim_released" and state in (P.EXPIRED, P.DEMOTED):
+        # ruling: freeing what the mode's own ending let go is no step of the claim (SPEC §4.2
+        # bans materialization, store, offload, restore and reuse after a terminal state)
+        return ((_ALWAYS, STAY),)
     if state in TERMINAL:
         if kind == "claim_harmed":
             return ((_ALWAYS, V.HARM_AFTER_END),)
@@ -389,6 +393,12 @@ CLAIM_TABLE: dict[tuple[Phase, str], Cell] = {
     (state, kind): _claim_cell(state, kind) for state in Phase for kind in KINDS}
 
 
+#: the steps of a restore cycle, and a reuse: what only a started, unfinished request does
+_CYCLE_KINDS = frozenset({"kv_lookup", "claim_restore_required", "claim_restored", "claim_reused",
+                          "claim_restore_failed", "kv_load_started", "kv_load_finished",
+                          "kv_load_failed"})
+
+
 def _request_cell(state: RequestPhase, kind: str) -> Cell:
     own = _request_rows(state, kind)
     if kind in ("active_request_refused", "claim_restore_failed"):
@@ -418,7 +428,7 @@ def _request_rows(state: RequestPhase, kind: str) -> Cell:
         # request_started after it would begin a run the refusal never touched
         if kind == "active_request_refused":
             return ((_ALWAYS, V.NOT_STARTED),)
-        return ((G.CYCLE_STEP, V.NOT_STARTED), (_ALWAYS, STAY))
+        return ((_ALWAYS, V.NOT_STARTED if kind in _CYCLE_KINDS else STAY),)
     if kind == "active_request_refused":
         return ((_ALWAYS, R.REFUSED),)
     return ((_ALWAYS, STAY),)
@@ -519,8 +529,9 @@ def failed_load(event: object) -> bool:
 
 def opens_failure(event: object) -> bool:
     """A failure the claim's outcome must follow on its request (SPEC §4.2 Failures): a
-    failed load or the scheduler's failure branch."""
-    return getattr(event, "event", None) == "scheduler_load_failure" or failed_load(event)
+    failed store or load, or the scheduler's failure branch (SPEC §4.1 lists "store/load
+    failure" among the failure events)."""
+    return substrate_failure(event)
 
 
 def substrate_failure(event: object) -> bool:
@@ -529,11 +540,6 @@ def substrate_failure(event: object) -> bool:
     if name == "kv_store_finished":
         return not getattr(event, "success", True)
     return name == "scheduler_load_failure" or failed_load(event)
-
-
-_CYCLE_KINDS = frozenset({"kv_lookup", "claim_restore_required", "claim_restored", "claim_reused",
-                          "claim_restore_failed", "kv_load_started", "kv_load_finished",
-                          "kv_load_failed"})
 
 
 def outcome_envelope_mismatch(event: object) -> bool:

@@ -26,6 +26,12 @@ class ProtectionMode(StrEnum):
     OFFLOADABLE = "offloadable"
 
 
+#: modes whose promise no loss may break unannounced: any harm, or a loss before the refusal,
+#: expiry, demotion or release the mode names, is a loss the mode did not announce (SPEC §4.1)
+OUTCOME_BEFORE_LOSS: frozenset[ProtectionMode] = frozenset(
+    {ProtectionMode.HARD_PROTECTED, ProtectionMode.EXPIRING, ProtectionMode.DEMOTABLE})
+
+
 class Registration(StrEnum):
     """When the claim was named: before use (binds B1) or after the fact (never binds B1)."""
 

@@ -20,7 +20,6 @@ from residentkv.trace.requirements import (
     GENERATIONS_PATH,
     HARD_PROTECTED_PATH,
     OBSERVATION_GATE,
-    SOFT_PRIORITY_PATH,
     Met,
     Seqs,
 )
@@ -116,8 +115,9 @@ def _lifecycle(t: ClaimTrack) -> Met:
 
     expiring / demotable: the release precedes every loss, no harm. hard_protected: resident,
     unharmed, and a conflicting active request refused or deferred naming exactly this live
-    claim before that request's first finish. soft_priority: resident, every loss reported as
-    harm first. offloadable and the rest: a success cycle, then the failure cycle.
+    claim before that request's first finish. offloadable, soft_priority and the rest: a success
+    cycle, then the failure cycle, no harm (SPEC §4: "both paths for one claim in one stream"
+    for every mode but expiring and demotable; hard_protected keeps its conflict path).
     """
     life, identity = t.life, t.identity
     ok: Seqs = {}
@@ -125,9 +125,6 @@ def _lifecycle(t: ClaimTrack) -> Met:
         ok[R.NO_HARM] = []
     if life.materialized_seq is not None:
         ok[R.MATERIALIZED] = [life.materialized_seq]
-    if identity.mode == "soft_priority":
-        # a harmed claim's lifecycle is not shown to pass, reported or not (fail-closed)
-        return ok, SOFT_PRIORITY_PATH
     if identity.mode == "hard_protected":
         _conflict_attributed(t, ok)
         return ok, HARD_PROTECTED_PATH

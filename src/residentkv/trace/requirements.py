@@ -42,7 +42,6 @@ ATTRIBUTION: tuple[R, ...] = (
 
 #: the lifecycle paths by protection mode (after the common requirements); the mode-less path
 #: (offloadable and the rest) is a success cycle, then the failure cycle
-SOFT_PRIORITY_PATH: tuple[R, ...] = (R.NO_BLOCKING_SMEAR, R.MATERIALIZED, R.NO_HARM)
 HARD_PROTECTED_PATH: tuple[R, ...] = (
     R.NO_BLOCKING_SMEAR, R.MATERIALIZED, R.NO_HARM, R.CONFLICT_ATTRIBUTED)
 EXPIRING_PATH: tuple[R, ...] = (

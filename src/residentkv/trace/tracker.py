@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from residentkv.model.automaton import proves
+from residentkv.model.claim import OUTCOME_BEFORE_LOSS
 from residentkv.model.event_record import EventRecord, claim_names, records, required_label
 from residentkv.model.events import CLAIM_EVENT_NAMES, EVENT_MODELS, IDENTITY_FIELDS, Envelope
 from residentkv.model.vocabulary import Requirement as R
@@ -297,7 +298,7 @@ class ClaimTrack:
         mode = self.identity.mode
         if mode == "soft_priority":
             return self.unreported_loss(self.life.first_harm)
-        if mode in ("hard_protected", "expiring", "demotable"):
+        if mode in OUTCOME_BEFORE_LOSS:
             return self.life.first_harm is not None or self.unreported_loss()
         return False
 
@@ -353,6 +354,11 @@ class StreamFacts:
     #: request -> claims whose restore cycle began on it (an unclaimed kv_load_failed of the
     #: request voids the loads of those whose open cycle is still its own)
     cycling: dict[str, list[ClaimTrack]] = field(default_factory=dict)
+    #: load job -> claims whose open cycle loaded it successfully (SPEC §4.2: a failed load
+    #: voids the job its job_id names, whichever claim or request the failure names)
+    loaded_jobs: dict[int | str, list[ClaimTrack]] = field(default_factory=dict)
+    #: load job -> seq of its last failed-load report
+    failed_jobs: dict[int | str, int] = field(default_factory=dict)
     generic_counters: int = 0
     #: a claim_accepted declared best_effort: a problem line (SPEC §4.2), so no stream is well
     #: formed
@@ -369,7 +375,7 @@ class StreamFacts:
         """Drop the state only the pass reads (judging reads claims and stream-wide flags)."""
         for working in (self.finished, self.owner_scopes, self.requests, self.awaiting,
                         self.carried, self.explained, self.failing, self.failed_on,
-                        self.cycling):
+                        self.cycling, self.loaded_jobs, self.failed_jobs):
             working.clear()
 
     def track(self, claim_id: str) -> ClaimTrack:
@@ -453,8 +459,11 @@ def stream_pass(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
                 run.step(event, scopes, req)
             if not t.evidence and name not in _NO_EVIDENCE:
                 t.evidence = True
-            if req is not None and not (req.claims and req.claims[-1] is run):
-                req.names(run)
+            if req is not None:
+                if not (req.claims and req.claims[-1] is run):
+                    req.names(run)
+                if name != "active_request_refused" and rid is not None:
+                    carry(facts, t, rid)  # a refusal is itself the outcome naming the claim
             if not t.head_seen and name not in _BEFORE_ACCEPTANCE:
                 _head(t, event, name)
             if claim_event:
@@ -544,7 +553,6 @@ def _accepted(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     identity.registration, identity.mode = str(e.registration), str(e.protection_mode)
     identity.predicate = (p.id, str(p.kind), p.blocks, p.start or 0)
     identity.footprint = e.footprint_blocks
-    carry(facts, t, e.request_id)
     identity.owner_scope = e.owner_scope
 
 
@@ -573,7 +581,6 @@ def _offloaded(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
 
 def _restore_required(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     life = t.life
-    carry(facts, t, e.request_id)
     _close(t)
     prev, life.last_required = life.last_required, e.seq
     if life.end_seq is not None:
@@ -584,6 +591,7 @@ def _restore_required(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
         store = None
     if hit is not None and hit <= max(prev, -1 if off is None else off):
         hit = None
+    _forget_loads(facts, t, life.cycle)
     cy = life.cycle = Cycle(e.seq, required_label(e), e.request_id, life.materialized_seq, off,
                             store, hit, life.copy_digest)
     if e.request_id is not None:
@@ -593,6 +601,20 @@ def _restore_required(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
         life.first_cycle = cy
     if life.first_stored is None and store is not None:
         life.first_stored = cy
+
+
+def _forget_loads(facts: StreamFacts, t: ClaimTrack, closed: Cycle | None) -> None:
+    """A closed cycle's load jobs can no longer be voided for *t*: keep the job map to open
+    cycles (memory O(open cycles' loads))."""
+    if closed is None or not closed.loads:
+        return
+    for job, _ in closed.loads:
+        if job is None or job not in facts.loaded_jobs:
+            continue
+        holders = facts.loaded_jobs[job]
+        holders[:] = [h for h in holders if h is not t]
+        if not holders:
+            del facts.loaded_jobs[job]
 
 
 _OBSERVATION = frozenset(OBSERVATION)
@@ -625,7 +647,6 @@ def _close(t: ClaimTrack) -> None:
 
 def _restored(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     life, failures = t.life, t.failures
-    carry(facts, t, e.request_id)
     if e.source == "fallback_recompute":
         failures.fallback = True
     f = failures.failure
@@ -657,7 +678,6 @@ def _restored(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
 
 def _reused(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     life = t.life
-    carry(facts, t, e.request_id)
     if not e.holds:
         _loss(t, e)
     cy = life.cycle
@@ -731,10 +751,9 @@ _CLAIM_HANDLERS: dict[str, ClaimHandler] = {
 OtherHandler = Callable[[StreamFacts, "ClaimTrack | None", Event], None]
 
 
-def carry(facts: StreamFacts, t: ClaimTrack, rid: str | None) -> None:
-    """*rid* carries the claim of *t* from here to its first finish (SPEC §4.2 attribution)."""
-    if rid is None:
-        return
+def carry(facts: StreamFacts, t: ClaimTrack, rid: str) -> None:
+    """*rid* carries the claim of *t* from here to its first finish (SPEC §4.2 attribution;
+    ruling: every request an event naming the claim names carries it, but by a refusal)."""
     carried = facts.carried.get(rid)
     if carried is None:  # not carrying anything yet (a finished request is never carried)
         if rid not in facts.finished:
@@ -789,6 +808,8 @@ def _gap(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
 def _store_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     if not e.success:
         facts.name_failure(e, e.claim_id)
+        if t is not None:  # SPEC §4.2: open until the claim's outcome on that request
+            t.failures.open_on.add(e.request_id)
         return
     if t is None:
         if facts.unclaimed_store is None:
@@ -815,6 +836,13 @@ def _load_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
         if cy.loads is None:
             cy.loads = []
         cy.loads.append((e.job_id, e.seq))
+        job = e.job_id
+        if job is not None:
+            holders = facts.loaded_jobs.setdefault(job, [])
+            if all(h is not t for h in holders):
+                holders.append(t)
+            if facts.failed_jobs.get(job, -1) > cy.seq:  # reported failed earlier in the cycle
+                _void(cy, e)
 
 
 def _load_failed(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
@@ -828,6 +856,13 @@ def _void_loads(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     """A failed load voids the claim's open cycle's loads of its job; one naming no claim, those
     of every cycle open on its request (a load its own job reports failed is no successful
     load, named or not)."""
+    job = e.job_id
+    if job is not None:  # the job it names, whoever loaded it (SPEC §4.2)
+        facts.failed_jobs[job] = e.seq
+        for holder in facts.loaded_jobs.get(job, ()):
+            cy = holder.life.cycle
+            if cy is not None and cy.loads and any(j == job for j, _ in cy.loads):
+                _void(cy, e)
     if t is not None:
         _void(t.life.cycle, e)
     elif e.request_id is not None:
@@ -936,7 +971,7 @@ def _conflict(facts: StreamFacts, t: ClaimTrack, e: Event, *, refused: bool) -> 
     life, conflicts = t.life, t.conflicts
     if conflicts.conflict is not None or life.materialized_seq is None:
         return
-    if refused and (e.outcome_claim_id != t.claim_id or e.claim_id not in (None, t.claim_id)
+    if refused and (e.outcome_claim_id != t.claim_id or e.claim_id != t.claim_id
                     or e.arbiter == "harness"):
         return
     if (life.end_seq is not None or life.first_harm is not None

@@ -44,10 +44,6 @@ RULINGS: dict[str, tuple[dict[str, str], str]] = {
         "default deny (SPEC §4.2): a request that finishes without its request_started is no "
         "legal run of the request automaton (request_not_started); a fourth SPEC-only review "
         "read it so"),
-    "f92_store_failure_open": (
-        {"failure_outcome": "pass", "lifecycle": "pass"},
-        "SPEC §4.2's open failure is a failed load of a claim on a request; a store that fails "
-        "leaves no offloaded copy, which the observation chain (store_succeeded) already needs"),
 }
 
 

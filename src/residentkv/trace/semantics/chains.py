@@ -80,9 +80,15 @@ def load_success(cy: Cycle) -> Event | None:
     failures += [f for f in (*cy.within("kv_load_finished"), *cy.unclaimed("kv_load_finished"))
                  if not f.success]
 
+    # and a failed load anywhere in the cycle voids the job its job_id names, whichever claim
+    # and request it names
+    jobs = {f.job_id for f in cy.claim.stream.events
+            if cy.seq < f.seq < cy.stop and failed_load(f) and f.job_id is not None}
+
     def voided(load: Event) -> bool:
-        return any(f.job_id == load.job_id or (f.job_id is None and f.request_id == cy.request_id)
-                   for f in failures)
+        return load.job_id in jobs or any(
+            f.job_id == load.job_id or (f.job_id is None and f.request_id == cy.request_id)
+            for f in failures)
 
     return first(cy.members("kv_load_finished"),
                  lambda e: bool(e.success) and e.seq < cy.claim.end and not voided(e))

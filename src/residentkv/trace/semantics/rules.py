@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from residentkv.model.automaton import failed_load, opens_failure
+from residentkv.model.claim import OUTCOME_BEFORE_LOSS
 from residentkv.model.event_record import claim_names
 from residentkv.model.events import IDENTITY_FIELDS
 from residentkv.model.vocabulary import Control as C
@@ -18,7 +19,6 @@ from residentkv.trace.requirements import (
     EXPIRING_PATH,
     GENERATIONS_PATH,
     HARD_PROTECTED_PATH,
-    SOFT_PRIORITY_PATH,
     Seqs,
 )
 from residentkv.trace.semantics import legal
@@ -241,10 +241,10 @@ def conflict_attributed(c: ClaimView) -> Found:
 
 def _conflict(c: ClaimView, e: Event) -> bool:
     if e.event == "active_request_refused":
-        # SPEC §4.1/§4.2: the envelope names the outcome's claim (or none); a harness never
-        # satisfies a requirement
-        if (e.outcome_claim_id != c.id or e.claim_id not in (None, c.id)
-                or e.arbiter == "harness"):
+        # SPEC §4.1/§4.2: the envelope names the outcome's claim (a null envelope is no
+        # match: "an outcome event's envelope claim_id equals its outcome_claim_id"); a
+        # harness never satisfies a requirement
+        if e.outcome_claim_id != c.id or e.claim_id != c.id or e.arbiter == "harness":
             return False
     elif e.event != "active_request_deferred":
         return False
@@ -276,17 +276,14 @@ def lifecycle(c: ClaimView) -> tuple[Seqs, tuple[R, ...]]:
     """The lifecycle paths the claim's protection mode promises, and which requirements apply.
 
     expiring / demotable: the release precedes every loss, no harm. hard_protected: resident,
-    unharmed, and a conflict refused naming exactly this claim. soft_priority: resident, loss
-    reported as harm. offloadable and the rest: a success cycle, then a failure cycle.
+    unharmed, and a conflict refused naming exactly this claim. offloadable, soft_priority and
+    the rest: a success cycle, then a failure cycle, no harm.
     """
     found: Seqs = {}
     for key, rule in ((R.NO_HARM, no_harm), (R.MATERIALIZED, lifecycle_materialized)):
         seqs = rule(c)
         if seqs is not None:
             found[key] = seqs
-    if c.mode == "soft_priority":
-        # a harmed claim's lifecycle is not shown to pass, reported or not (fail-closed)
-        return found, SOFT_PRIORITY_PATH
     if c.mode == "hard_protected":
         _put(found, R.CONFLICT_ATTRIBUTED, conflict_attributed(c))
         return found, HARD_PROTECTED_PATH
@@ -309,12 +306,9 @@ def unpromised_loss(c: ClaimView) -> bool:
     ``offloadable`` claim promises a stored copy, judged by the chains, not an outcome."""
     if c.mode == "soft_priority":
         return _unreported_loss(c, ("claim_harmed",)) is not None
-    if c.mode in _OUTCOME_BEFORE_LOSS:
+    if c.mode in OUTCOME_BEFORE_LOSS:
         return no_harm(c) is None
     return False
-
-
-_OUTCOME_BEFORE_LOSS = frozenset({"hard_protected", "expiring", "demotable"})
 
 
 def _put(found: Seqs, key: R, seqs: Found) -> None:
@@ -361,20 +355,15 @@ def served(other: ClaimView) -> bool:
                for cy in other.cycles)
 
 
-#: the claim events by which a request other than the accepting one carries the claim
-_CARRYING = frozenset({"claim_restore_required", "claim_restored", "claim_reused"})
-
-
 def _carriers(other: ClaimView) -> dict[str, int]:
-    """Each request that carries the claim -> the seq from which it does: the request its
-    claim_accepted names, and every request that restores or reuses it (SPEC §4.2)."""
+    """Each request that carries the claim -> the seq from which it does: every request an
+    event naming the claim names, before that request's first finish, but a refusal (which is
+    itself the outcome naming it) (SPEC §4.2 attribution; ruling: work done for a claim by a
+    request — a store, an offload, a lookup — makes the request carry it)."""
     since: dict[str, int] = {}
-    a = other.accepted
-    starts = [] if a is None else [a]
-    starts += [e for e in other.own if e.event in _CARRYING]
-    for e in starts:
-        if e.request_id is not None and e.request_id not in since:
-            since[e.request_id] = e.seq
+    for e in other.own:
+        if e.request_id is not None and e.event != "active_request_refused":
+            since.setdefault(e.request_id, e.seq)
     return since
 
 
@@ -386,7 +375,7 @@ def _unexplained_carrier(other: ClaimView) -> bool:
         if fin is not None and (fin.seq < since or fin.status == "served"):
             continue
         until = NEVER if fin is None else fin.seq  # one that never finishes is not shown served
-        if not any(e.request_id == rid and since < e.seq < until and other.id in names
+        if not any(e.request_id == rid and since <= e.seq < until and other.id in names
                    for e, names in other.stream.failures):
             return True
     return False

@@ -23,8 +23,9 @@ _WHY: dict[str, str] = {
                           "is unknown, so no obligation of any claim is shown",
     R.RESTORE_CONTENT_VERIFIED: "the store of the restored copy recorded a content_digest but "
                                 "the restore does not carry content_verified: true",
-    R.NO_OPEN_FAILURE: "a failed load of the claim, or a scheduler_load_failure naming it, has "
-                       "no later claim_restore_failed naming it on that request (an open "
+    R.NO_OPEN_FAILURE: "a failed store or load of the claim, or a scheduler_load_failure "
+                       "naming it, has no later claim_restore_failed naming it on that "
+                       "request (an open "
                        "failure; a later proper one never makes up for it)",
     R.NO_BLOCKING_SMEAR: "a refusal or deferral naming the claim blocks other claims too (or "
                          "not it): the control blocking_claim_smear fired",
