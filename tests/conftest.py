@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from residentkv.audit import job as audit_job
 from residentkv.cli import main
 from residentkv.sources import PINS, cache_dir, fetch, find_archive
 
@@ -65,3 +66,22 @@ def pinned_cache() -> Path:
             pytest.fail(reason)
         pytest.skip(reason)
     return cache
+
+
+def suite_not_run() -> dict[str, object]:
+    """The audit's suite summary when a test is not about the suite (tested on its own, in
+    tests/suite and tests/audit/test_audit_job.py): a full suite run is half a minute."""
+    return {"available": True, "passed": True, "detail": "suite: (not run in this test)",
+            "lines": []}
+
+
+@pytest.fixture(scope="session")
+def suite_stub() -> Callable[[], dict[str, object]]:
+    """:func:`suite_not_run`, for a fixture wider than one test (no monkeypatch there)."""
+    return suite_not_run
+
+
+@pytest.fixture
+def no_suite(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keep the suite out of the audit's verdict in this test."""
+    monkeypatch.setattr(audit_job, "suite_summary", suite_not_run)

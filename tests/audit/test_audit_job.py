@@ -22,16 +22,6 @@ from residentkv.trust.envelope import generate_key_pair, load_private_key
 ADAPTER = "vllm+residentkv/resident-claim-connector/offloadable"
 
 
-@pytest.fixture
-def no_suite(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Keep the suite (tested on its own) out of the audit's verdict in these tests."""
-    from residentkv.audit import job
-
-    monkeypatch.setattr(job, "suite_summary", lambda: {
-        "available": True, "passed": True, "detail": "suite: (not run in this test)",
-        "lines": []})
-
-
 @dataclass
 class FakeRun:
     """What run_witness returns, for a witness stub that replays given traces."""
@@ -110,7 +100,7 @@ def test_format_json_is_the_check_json_plus_the_curation(
     assert doc == json.loads(dumps(check))
 
 
-def test_missing_sources_fall_short_but_grant_nothing(tmp_path: Path) -> None:
+def test_missing_sources_fall_short_but_grant_nothing(tmp_path: Path, no_suite: None) -> None:
     result = run_audit(AuditOptions(out=tmp_path / "r", cache=tmp_path / "empty", fetch=False))
     assert result.exit_code == 1
     assert [s["status"] for s in result.sources] == ["missing"] * len(PINS)
@@ -123,7 +113,7 @@ def test_missing_sources_fall_short_but_grant_nothing(tmp_path: Path) -> None:
             assert r["class"] == r["expect"], r["id"]
 
 
-def test_fetch_failure_is_reported_not_raised(tmp_path: Path) -> None:
+def test_fetch_failure_is_reported_not_raised(tmp_path: Path, no_suite: None) -> None:
     (tmp_path / "idx").mkdir()
     result = run_audit(AuditOptions(out=tmp_path / "r", cache=tmp_path / "c", no_index=True,
                                     find_links=[str(tmp_path / "idx")]))
@@ -133,7 +123,7 @@ def test_fetch_failure_is_reported_not_raised(tmp_path: Path) -> None:
 
 
 def test_live_mode_classifies_the_adapter_rows_on_the_fresh_traces(
-        tmp_path: Path, pinned_cache: Path) -> None:
+        tmp_path: Path, pinned_cache: Path, no_suite: None) -> None:
     result = run_audit(AuditOptions(out=tmp_path / "r", cache=pinned_cache, fetch=False,
                                     live=True, observe=False, witness_runner=_replay()))
     live = tmp_path / "r" / "witness" / "live"
@@ -145,7 +135,8 @@ def test_live_mode_classifies_the_adapter_rows_on_the_fresh_traces(
     assert row["class"] == "adapter_policy_evidence"
 
 
-def test_live_mode_falls_short_when_the_witness_does_not_match(tmp_path: Path) -> None:
+def test_live_mode_falls_short_when_the_witness_does_not_match(tmp_path: Path,
+                                                                no_suite: None) -> None:
     result = run_audit(AuditOptions(out=tmp_path / "r", cache=tmp_path / "empty", fetch=False,
                                     live=True, observe=False,
                                     witness_runner=_replay(matched=False)))
@@ -171,7 +162,7 @@ def test_the_suite_runs_and_its_failure_makes_the_audit_fall_short(
 
 
 def test_cli_audit_text_and_usage_errors(cli_run: Callable[..., tuple[int, str, str]],
-                                         tmp_path: Path) -> None:
+                                         tmp_path: Path, no_suite: None) -> None:
     code, out, err = cli_run("audit", "--cache", str(tmp_path / "empty"), "--offline",
                              "--out", str(tmp_path / "r"))
     assert code == 1
@@ -204,7 +195,7 @@ def test_every_file_of_the_folder_is_what_format_renders(
         assert printed == (out / name).read_text(encoding="utf-8"), name
 
 
-def test_sarif_report_is_valid(pinned_cache: Path, tmp_path: Path) -> None:
+def test_sarif_report_is_valid(pinned_cache: Path, tmp_path: Path, no_suite: None) -> None:
     jsonschema = pytest.importorskip("jsonschema")
     from residentkv.report.sarif import sarif_schema
 

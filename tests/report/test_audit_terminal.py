@@ -9,16 +9,20 @@ from pathlib import Path
 import pytest
 
 from residentkv.audit import AuditOptions, AuditResult, run_audit
+from residentkv.audit import job as audit_job
 from residentkv.report.audit_terminal import render_audit_terminal
 
 ROW = "vllm/prefix-caching/substrate"
 
 
 @pytest.fixture(scope="module")
-def short_audit(tmp_path_factory: pytest.TempPathFactory) -> AuditResult:
+def short_audit(tmp_path_factory: pytest.TempPathFactory,
+                suite_stub: Callable[[], dict[str, object]]) -> AuditResult:
     """An audit that falls short: no pinned release in its (empty) cache."""
     tmp = tmp_path_factory.mktemp("audit")
-    return run_audit(AuditOptions(out=tmp / "r", cache=tmp / "empty", fetch=False))
+    with pytest.MonkeyPatch.context() as patch:  # the suite is tested on its own
+        patch.setattr(audit_job, "suite_summary", suite_stub)
+        return run_audit(AuditOptions(out=tmp / "r", cache=tmp / "empty", fetch=False))
 
 
 def test_default_view_is_the_summary_not_the_row_table(short_audit: AuditResult) -> None:
@@ -46,7 +50,7 @@ def test_rows_on_request(short_audit: AuditResult) -> None:
 
 
 def test_cli_default_and_rows(cli_run: Callable[..., tuple[int, str, str]],
-                             tmp_path: Path) -> None:
+                             tmp_path: Path, no_suite: None) -> None:
     args = ("audit", "--offline", "--cache", str(tmp_path / "empty"), "--out",
             str(tmp_path / "r"), "--html")
     code, out, _ = cli_run(*args)
