@@ -356,7 +356,7 @@ class StreamFacts:
     cycling: dict[str, list[ClaimTrack]] = field(default_factory=dict)
     #: load job -> claims whose open cycle loaded it successfully (SPEC §4.2: a failed load
     #: voids the job its job_id names, whichever claim or request the failure names)
-    loaded_jobs: dict[int | str, list[ClaimTrack]] = field(default_factory=dict)
+    loaded_jobs: dict[int | str, dict[str, ClaimTrack]] = field(default_factory=dict)
     #: load job -> seq of its last failed-load report
     failed_jobs: dict[int | str, int] = field(default_factory=dict)
     generic_counters: int = 0
@@ -424,7 +424,7 @@ def stream_pass(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
     """The pass of :func:`collect`, its working state kept (each request's automaton)."""
     facts = StreamFacts()
     claims, track, order = facts.claims, facts.track, facts.order
-    requests, scopes = facts.requests, facts.owner_scopes
+    requests, scopes, carried = facts.requests, facts.owner_scopes, facts.carried
     dispatch = _DISPATCH
     claim_steps, request_steps = CLAIM_STEPS, REQUEST_STEPS
     # the hot loop: one lookup says what an event is; what every claim event shares is inline
@@ -463,7 +463,11 @@ def stream_pass(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
                 if not (req.claims and req.claims[-1] is run):
                     req.names(run)
                 if name != "active_request_refused" and rid is not None:
-                    carry(facts, t, rid)  # a refusal is itself the outcome naming the claim
+                    # a refusal is itself the outcome naming the claim; the common case, the
+                    # request's last carried claim again, is skipped inline
+                    held = carried.get(rid)
+                    if held is None or held[-1] is not t:
+                        carry(facts, t, rid)
             if not t.head_seen and name not in _BEFORE_ACCEPTANCE:
                 _head(t, event, name)
             if claim_event:
@@ -487,8 +491,8 @@ def stream_pass(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
         t.run.end()
     for t in claims.values():
         _close(t)
-    for rid, carried in facts.carried.items():  # SPEC §4.2: a carrier that never finished
-        _unexplained(carried, facts.explained.get(rid, set()))
+    for rid, held in facts.carried.items():  # SPEC §4.2: a carrier that never finished
+        _unexplained(held, facts.explained.get(rid, set()))
     return facts
 
 
@@ -612,7 +616,7 @@ def _forget_loads(facts: StreamFacts, t: ClaimTrack, closed: Cycle | None) -> No
         if job is None or job not in facts.loaded_jobs:
             continue
         holders = facts.loaded_jobs[job]
-        holders[:] = [h for h in holders if h is not t]
+        holders.pop(t.claim_id, None)
         if not holders:
             del facts.loaded_jobs[job]
 
@@ -838,9 +842,7 @@ def _load_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
         cy.loads.append((e.job_id, e.seq))
         job = e.job_id
         if job is not None:
-            holders = facts.loaded_jobs.setdefault(job, [])
-            if all(h is not t for h in holders):
-                holders.append(t)
+            facts.loaded_jobs.setdefault(job, {})[t.claim_id] = t
             if facts.failed_jobs.get(job, -1) > cy.seq:  # reported failed earlier in the cycle
                 _void(cy, e)
 
@@ -859,7 +861,7 @@ def _void_loads(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     job = e.job_id
     if job is not None:  # the job it names, whoever loaded it (SPEC §4.2)
         facts.failed_jobs[job] = e.seq
-        for holder in facts.loaded_jobs.get(job, ()):
+        for holder in facts.loaded_jobs.get(job, {}).values():
             cy = holder.life.cycle
             if cy is not None and cy.loads and any(j == job for j, _ in cy.loads):
                 _void(cy, e)
