@@ -42,6 +42,7 @@ PRED = {"surviving": 2, "leading": 2, "required": 2, "holds": True}
 FIELDS: dict[str, dict[str, Any]] = {
     "stream_started": {"emitter": {"name": "t", "version": "0"},
                        "runtime": {"name": "t", "version": "0"}},
+    "stream_closed": {"reason": "shutdown"},
     "claim_submitted": {"owner_scope": "tenant:a"},
     "claim_accepted": {"registration": "pre_registered", "protection_mode": "offloadable",
                        "footprint_blocks": 2, "owner_scope": "tenant:a",
@@ -146,7 +147,7 @@ _CARRIER_KINDS = {"claim_submitted", "claim_accepted", "claim_materialized", "kv
 
 def ev(seq: int, kind: str, change: dict[str, Any]) -> Envelope:
     """One validated event of *kind* naming the claim, with *change* applied."""
-    claimless = kind in ("stream_started", "observation_gap")
+    claimless = kind in ("stream_started", "stream_closed", "observation_gap")
     body: dict[str, Any] = {
         "schema": "residentkv.event/v1", "seq": seq, "ts_ns": seq, "source": "test",
         "event": kind, "claim_id": None if claimless and "claim_id" not in change else C,

@@ -207,7 +207,8 @@ VIOLATION_WHY: dict[Violation, str] = {
     Violation.RESTORED_TWICE: "the cycle was already restored",
     Violation.HARM_AFTER_END: "loss after the claim ended is never harm",
     Violation.LOST_BEFORE_RELEASE: "claim_block_lost_after_release before any release",
-    Violation.STREAM_EVENT: "stream_started and observation_gap never name a claim",
+    Violation.STREAM_EVENT: "stream_started, stream_closed and observation_gap never name a "
+                            "claim",
     Violation.STARTED_TWICE: "a request id starts at most once per stream",
     Violation.FINISHED_TWICE: "a request finishes once",
     Violation.FAILURE_AFTER_FINISH: "the whole failure chain precedes the affected request's "
@@ -281,7 +282,7 @@ def _cycle_step(state: Phase, then: Outcome) -> Cell:
 
 def _claim_cell(state: Phase, kind: str) -> Cell:
     """The rows of one cell (written per kind, so the whole table reads as one page)."""
-    if kind in ("stream_started", "observation_gap"):
+    if kind in ("stream_started", "stream_closed", "observation_gap"):
         return ((_ALWAYS, V.STREAM_EVENT),)
     if kind == "claim_submitted":
         return ((_ALWAYS, P.SUBMITTED if state in PRE else V.SUBMITTED_LATE),)

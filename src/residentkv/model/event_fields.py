@@ -105,6 +105,8 @@ FIELDS: dict[str, str] = {
     "stream_id": "Id of this stream (a UUID or a stable name).",
     "replica": "Replica of the runtime the stream comes from, when there are several.",
     "rank": "Worker rank the stream comes from, when the runtime is distributed.",
+    "incarnation": "The engine incarnation writing this stream; a restart on the same sink "
+                   "opens a new stream with a new incarnation (SPEC 9.1).",
     # generic counters
     "name": "Counter name.",
     "value": "Counter value.",
@@ -117,6 +119,8 @@ PER_EVENT: dict[tuple[str, str], str] = {
                                   "digest recorded at store.",
     ("observation_gap", "reason"): "Why part of the runtime's history was not seen: "
                                    "sequence_gap, subscription_dropped or late_start.",
+    ("stream_closed", "reason"): "Why the stream closed: shutdown for a graceful stop (every "
+                                 "claim still open must have ended before this event).",
     ("claim_restored", "source"): "Where the restored KV came from: offload_tier (a real "
                                   "restore) or fallback_recompute (recomputed; never claim "
                                   "evidence).",

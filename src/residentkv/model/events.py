@@ -63,6 +63,23 @@ class StreamStarted(Envelope):
     stream_id: str | None = Field(default=None, description="unique name of this stream")
     replica: str | None = Field(default=None, description="serving replica that wrote it")
     rank: Bounded64 | None = Field(default=None, ge=0, description="tensor-parallel rank, if any")
+    incarnation: str | None = Field(
+        default=None, min_length=1,
+        description="the engine incarnation that writes this stream (SPEC §9.1): a restart on "
+                    "the same sink opens a new stream with a new incarnation",
+    )
+
+
+class StreamClosed(Envelope):
+    """The closing event of a stream, written on a graceful stop (SPEC §9.1).
+
+    Every claim still open in the stream must have ended before it; a claim open here has
+    vanished. A stream that ends with no closing event was cut off (a crash): it is closed by
+    the next incarnation's ``stream_started``, or, when none follows, its open claims are live.
+    """
+
+    event: Literal["stream_closed"]
+    reason: str = Field(min_length=1)
 
 
 class ClaimEvent(Envelope):
@@ -330,7 +347,7 @@ CLAIM_EVENT_TYPES: tuple[type[ClaimEvent], ...] = (
     ClaimExpired, ClaimReleased, ClaimHarmed, ClaimBlockLostAfterRelease,
 )
 OTHER_EVENT_TYPES: tuple[type[Envelope], ...] = (
-    StreamStarted, RequestStarted, RequestFinished, ActiveRequestAdmitted,
+    StreamStarted, StreamClosed, RequestStarted, RequestFinished, ActiveRequestAdmitted,
     ActiveRequestDeferred,
     ActiveRequestRefused, FutureReuseAdmitted, FutureReuseDenied, KvLookup, KvStoreStarted,
     KvStoreFinished, KvLoadStarted, KvLoadFinished, KvLoadFailed, SchedulerLoadFailure,
@@ -355,7 +372,7 @@ Event = Annotated[
     ClaimSubmitted | ClaimAccepted | ClaimRejected | ClaimMaterialized | ClaimOffloaded
     | ClaimRestoreRequired | ClaimRestored | ClaimReused | ClaimRestoreFailed | ClaimDemoted
     | ClaimExpired | ClaimReleased | ClaimHarmed | ClaimBlockLostAfterRelease
-    | StreamStarted | RequestStarted | RequestFinished | ActiveRequestAdmitted
+    | StreamStarted | StreamClosed | RequestStarted | RequestFinished | ActiveRequestAdmitted
     | ActiveRequestDeferred
     | ActiveRequestRefused | FutureReuseAdmitted | FutureReuseDenied | KvLookup
     | KvStoreStarted | KvStoreFinished | KvLoadStarted | KvLoadFinished | KvLoadFailed

@@ -35,6 +35,8 @@ class Provenance:
     stream_id: str | None = None
     replica: str | None = None
     rank: int | None = None
+    #: the engine incarnation (SPEC §9.1): one stream per incarnation on a shared sink
+    incarnation: str | None = None
 
     def fields(self) -> dict[str, Any]:
         """The event fields of ``stream_started``."""
@@ -44,6 +46,7 @@ class Provenance:
             "stream_id": self.stream_id,
             "replica": self.replica,
             "rank": self.rank,
+            "incarnation": self.incarnation,
         }
 
 
