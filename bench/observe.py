@@ -32,9 +32,12 @@ from typing import Any
 
 from residentkv.model.claim import ResidentClaim
 from residentkv.observe.claims import ObservedClaim
+from residentkv.observe.intake import read_message
 from residentkv.observe.observer import Observer
+from residentkv.observe.sequence import Apply, SequenceTracker
+from residentkv.observe.subscriber import Endpoint, Subscription
 from residentkv.observe.synthetic import SyntheticPublisher, chain, removed, stored
-from residentkv.observe.wire import Frame, KVEvent, KVEventBatch, decode_frame, encode_frame
+from residentkv.observe.wire import Dialect, KVEvent, KVEventBatch, encode_frame
 from residentkv.trace.writer import EventWriter, Provenance
 
 BLOCK = 128
@@ -106,7 +109,7 @@ def workload(claims: list[ObservedClaim], blocks: int) -> Iterator[list[KVEvent]
 def new_observer(claims: list[ObservedClaim], sink: io.StringIO) -> Observer:
     writer = EventWriter(sink, source="residentkv.observer", provenance=Provenance(
         "residentkv-observer", "bench", "synthetic", "0"))
-    obs = Observer(claims, writer)
+    obs = Observer(claims, writer.emit)
     obs.start()
     return obs
 
@@ -116,6 +119,7 @@ def bench_inprocess(claims: list[ObservedClaim], blocks: int) -> dict[str, Any]:
     gc.collect()
     before = rss_mib()
     obs = new_observer(claims, sink)
+    tracker = SequenceTracker(lambda key: False, [b"kv"])
     busy = 0.0
     chunk: list[list[bytes]] = []
     peak_live = 0
@@ -123,7 +127,9 @@ def bench_inprocess(claims: list[ObservedClaim], blocks: int) -> dict[str, Any]:
     def run(chunk: list[list[bytes]]) -> float:
         t0 = time.perf_counter()
         for parts in chunk:
-            obs.on_frame(decode_frame(parts))
+            event = read_message(parts, b"kv", Dialect.VLLM)
+            if event is not None:
+                obs.act(tracker.step(event))
         return time.perf_counter() - t0
 
     for seq, events in enumerate(workload(claims, blocks)):
@@ -131,32 +137,29 @@ def bench_inprocess(claims: list[ObservedClaim], blocks: int) -> dict[str, Any]:
         if len(chunk) == 512:
             busy += run(chunk)
             chunk = []
-            peak_live = max(peak_live, obs.index.live_blocks)
+            peak_live = max(peak_live, obs.index.learned)
     busy += run(chunk)
-    obs.finish()
     after = rss_mib()
     lines = sink.getvalue().count("\n")
     return {"batches": obs.batches, "kv_events": obs.kv_events, "seconds": busy,
             "events_per_s": obs.kv_events / busy, "batches_per_s": obs.batches / busy,
             "peak_live_blocks": peak_live,
-            "learned_claim_blocks": sum(len(h) for t in obs.index.tracked for h in t.hashes),
+            "learned_claim_blocks": obs.index.learned,
             "trace_lines": lines, "rss_growth_mib": after - before,
-            "losses": sum(v.losses for v in obs.views.values())}
+            "losses": sum(v.losses for v in obs.views)}
 
 
 def bench_zmq(claims: list[ObservedClaim], batches: int, tmp: Path) -> dict[str, Any]:
-    from residentkv.observe.subscriber import Subscription
-
     ep = f"ipc://{tmp}/bench-ev.sock"
     pub = SyntheticPublisher(ep)
-    sub = Subscription(ep, topic=b"kv")
+    sub = Subscription([Endpoint(ep, topic=b"kv")], hwm=1_000_000)
     obs = new_observer(claims, io.StringIO())
     frames = [[stored(unrelated(k * EVENTS_PER_BATCH + j), BLOCK)
                for j in range(EVENTS_PER_BATCH)] for k in range(64)]
     stop = threading.Event()
     runner = threading.Thread(target=sub.run, args=(obs, stop), daemon=True)
     runner.start()
-    while obs.expected is None:                    # until the subscription has joined
+    while not sub.tracker.sources:                 # until the subscription has joined
         pub.publish([])
         time.sleep(0.05)
     first_events = obs.kv_events
@@ -164,7 +167,7 @@ def bench_zmq(claims: list[ObservedClaim], batches: int, tmp: Path) -> dict[str,
     for k in range(batches):
         pub.publish(frames[k % len(frames)])
     last = pub.seq - 1
-    while obs.expected is None or obs.expected <= last:
+    while max(s.expected for s in sub.tracker.sources.values()) <= last:
         time.sleep(0.01)
     seconds = time.perf_counter() - t0
     stop.set()
@@ -179,7 +182,6 @@ def bench_server(seconds: float, tmp: Path, clients: int) -> dict[str, Any]:
     from openai import OpenAI
 
     from residentkv.adapters.vllm.engine import SERVED_MODEL_NAME, ServerProcess, write_tiny_model
-    from residentkv.observe.subscriber import Subscription
 
     model = write_tiny_model(tmp / "model")
     ep = f"ipc://{tmp}/server-ev.sock"
@@ -187,15 +189,17 @@ def bench_server(seconds: float, tmp: Path, clients: int) -> dict[str, Any]:
                   "topic": "kv"}
     extra = ["--num-gpu-blocks-override", "64", "--max-model-len", "1024",
              "--kv-events-config", json.dumps(events_cfg)]
-    sub = Subscription(ep, topic=b"kv")
+    sub = Subscription([Endpoint(ep, topic=b"kv")])
     counted = {"batches": 0, "events": 0}
 
     class Counter(Observer):
-        def on_frame(self, frame: Frame) -> None:
-            counted["batches"] += 1
-            counted["events"] += len(frame.batch.events)
+        def act(self, actions: Any) -> None:
+            for a in actions:
+                if isinstance(a, Apply):
+                    counted["batches"] += 1
+                    counted["events"] += len(a.batch.events)
 
-    obs = Counter([], EventWriter(io.StringIO(), source="bench"))
+    obs = Counter([], EventWriter(io.StringIO(), source="bench").emit)
     stop = threading.Event()
     runner = threading.Thread(target=sub.run, args=(obs, stop), daemon=True)
     runner.start()
