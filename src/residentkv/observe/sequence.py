@@ -336,22 +336,21 @@ class SequenceTracker:
             return self._replay_failed(s, ReplayFailed(s.key, w.asked, problem))
         out: list[Action] = []
         last = w.last if w.last is not None else max(got, default=w.first - 1)
-        missing_from: int | None = None
-        for seq in range(w.first, last + 1):
-            b = got.get(seq)
-            if b is None:
-                missing_from = seq if missing_from is None else missing_from
-                continue
-            if missing_from is not None:
-                out += [Gap(s.key, w.cause, missing_from, seq - 1,
-                            "the replay endpoint no longer held these batches"), Forget(s.key)]
-                missing_from = None
-                s.anchor = None
-            out += self._apply(s, b)
-        if missing_from is not None:
-            out += [Gap(s.key, w.cause, missing_from, last,
-                        "the replay endpoint no longer held these batches"), Forget(s.key)]
+        # walk the batches the replay holds, never the window's numbers (it may span 2**64)
+        expected = w.first
+        for seq in sorted(n for n in got if w.first <= n <= last):
+            if seq > expected:
+                out += self._missing(s, w, expected, seq - 1)
+            out += self._apply(s, got[seq])
+            expected = seq + 1
+        if expected <= last:
+            out += self._missing(s, w, expected, last)
         return out + self._close_window(s)
+
+    def _missing(self, s: Source, w: Window, first: int, last: int) -> list[Action]:
+        s.anchor = None
+        return [Gap(s.key, w.cause, first, last,
+                    "the replay endpoint no longer held these batches"), Forget(s.key)]
 
     def _unverified(self, s: Source, w: Window, got: dict[int, Batch], complete: bool) -> str:
         """Why the replay's answer cannot be shown to continue this epoch ('' when it can)."""
