@@ -16,6 +16,7 @@ import pytest
 
 from residentkv import __version__
 from residentkv.observe import wire_sglang
+from residentkv.observe.lazy import decode_sglang_lazy
 from residentkv.observe.observer import Observer
 from residentkv.observe.subscriber import Endpoint, Subscription
 from residentkv.observe.synthetic import SyntheticPublisher, chain, removed, stored, to_sglang
@@ -122,13 +123,16 @@ def test_sglang_bytes_decode_into_the_mirror() -> None:
          "cache_salt": "s"},
         {"type": "BlockRemoved", "block_hashes": [-5], "medium": "CPU_PINNED"},
         {"type": "AllBlocksCleared"}], 2])
-    ts, events, rank = wire_sglang.decode_sglang(payload)
-    assert (ts, rank) == (1.5, 2)
-    s, r, c = events
+    mirror = msgspec.msgpack.decode(payload, type=wire_sglang.SGLangKVEventBatch)
+    s, r, c = mirror.events
     assert isinstance(s, wire_sglang.SGLangBlockStored) and s.block_hashes == [-5, 7]
-    assert s.cache_salt == "s" and s.group_idx is None
+    assert s.cache_salt == "s" and s.token_ids == [1, 2]
     assert isinstance(r, wire_sglang.SGLangBlockRemoved) and r.medium == "CPU_PINNED"
     assert isinstance(c, wire_sglang.SGLangAllBlocksCleared)
+    ts, events, rank = decode_sglang_lazy(payload)           # the hot path's twins
+    assert (ts, rank) == (1.5, 2)
+    assert events[0].tokens() == [1, 2] and events[0].first_token() == 1
+    assert events[0].group_idx is None and events[1].block_hashes == [-5]
 
 
 def test_an_sglang_publisher_end_to_end(tmp_path: Path) -> None:

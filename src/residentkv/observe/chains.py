@@ -27,7 +27,7 @@ from enum import IntEnum
 from typing import Any
 
 from residentkv.observe.claims import ObservedClaim, block_key
-from residentkv.observe.wire import BlockHash
+from residentkv.observe.wire import BlockHash, WireError
 
 #: (source, block hash, KV-cache group)
 CopyKey = tuple[int, BlockHash, int | None]
@@ -87,9 +87,15 @@ class ChainIndex:
             return []
         known = self._known
         parent = ev.parent_block_hash
-        if hashes[0] not in known and parent is not None and parent not in known:
-            return []                          # below a block no claim needs
-        tokens = ev.token_ids
+        if hashes[0] not in known:
+            if parent is None:
+                if ev.first_token() not in self._first_tokens:
+                    return []                  # a root no claim starts with
+            elif parent not in known:
+                return []                      # below a block no claim needs
+        if size <= 0:
+            raise WireError(f"BlockStored with block_size {size}")
+        tokens = ev.tokens()
         mappable = len(tokens) == len(hashes) * size
         above: list[tuple[int, int]] | None = None if parent is None else known.get(parent, [])
         walked: list[tuple[BlockHash, list[tuple[int, int]]]] = []
@@ -124,8 +130,6 @@ class ChainIndex:
         claim's first block, or a child of a claimed block matching the claim's next block —
         each stored under the claim's salt, LoRA and session."""
         if above is None:
-            if not chunk or chunk[0] not in self._first_tokens:
-                return owners
             candidates = [(c, 0) for c in self._roots.get(block_key(chunk), ())]
         else:
             if not above:

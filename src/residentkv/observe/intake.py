@@ -10,20 +10,12 @@ skip and never an exception.
 
 from __future__ import annotations
 
+from residentkv.observe.lazy import decode_sglang_lazy, decode_vllm_lazy
 from residentkv.observe.sequence import Cause, Received, Unreadable
-from residentkv.observe.wire import (
-    END_SEQ,
-    Batch,
-    Dialect,
-    PayloadDecoder,
-    WireError,
-    decode_vllm,
-    read_seq,
-)
-from residentkv.observe.wire_sglang import decode_sglang
+from residentkv.observe.wire import END_SEQ, Batch, Dialect, PayloadDecoder, WireError, read_seq
 
-DECODERS: dict[Dialect, PayloadDecoder] = {Dialect.VLLM: decode_vllm,
-                                           Dialect.SGLANG: decode_sglang}
+DECODERS: dict[Dialect, PayloadDecoder] = {Dialect.VLLM: decode_vllm_lazy,
+                                           Dialect.SGLANG: decode_sglang_lazy}
 _PARTS = 3
 
 

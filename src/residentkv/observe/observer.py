@@ -29,19 +29,9 @@ from residentkv.model.predicate import PredicateResult, evaluate_predicate
 from residentkv.model.vocabulary import DEVICE_TIER
 from residentkv.observe.chains import ChainIndex, Presence, Touch
 from residentkv.observe.claims import ObservedClaim
+from residentkv.observe.lazy import CLEARED, REMOVED, STORED
 from residentkv.observe.sequence import Action, Apply, Cause, Forget, Gap, SourceKey
-from residentkv.observe.wire import (
-    AllBlocksCleared,
-    Batch,
-    BlockRemoved,
-    BlockStored,
-    hash_hex,
-)
-from residentkv.observe.wire_sglang import (
-    SGLangAllBlocksCleared,
-    SGLangBlockRemoved,
-    SGLangBlockStored,
-)
+from residentkv.observe.wire import Batch, WireError, hash_hex
 
 SOURCE = "residentkv.observer"
 #: the runtimes' KV events name blocks by hash only; block_evicted.block_id says "not published"
@@ -139,11 +129,6 @@ class ClaimView:
         return next((seq for f, seq in reversed(self.facts) if f is fact), None)
 
 
-_STORED = (BlockStored, SGLangBlockStored)
-_REMOVED = (BlockRemoved, SGLangBlockRemoved)
-_CLEARED = (AllBlocksCleared, SGLangAllBlocksCleared)
-
-
 class Observer:
     """Carries out the sequence tracker's actions and writes v1 events through *emit* (a
     writer that already wrote ``stream_started``)."""
@@ -192,19 +177,27 @@ class Observer:
         self._batch = batch
         sid = self._source(batch.topic, batch.rank)
         index = self.index
+        self.kv_events += len(batch.events)
         for ev in batch.events:
-            self.kv_events += 1
-            if isinstance(ev, _STORED):
-                touched = index.stored(sid, ev)
-                reason = EvictionReason.RUNTIME_REMOVED
-            elif isinstance(ev, _REMOVED):
-                touched = index.removed(sid, ev)
-                reason = EvictionReason.RUNTIME_REMOVED
-            elif isinstance(ev, _CLEARED):
-                touched = index.cleared(sid)
-                reason = EvictionReason.RUNTIME_CLEARED
-            else:
-                continue
+            try:
+                if isinstance(ev, STORED):
+                    touched = index.stored(sid, ev)
+                    reason = EvictionReason.RUNTIME_REMOVED
+                elif isinstance(ev, REMOVED):
+                    touched = index.removed(sid, ev)
+                    reason = EvictionReason.RUNTIME_REMOVED
+                elif isinstance(ev, CLEARED):
+                    touched = index.cleared(sid)
+                    reason = EvictionReason.RUNTIME_CLEARED
+                else:
+                    continue
+            except WireError as e:
+                # a field read only now (a claimed chain's token ids) does not decode: the
+                # rest of this batch is unseen, and so is the cache state it leaves
+                self.gap(Cause.UNDECODABLE_BATCH, batch.seq, batch.seq,
+                         f"batch {batch.seq}: {e}")
+                self.forget((batch.topic, batch.rank))
+                return
             if touched:
                 self._touched(touched, reason)
 

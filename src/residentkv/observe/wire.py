@@ -9,8 +9,10 @@ A publisher sends one multipart message per engine step: ``[topic, seq, payload]
 
 The structs below mirror vLLM's field for field, so msgspec decodes the runtime's bytes without
 importing vLLM (the observer never imports the runtime it watches) and never unpickles anything.
-SGLang's structs (:mod:`residentkv.observe.wire_sglang`) share the message framing;
-:mod:`residentkv.observe.intake` turns a message of either dialect into a :class:`Batch`.
+SGLang's structs (:mod:`residentkv.observe.wire_sglang`) share the message framing. The hot
+path decodes into twins of these structs that leave token ids raw until a claim could need them
+(:mod:`residentkv.observe.lazy`); :mod:`residentkv.observe.intake` turns a message of either
+dialect into a :class:`Batch`.
 
 Decoding is bounded: the subscription refuses messages above a size limit before they are read
 (ZeroMQ's ``MAXMSGSIZE``), and a payload nested deeper than the decoder allows, or of any other
@@ -67,22 +69,6 @@ class BlockStored(KVCacheEvent):
     ownership: str | None = None
     session_id: str | None = None
 
-    def stored_under(self, j: int, first: bool, salt: str | None, lora: str | None) -> bool:
-        """Whether block *j* was stored under exactly *salt* and *lora* and nothing else.
-
-        vLLM publishes each block's extra hash keys untagged, in order: the LoRA name (when a
-        LoRA is set), ``(mm_identifier, offset)`` pairs, the cache salt (on a chain's first
-        block only) and prompt-embedding digests. A claim names token ids only, so any
-        multimodal or embedding key makes the block someone else's.
-        """
-        if self.lora_name != lora:
-            return False
-        keys = self.extra_keys
-        got = keys[j] if keys is not None and j < len(keys) else None
-        want: tuple[str, ...] = ((lora,) if lora is not None else ()) + (
-            (salt,) if first and salt is not None else ())
-        return (got or ()) == want
-
 
 class BlockRemoved(KVCacheEvent):
     """Blocks left the runtime's cache on ``medium``."""
@@ -128,35 +114,11 @@ class Batch:
     events: Sequence[Any]
 
 
-def _depth_ok(value: Any, depth: int) -> bool:
-    if isinstance(value, tuple | list):
-        return depth > 0 and all(_depth_ok(v, depth - 1) for v in value)
-    return not isinstance(value, dict)
-
-
-def _check_vllm(batch: KVEventBatch) -> None:
-    for ev in batch.events:
-        if isinstance(ev, BlockStored):
-            if ev.block_size <= 0:
-                raise WireError(f"BlockStored with block_size {ev.block_size}")
-            if ev.extra_keys is not None and not all(
-                    k is None or _depth_ok(k, MAX_KEY_DEPTH) for k in ev.extra_keys):
-                raise WireError(f"extra_keys nested deeper than {MAX_KEY_DEPTH} levels")
-
-
-_VLLM_DECODE = msgspec.msgpack.Decoder(KVEventBatch).decode
 _ENCODE = msgspec.msgpack.Encoder().encode
 
 
 #: a dialect's payload decoder: bytes -> (ts, events, rank); raises on anything else
 PayloadDecoder = Callable[[bytes], tuple[float, list[Any], int | None]]
-
-
-def decode_vllm(payload: bytes) -> tuple[float, list[Any], int | None]:
-    """A vLLM payload as ``(ts, events, data_parallel_rank)``; raises on anything else."""
-    batch = _VLLM_DECODE(payload)
-    _check_vllm(batch)
-    return batch.ts, batch.events, batch.data_parallel_rank
 
 
 def read_seq(raw: bytes) -> int:

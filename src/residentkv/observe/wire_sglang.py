@@ -6,16 +6,13 @@ marker); the payload differs: the batch is ``[ts, events, attn_dp_rank]`` (alway
 entries), ``BlockStored`` names its ``cache_salt`` directly (no ``extra_keys``), block hashes are
 signed 64-bit integers, no event names a KV-cache group, and the host tier is the medium
 ``CPU_PINNED``. The structs mirror SGLang's field for field (tested against the released
-wheel's source); SGLang itself is never imported.
+wheel's source); SGLang itself is never imported. The hot path decodes into their twins in
+:mod:`residentkv.observe.lazy`.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
-
-from residentkv.observe.wire import WireError
 
 
 class SGLangKVCacheEvent(msgspec.Struct, omit_defaults=True, gc=False, tag=True):
@@ -35,26 +32,12 @@ class SGLangBlockStored(SGLangKVCacheEvent, tag="BlockStored"):
     session_id: str | None = None
     lora_name: str | None = None
 
-    @property
-    def group_idx(self) -> int | None:
-        """SGLang names no KV-cache group: one group."""
-        return None
-
-    def stored_under(self, j: int, first: bool, salt: str | None, lora: str | None) -> bool:
-        """Whether block *j* was stored under exactly *salt* and *lora* (SGLang publishes both
-        on the event itself)."""
-        return self.cache_salt == salt and self.lora_name == lora
-
 
 class SGLangBlockRemoved(SGLangKVCacheEvent, tag="BlockRemoved"):
     """Pages left SGLang's cache on ``medium``."""
 
     block_hashes: list[int]
     medium: str | None = None
-
-    @property
-    def group_idx(self) -> int | None:
-        return None
 
 
 class SGLangAllBlocksCleared(SGLangKVCacheEvent, tag="AllBlocksCleared"):
@@ -70,16 +53,3 @@ class SGLangKVEventBatch(msgspec.Struct, array_like=True, gc=False):
     ts: float
     events: list[SGLangKVEvent]
     attn_dp_rank: int | None = None
-
-
-_DECODE = msgspec.msgpack.Decoder(SGLangKVEventBatch).decode
-
-
-def decode_sglang(payload: bytes) -> tuple[float, list[Any], int | None]:
-    """An SGLang payload as ``(ts, events, attn_dp_rank)``; raises on anything else."""
-    batch = _DECODE(payload)
-    for ev in batch.events:
-        if isinstance(ev, SGLangBlockStored) and ev.block_size <= 0:
-            raise WireError(f"BlockStored with block_size {ev.block_size}")
-    return batch.ts, batch.events, batch.attn_dp_rank
-
