@@ -328,6 +328,15 @@ def bench_server(seconds: float, tmp: Path, clients: int) -> dict[str, Any]:
             "batches_per_s": counted["batches"] / elapsed}
 
 
+def flood_in_own_process(args: argparse.Namespace) -> dict[str, Any]:
+    """The flood measured in a fresh process (a peak resident set is per process)."""
+    got = subprocess.run([sys.executable, __file__, "--flood-only", "--claims",
+                          str(args.claims), "--flood-batches", str(args.flood_batches),
+                          "--out", str(args.out)], capture_output=True, text=True, check=True)
+    result: dict[str, Any] = json.loads(got.stdout.strip().splitlines()[-1])
+    return result
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--claims", type=int, default=10_000)
@@ -341,8 +350,14 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--out", type=Path, default=Path("bench-out/observe"))
+    ap.add_argument("--flood-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.flood_only:                  # a process of its own: its peak RSS is the flood's
+        claims = make_claims(args.claims)
+        print(json.dumps(bench_zmq(claims, args.flood_batches, args.out, kind="flood",
+                                   hwm=1000)))
+        return
     base = rss_mib()
     claims = make_claims(args.claims)
     print(f"claims: {len(claims)} (RSS +{rss_mib() - base:.0f} MiB for the claims themselves)")
@@ -366,7 +381,7 @@ def main() -> None:
     print(f"observer over ZeroMQ ipc (publisher process): {wire['kv_events']:,} KV events in "
           f"{wire['seconds']:.1f} s -> {wire['events_per_s']:,.0f} events/s, "
           f"{wire['gaps']} gaps")
-    flood = bench_zmq(claims, args.flood_batches, args.out, kind="flood", hwm=1000)
+    flood = flood_in_own_process(args)
     print(f"flood ({args.flood_batches:,} batches as fast as the publisher sends them, queue "
           f"bound {flood['hwm']}): peak RSS +{flood['peak_rss_growth_mib']:.0f} MiB, "
           f"{flood['kv_events']:,} of {flood['sent_events']:,} KV events applied in "
