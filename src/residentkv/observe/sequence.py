@@ -27,8 +27,10 @@ from residentkv.observe.wire import Batch
 
 #: (topic, data-parallel rank): one publisher's stream
 SourceKey = tuple[bytes, int | None]
-#: live batches held back while a replay is awaited; past it the replay is given up
+#: live batches (and their bytes) held back while a replay is awaited; past either bound the
+#: replay is given up and the window is a gap
 MAX_HELD = 10_000
+MAX_HELD_BYTES = 64 << 20
 
 
 class Cause(StrEnum):
@@ -174,6 +176,7 @@ class Source:
     dropped: bool = False
     window: Window | None = None
     held: list[Input] = field(default_factory=list)
+    held_bytes: int = 0
     #: nothing received yet: a first batch above 0 is a late start
     fresh: bool = True
 
@@ -319,11 +322,14 @@ class SequenceTracker:
 
     def _hold(self, s: Source, event: Input) -> list[Action]:
         s.held.append(event)
-        if len(s.held) <= MAX_HELD or s.window is None:
+        if isinstance(event, Received):
+            s.held_bytes += len(event.batch.payload)
+        if (len(s.held) <= MAX_HELD and s.held_bytes <= MAX_HELD_BYTES) or s.window is None:
             return []
         return self._replay_failed(s, ReplayFailed(
             s.key, s.window.asked,
-            f"more than {MAX_HELD} live batches arrived while the replay was awaited"))
+            f"more than {MAX_HELD} live batches or {MAX_HELD_BYTES >> 20} MiB arrived while "
+            "the replay was awaited"))
 
     def _replayed(self, s: Source, event: Input) -> list[Action]:
         assert isinstance(event, Replayed) and s.window is not None
@@ -392,7 +398,7 @@ class SequenceTracker:
             return []
         s.phase = Phase.LIVE
         out = self._apply(s, w.trigger)
-        held, s.held = s.held, []
+        held, s.held, s.held_bytes = s.held, [], 0
         for event in held:
             out += self._route(s, event)
         return out

@@ -45,8 +45,9 @@ from residentkv.observe.wire import Batch, Dialect
 REPLAY_TIMEOUT_S = 3.0
 #: at the end of the run, how long the tail replays may take (the stop is honoured within 1 s)
 END_BUDGET_S = 0.6
-#: messages one replay answer may hold before it is given up (bounded memory)
+#: batches (and bytes) one replay answer may hold before it is given up (bounded memory)
 MAX_REPLAYED = 100_000
+MAX_REPLAYED_BYTES = 128 << 20
 MAX_MESSAGE_BYTES = 1 << 20
 HWM = 1000
 _POLL_MS = 100
@@ -78,6 +79,7 @@ class _PendingReplay:
     topic: bytes
     batches: list[Batch] = field(default_factory=list)
     readable: bool = True
+    size: int = 0
 
 
 class Subscription:
@@ -238,9 +240,10 @@ class Subscription:
                 p.readable = False
             elif batch.rank in (None, p.key[1]) or p.key[1] is None:
                 p.batches.append(batch)
-            if len(p.batches) > MAX_REPLAYED:
-                return ReplayFailed(p.key, p.start,
-                                    f"the replay sent more than {MAX_REPLAYED} batches")
+                p.size += len(batch.payload)
+            if len(p.batches) > MAX_REPLAYED or p.size > MAX_REPLAYED_BYTES:
+                return ReplayFailed(p.key, p.start, f"the replay sent more than {MAX_REPLAYED} "
+                                                    f"batches or {MAX_REPLAYED_BYTES >> 20} MiB")
         return None
 
     # -------------------------------------------------------------------------- the end
