@@ -268,7 +268,8 @@ def bench_zmq(claims: list[ObservedClaim], batches: int, tmp: Path, *, kind: str
     n = obs.kv_events - first_events
     return {"kv_events": n, "seconds": seconds, "events_per_s": n / seconds,
             "sent_events": batches * EVENTS_PER_BATCH, "gaps": obs.gaps,
-            "peak_rss_growth_mib": rss_mib("VmHWM") - rss_before, "hwm": hwm}
+            "peak_rss_growth_mib": rss_mib("VmHWM") - rss_before,
+            "peak_rss_mib": rss_mib("VmHWM"), "hwm": hwm}
 
 
 def bench_server(seconds: float, tmp: Path, clients: int) -> dict[str, Any]:
@@ -383,7 +384,8 @@ def main() -> None:
           f"{wire['gaps']} gaps")
     flood = flood_in_own_process(args)
     print(f"flood ({args.flood_batches:,} batches as fast as the publisher sends them, queue "
-          f"bound {flood['hwm']}): peak RSS +{flood['peak_rss_growth_mib']:.0f} MiB, "
+          f"bound {flood['hwm']}): peak RSS {flood['peak_rss_mib']:.0f} MiB "
+          f"(+{flood['peak_rss_growth_mib']:.0f} MiB over the observer with its claims), "
           f"{flood['kv_events']:,} of {flood['sent_events']:,} KV events applied in "
           f"{flood['seconds']:.1f} s, {flood['gaps']} gaps")
     result: dict[str, Any] = {"inprocess": core, "zmq": wire, "flood": flood}

@@ -90,6 +90,7 @@ class Subscription:
         self.endpoints = list(endpoints)
         self.dialect = dialect
         self.max_message_bytes = max_message_bytes
+        self.hwm = hwm
         self.ctx = zmq.Context()
         self.subs: list[tuple[zmq.Socket, zmq.Socket, Endpoint]] = []  # type: ignore[type-arg]
         try:
@@ -147,10 +148,10 @@ class Subscription:
         for pending in self._replays.values():
             poller.register(pending.socket, zmq.POLLIN)
         ready = dict(poller.poll(timeout_ms))
-        for i, (sub, monitor, ep) in enumerate(self.subs):
+        for i, (sub, monitor, ep) in enumerate(list(self.subs)):
             if monitor in ready:
                 self._monitor_event(i, observer)
-            if sub in ready:
+            if sub in ready and self.subs[i][0] is sub:    # not reopened meanwhile
                 self._drain(sub, ep, observer)
         self._replay_round(ready, observer)
 
@@ -165,19 +166,21 @@ class Subscription:
             else:
                 observer.act((a,))
 
-    def _drain(self, sub: zmq.Socket, ep: Endpoint, observer: Observer) -> None:  # type: ignore[type-arg]
+    def _drain(self, sub: zmq.Socket, ep: Endpoint, observer: Observer) -> bool:  # type: ignore[type-arg]
+        """Read up to a slice of messages; whether more may be waiting."""
         for _ in range(_SLICE):
             try:
                 parts = sub.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
-                return
+                return False
             self.received += 1
             event = read_message(parts, ep.topic, self.dialect)
             if event is not None:
                 self._feed(event, observer)
+        return True
 
     def _monitor_event(self, i: int, observer: Observer) -> None:
-        sub, monitor, ep = self.subs[i]
+        _, monitor, ep = self.subs[i]
         while True:
             try:
                 msg = recv_monitor_message(monitor, zmq.NOBLOCK)
@@ -188,11 +191,23 @@ class Subscription:
                 self.connected.add(i)
             elif event == zmq.EVENT_DISCONNECTED and i in self.connected:
                 self.connected.discard(i)
-                self._feed(Dropped(), observer)
                 if not ep.bind:
-                    # ZeroMQ does not reconnect after it refused a message (MAXMSGSIZE)
-                    sub.disconnect(ep.kv_events)
-                    sub.connect(ep.kv_events)
+                    self._reopen(i, observer)
+                self._feed(Dropped(), observer)
+                return
+
+    def _reopen(self, i: int, observer: Observer) -> None:
+        """A new socket for a dropped connection: ZeroMQ does not reconnect after it refused a
+        message (``MAXMSGSIZE``), and disconnecting a socket that still holds messages trips
+        an assertion in libzmq. What the old socket holds is read first; what is published
+        until the new one joins is a gap, found by its numbers."""
+        sub, monitor, ep = self.subs[i]
+        while self._drain(sub, ep, observer):
+            pass
+        sub.disable_monitor()
+        monitor.close(linger=0)
+        sub.close(linger=0)
+        self.subs[i] = self._open(ep, self.hwm)
 
     # -------------------------------------------------------------------------- replay
     def _ask(self, ask: AskReplay, observer: Observer) -> None:
