@@ -59,12 +59,14 @@ def first_token(raw: msgspec.Raw) -> int | None:
     """The first token id of a raw ``token_ids``; the common shape (an array of 16 to 65535
     small ids) is read inline, anything else by :func:`first_int`."""
     mv = memoryview(raw)
-    if len(mv) > 4 and mv[0] == _ARRAY16:
+    if len(mv) > 7 and mv[0] == _ARRAY16:
         b = mv[3]
         if b <= 0x7F:
             return b
         if b == 0xCD:
-            return (mv[4] << 8) | mv[5] if len(mv) > 5 else None
+            return (mv[4] << 8) | mv[5]
+        if b == 0xCE:
+            return (mv[4] << 24) | (mv[5] << 16) | (mv[6] << 8) | mv[7]
     return first_int(mv)
 
 
