@@ -58,7 +58,7 @@ EVENTS_PER_BATCH = 16
 
 
 BASELINE = "b8c09fc"
-BASELINE_MODULES = ("wire", "claims", "chains", "observer")
+BASELINE_MODULES = ("wire", "claims", "chains", "observer", "subscriber")
 
 
 def rss_mib(field: str = "VmRSS") -> float:
@@ -236,14 +236,28 @@ def flood_frames(kind: str) -> list[list[KVEvent]]:
             * (EVENTS_PER_BATCH // 2) for k in range(64)]
 
 
-def bench_zmq(claims: list[ObservedClaim], batches: int, tmp: Path, *, kind: str,
-              hwm: int) -> dict[str, Any]:
+def bench_zmq(claims: list[Any], batches: int, tmp: Path, *, kind: str,
+              hwm: int, baseline: bool = False) -> dict[str, Any]:
     """The observer over ipc, fed by a publisher process; its peak resident set on the way."""
     ep = f"ipc://{tmp}/bench-{kind}.sock"
     go = tmp / f"go-{kind}"
     go.unlink(missing_ok=True)
-    sub = Subscription([Endpoint(ep, topic=b"kv")], hwm=hwm)
-    obs = new_observer(claims, io.StringIO())
+    sub: Any
+    if baseline:                          # the previous revision's subscription and observer
+        sub = importlib.import_module("baseline_observe.subscriber").Subscription(
+            ep, topic=b"kv")
+        obs: Any = importlib.import_module("baseline_observe.observer").Observer(
+            claims, EventWriter(io.StringIO(), source="bench"))
+        obs.start()
+
+        def joined() -> bool:
+            return obs.expected is not None
+    else:
+        sub = Subscription([Endpoint(ep, topic=b"kv")], hwm=hwm)
+        obs = new_observer(claims, io.StringIO())
+
+        def joined() -> bool:
+            return bool(sub.tracker.sources)
     gc.collect()
     rss_before = rss_mib()
     stop = threading.Event()
@@ -251,7 +265,7 @@ def bench_zmq(claims: list[ObservedClaim], batches: int, tmp: Path, *, kind: str
     code = PUBLISHER.format(bench=str(Path(__file__).resolve().parent))
     pub = subprocess.Popen([sys.executable, "-c", code, ep, str(go), str(batches), kind])
     runner.start()
-    while not sub.tracker.sources and pub.poll() is None:   # until the subscription joined
+    while not joined() and pub.poll() is None:              # until the subscription joined
         time.sleep(0.02)
     first_events = obs.kv_events
     go.touch()
@@ -381,7 +395,14 @@ def main() -> None:
     wire = bench_zmq(claims, args.zmq_batches, args.out, kind="stores", hwm=1_000_000)
     print(f"observer over ZeroMQ ipc (publisher process): {wire['kv_events']:,} KV events in "
           f"{wire['seconds']:.1f} s -> {wire['events_per_s']:,.0f} events/s, "
-          f"{wire['gaps']} gaps")
+          f"{wire['gaps']} gaps (the join and the unconfirmed end)")
+    if old_claims is not None:
+        old_wire = bench_zmq(old_claims, args.zmq_batches, args.out, kind="stores",
+                             hwm=1_000_000, baseline=True)
+        wire["baseline_events_per_s"] = old_wire["events_per_s"]
+        print(f"  baseline {args.baseline} over ipc, same publisher: "
+              f"{old_wire['events_per_s']:,.0f} events/s -> ratio "
+              f"{wire['events_per_s'] / old_wire['events_per_s']:.2f}x")
     flood = flood_in_own_process(args)
     print(f"flood ({args.flood_batches:,} batches as fast as the publisher sends them, queue "
           f"bound {flood['hwm']}): peak RSS {flood['peak_rss_mib']:.0f} MiB "

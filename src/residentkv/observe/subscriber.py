@@ -103,6 +103,8 @@ class Subscription:
         self.connected: set[int] = set()
         self.received = 0
         self._replays: dict[SourceKey, _PendingReplay] = {}
+        self._polled: list[zmq.Socket] = []  # type: ignore[type-arg]
+        self._poll = zmq.Poller()
 
     def _open(self, ep: Endpoint, hwm: int) -> tuple[zmq.Socket, zmq.Socket, Endpoint]:  # type: ignore[type-arg]
         sub = self.ctx.socket(zmq.SUB)
@@ -140,14 +142,19 @@ class Subscription:
         if tick is not None:
             tick()
 
+    def _poller(self) -> zmq.Poller:
+        """The sockets to wait on (rebuilt only when a socket opens or closes)."""
+        sockets = [s for sub, monitor, _ in self.subs for s in (sub, monitor)] + [
+            p.socket for p in self._replays.values()]
+        if sockets != self._polled:
+            self._polled = sockets
+            self._poll = zmq.Poller()
+            for sock in sockets:
+                self._poll.register(sock, zmq.POLLIN)
+        return self._poll
+
     def _round(self, observer: Observer, timeout_ms: int) -> None:
-        poller = zmq.Poller()
-        for sub, monitor, _ in self.subs:
-            poller.register(sub, zmq.POLLIN)
-            poller.register(monitor, zmq.POLLIN)
-        for pending in self._replays.values():
-            poller.register(pending.socket, zmq.POLLIN)
-        ready = dict(poller.poll(timeout_ms))
+        ready = dict(self._poller().poll(timeout_ms))
         for i, (sub, monitor, ep) in enumerate(list(self.subs)):
             if monitor in ready:
                 self._monitor_event(i, observer)
