@@ -174,6 +174,10 @@ def judge(layout: FleetLayout, result: dict[str, Any]) -> dict[str, Any]:
             f"{own.get('claimed_reuse_ms_router_median')} / "
             f"{own.get('claimed_reuse_ms_direct_median')}",
         "router_over_direct_ratio": own.get("router_over_direct_ratio"),
+        "router_over_direct_paired (median of each round's ratio) / router-direct ms":
+            f"{own.get('router_over_direct_paired')} / "
+            f"{own.get('router_minus_direct_ms_paired')} over "
+            f"{own.get('router_direct_pairs')} pairs",
         "claimed reuse split ms, router | direct (to engine / in engine / back, medians)":
             f"{_split(own.get('claimed_reuse_split_ms_router'))} | "
             f"{_split(own.get('claimed_reuse_split_ms_direct'))}",

@@ -19,7 +19,7 @@ from residentkv.adapters.dynamo.supervisor import Withdrawal
 from residentkv.adapters.dynamo.tracefacts import Event, Served, served
 from residentkv.fleet import FleetJudgement, FleetRequest
 
-__all__ = ["SPLIT", "Verdict", "judge_scenarios", "latency_split", "resolve"]
+__all__ = ["SPLIT", "Verdict", "judge_scenarios", "latency_split", "paired_ms", "resolve"]
 
 #: the parts of a request's latency, on one clock (CLOCK_MONOTONIC: the harness's send and
 #: answer times, the serving engine's ``request_started`` and ``request_finished``)
@@ -101,6 +101,16 @@ def _split_medians(rows: Sequence[tuple[Sent, Served]]) -> dict[str, float | Non
     return {name: _median([p[i] for p in parts]) for i, name in enumerate(SPLIT)}
 
 
+def paired_ms(router: Sequence[tuple[Sent, Served]],
+              direct: Sequence[tuple[Sent, Served]]) -> list[tuple[float, float]]:
+    """(router ms, direct ms) of each round's two reuses of one claim (labels
+    ``…reuse-router-<k>-<round>`` and ``…reuse-direct-<k>-<round>``), sent one after the other
+    under the same load: their ratio leaves out the load's drift between rounds, which moves the
+    ratio of the two medians on a shared machine."""
+    by_round = {s.label.replace("reuse-direct-", "reuse-router-"): s.ms for s, _ in direct}
+    return [(s.ms, by_round[s.label]) for s, _ in router if s.label in by_round]
+
+
 def _claim_scoped(s: Served, claim_id: str) -> bool:
     """Restored from the host tier, or a rejection naming the claim: never a silent recompute."""
     return s.restored_from_host or s.rejection(claim_id) is not None
@@ -146,6 +156,12 @@ def owner_restore(res: Mapping[str, Resolved], claims: Mapping[str, dict[str, An
     if router_ms and direct_ms:
         v.figures["router_over_direct_ratio"] = round(
             statistics.median(router_ms) / statistics.median(direct_ms), 3)
+    pairs = paired_ms(router_rows, direct_rows)
+    v.figures["router_direct_pairs"] = len(pairs)
+    if pairs:
+        v.figures["router_over_direct_paired"] = round(
+            statistics.median(r / d for r, d in pairs), 3)
+        v.figures["router_minus_direct_ms_paired"] = _median([r - d for r, d in pairs])
     return v
 
 
