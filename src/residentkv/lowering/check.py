@@ -180,8 +180,8 @@ def _check_row(lr: LoadedRow, bundles: dict[str, Bundle], verifier: Verifier,
     row, bundle = lr.row, bundles[lr.row.lowers]
     base_dir = Path(lr.path).parent
     context = context or _Context()
-    weighed = {aid: weigh(_evidence(a, row, base_dir, verifier, context),
-                          verifier.verify(aid, a, base_dir))
+    verified = {aid: verifier.verify(aid, a, base_dir) for aid, a in row.anchors.items()}
+    weighed = {aid: weigh(_evidence(a, row, base_dir, verifier, context), verified[aid])
                for aid, a in row.anchors.items()}
     results = {aid: w.result for aid, w in weighed.items()}
     untrusted = {aid: w.untrusted for aid, w in weighed.items()}

@@ -28,7 +28,8 @@ from residentkv.lowering.provenance import TraceFacts
 from residentkv.lowering.sources import SourceRoot
 from residentkv.trust.roots import Grant, Refusal, TraceTrust
 
-__all__ = ["ROW_RULES", "Demotion", "Evidence", "RowRule", "Weighed", "weigh"]
+__all__ = ["ROW_RULES", "TRACE_FILE_RULES", "Demotion", "Evidence", "RowRule", "Weighed",
+           "weigh"]
 
 V, C, F, D = (AnchorState.VERIFIED, AnchorState.UNVERIFIABLE, AnchorState.FAILED,
               AnchorState.DRIFTED)
@@ -269,6 +270,10 @@ ROW_RULES: tuple[RowRule, ...] = (
     RowRule("native", _native, trust=True, native_only=True),
     RowRule("origin bound", _origin_bound, trust=True),
 )
+
+
+#: the rules no row changes (the trace file itself: pinned, with provenance, not simulated)
+TRACE_FILE_RULES: tuple[RowRule, ...] = ROW_RULES[:3]
 
 
 # ------------------------------------------------------------------------ applying them

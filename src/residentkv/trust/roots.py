@@ -132,7 +132,7 @@ class TraceTrust:
         if isinstance(attested, Grant):
             return attested
         packaged = self._package(path, facts)
-        if packaged is not None:
+        if isinstance(packaged, Grant) or (packaged is not None and attested.code != "A035"):
             return packaged
         return attested
 
