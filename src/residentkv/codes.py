@@ -263,11 +263,13 @@ _CODES: list[Code] = [
          "an adapter's trace shows nothing about another adapter of the same runtime, nor "
          "about the runtime itself; a+b is runtime a with adapter b",
          "runtime: {name: vllm+other} citing residentkv's own witness trace"),
-    Code("A053", "package_trace_not_recorded",
-         "a trace ships in the package but is not one of the recorded runs its manifest lists",
-         "suite cases and examples are hand-written: they ship with the package but nobody "
-         "ran them, so they are cited, never granting",
-         "a descriptor citing <package>/data/suite/x/traces/t.jsonl"),
+    Code("A053", "package_trace_not_as_recorded",
+         "a trace the package's manifest lists as a recorded run is not what the manifest "
+         "says (another digest, emitter or runtime), or the manifest itself is not the "
+         "package's",
+         "the package root vouches for recorded runs as its manifest lists them; suite cases "
+         "and examples are hand-written and have no root at all (A030)",
+         "a package trace whose stream_started names another runtime than its manifest entry"),
     Code("O016", "bundle_loosens_requirement",
          "a user bundle requires less than the shipped bundle of the same mode",
          "user bundles may only tighten: a weaker bundle would grant on less evidence than "

@@ -19,10 +19,10 @@ from residentkv.lowering.anchors import Verifier
 from residentkv.lowering.bundles import shipped_bundle_dir
 from residentkv.lowering.check import run_check
 from residentkv.lowering.classify import GRANTING
+from residentkv.lowering.provenance import scan_file
 from residentkv.lowering.yamlio import DescriptorError
 from residentkv.sources.cache import cache_dir
 from residentkv.sources.roots import cached_roots, runtimes_dir
-from residentkv.lowering.provenance import scan_file
 from residentkv.trust.package import package_match
 from residentkv.trust.roots import Grant, Refusal, Root, TraceTrust
 
@@ -213,7 +213,7 @@ def test_the_package_root_covers_only_recorded_runs() -> None:
     facts = scan_file(fixture, git_blob=True)
     assert package_match(fixture, fixture.read_bytes()) is not None
     root = TraceTrust().root_of(fixture, facts)
-    assert isinstance(root, Refusal) and root.code == "A053"
+    assert isinstance(root, Refusal) and root.code == "A030"
     assert "not a recorded run" in root.reason
 
 

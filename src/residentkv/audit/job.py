@@ -43,8 +43,8 @@ from residentkv.sources.fetch import FetchResult, Runner, fetch, sha256_file
 from residentkv.sources.pins import PINS, Pin
 from residentkv.sources.roots import cached_roots, runtime_descriptor_paths, runtimes_dir
 from residentkv.trust.attest import attest_recorded
-from residentkv.trust.policy import TrustPolicy
 from residentkv.trust.live import LiveRoot
+from residentkv.trust.policy import TrustPolicy
 from residentkv.trust.roots import ATTESTATION_SUFFIX, TraceTrust
 
 __all__ = [

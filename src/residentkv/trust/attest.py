@@ -153,7 +153,7 @@ def verify_attestation(path: Path, policy: TrustPolicy,
         head = f"{shown(path)}: verdict signed by key {shown(key.label)}"
         if problems:
             return Checked("verdict", False, [f"{head}, but it does not hold:",
-                                              *(f"  {shown(p)}" for p in problems)])
+                                              *(f"  {shown(p, None)}" for p in problems)])
         return Checked("verdict", True, [f"{head}: PASSED", *lines])
     raise EnvelopeError(f"predicateType {shown(kind)}; expected {TRACE_PREDICATE} or "
                         f"{VERDICT_PREDICATE}", path=str(path))

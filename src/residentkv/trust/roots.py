@@ -93,7 +93,7 @@ class Grant:
 @dataclass(frozen=True)
 class Refusal:
     """No root of trust: *reason* says why; *code* A030 (none), A035 (a bad attestation) or
-    A053 (a package file that is no recorded run)."""
+    A053 (a recorded run of the package that is not what its manifest says)."""
 
     reason: str
     code: str = "A030"
@@ -157,8 +157,8 @@ class TraceTrust:
         if how is None:
             return None
         entry = recorded(path)
-        if isinstance(entry, str):
-            return Refusal(entry, "A053")
+        if isinstance(entry, str):  # hand-written (a suite case, an example): no root at all
+            return Refusal(f"no root of trust: {entry}")
         problem = _manifest_problem(entry, facts)
         if problem is not None:
             return Refusal(problem, "A053")

@@ -35,12 +35,14 @@ _PACKAGE_BUNDLES = "<package>/data/bundles/"
 _SHOWN_CHARS = 200
 
 
-def shown(value: object) -> str:
-    """*value* as one printable line: control and non-printable characters escaped, cut."""
+def shown(value: object, limit: int | None = _SHOWN_CHARS) -> str:
+    """*value* as one printable line: control and non-printable characters escaped, cut at
+    *limit* characters (``None``: a sentence of this module's own, whose fields are cut)."""
     text = str(value)
+    cut = text if limit is None else text[:limit]
     out = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                  for c in text[:_SHOWN_CHARS])
-    return out + ("…" if len(text) > _SHOWN_CHARS else "")
+                  for c in cut)
+    return out + ("…" if len(cut) < len(text) else "")
 
 
 def _get(doc: Any, *path: str) -> Any:
