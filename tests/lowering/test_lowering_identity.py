@@ -152,6 +152,29 @@ def test_each_row_rule_alone(rule: str, ev: Evidence, result: AnchorResult,
         assert d.result.strength < result.result.strength
 
 
+def test_a_root_that_names_another_distribution_is_never_native(tmp_path: Path) -> None:
+    # the live run's (residentkv's) trace whose emitter name is a module the runtime really
+    # ships: the root says residentkv emitted it, so it binds toyrt+residentkv, never toyrt
+    sha = hashlib.sha256(b"x").hexdigest()
+    origin = TraceOrigin(EmitterName.parse("toyrt.scheduler"), "1", RuntimeId("residentkv"),
+                         RuntimeId("toyrt"), "0.1")
+    facts = TraceFacts(provenance=TOY, sha256=sha)
+
+    class Trust:
+        def root_of(self, path: Path, facts: TraceFacts) -> Grant:
+            return Grant(Root.LIVE, "this run", origin)
+
+    from residentkv.lowering.sources import open_root
+    for runtime, code in (("toyrt", "A052"), ("toyrt+residentkv", None)):
+        ev = Evidence(anchor=_ev().anchor, row=_ev(row={"runtime": {
+            "name": runtime, "version": "0.1"}, "mechanism": "adapter"}).row,
+            releases=frozenset(), sources={"toyrt": open_root("toyrt", TREE)},
+            facts=facts, path=tmp_path / "t.jsonl", trust=Trust())  # type: ignore[arg-type]
+        assert ev.native_file is None
+        d = RULE["origin bound"].check(ev, _trace())
+        assert (d.code if d else None) == code, runtime
+
+
 def test_the_source_rules_read_the_anchors_root() -> None:
     class Root_:
         name, location, version = "toyrt", "tree", "0.1"

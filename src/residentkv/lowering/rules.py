@@ -85,6 +85,8 @@ class Evidence:
         if not isinstance(root, Grant):
             return None
         o = root.origin
+        if o.emitter_dist is not None and o.emitter_dist != o.runtime:
+            return None  # the root says another distribution ships it, whatever RECORD lists
         for name, source in sorted(self.sources.items()):
             found = source.shipped_module(o.emitter, o.runtime, o.runtime_version)
             if found is not None:
