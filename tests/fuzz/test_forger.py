@@ -46,17 +46,17 @@ from residentkv.lowering.anchors import Verifier
 from residentkv.lowering.bundles import shipped_bundle_dir
 from residentkv.lowering.check import run_check
 from residentkv.lowering.classify import GRANTING
+from residentkv.lowering.identity import RowTarget, RuntimeId
 from residentkv.lowering.sources import SourceRoot, open_root
+from residentkv.report.json_report import to_json
 from residentkv.sources.cache import cache_dir
 from residentkv.sources.roots import cached_roots, runtimes_dir
 from residentkv.trace.gates import check_trace
-from residentkv.lowering.identity import RowTarget, RuntimeId
-from residentkv.report.json_report import to_json
 from residentkv.trust.attest import attest_trace, verify_attestation
 from residentkv.trust.envelope import generate_key_pair, load_private_key, sign_statement
-from residentkv.trust.statements import verdict_statement
 from residentkv.trust.policy import TrustPolicy, load_policy
 from residentkv.trust.roots import ATTESTATION_SUFFIX, TraceTrust
+from residentkv.trust.statements import verdict_statement
 
 TESTS = Path(__file__).resolve().parents[1]
 DATA = TESTS / "data" / "lowering"
