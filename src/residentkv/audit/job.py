@@ -287,8 +287,9 @@ def run_audit(opts: AuditOptions) -> AuditResult:
         witness, descriptors = _live_witness(opts, descriptors, trust)
         if opts.observe:
             observed, descriptors = _live_observer(opts, descriptors, trust)
-        # anything in the run's folders that it did not write is cited, and said so
-        witness["found"] = [str(p) for p in trust.live.found()]
+        # anything beside the run's output traces that it did not write is cited, and said so
+        witness["found"] = [str(p) for p in trust.live.found(
+            opts.out / "witness" / "live" / TRACE_DIR)]
     else:
         witness = _shipped_witness()
     suite = suite_summary()

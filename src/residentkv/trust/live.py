@@ -78,11 +78,12 @@ class LiveRoot:
             return None
         return entry if entry is not None and entry.sha256 == sha256 else None
 
-    def found(self, suffix: str = ".jsonl") -> list[Path]:
-        """Files (``*suffix``) in this run's folders that the run did not record: cited,
-        never live."""
+    def found(self, where: Path | None = None, suffix: str = ".jsonl") -> list[Path]:
+        """Files (``*suffix``) in *where* (default: every folder of this run) that the run did
+        not record: cited, never live. A run names the folder of its output traces, so that
+        what its own processes leave beside their work (engine logs) is not reported."""
         out: list[Path] = []
-        for folder in self.folders:
+        for folder in [where.resolve()] if where is not None else self.folders:
             for n, p in enumerate(sorted(folder.rglob(f"*{suffix}"))):
                 if n >= MAX_DIR_ENTRIES:
                     break
