@@ -343,11 +343,12 @@ def bench_server(seconds: float, tmp: Path, clients: int) -> dict[str, Any]:
             "batches_per_s": counted["batches"] / elapsed}
 
 
-def flood_in_own_process(args: argparse.Namespace) -> dict[str, Any]:
+def flood_in_own_process(args: argparse.Namespace, baseline: str = "") -> dict[str, Any]:
     """The flood measured in a fresh process (a peak resident set is per process)."""
     got = subprocess.run([sys.executable, __file__, "--flood-only", "--claims",
                           str(args.claims), "--flood-batches", str(args.flood_batches),
-                          "--out", str(args.out)], capture_output=True, text=True, check=True)
+                          "--out", str(args.out), "--baseline", baseline],
+                         capture_output=True, text=True, check=True)
     result: dict[str, Any] = json.loads(got.stdout.strip().splitlines()[-1])
     return result
 
@@ -369,9 +370,14 @@ def main() -> None:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.flood_only:                  # a process of its own: its peak RSS is the flood's
-        claims = make_claims(args.claims)
+        if args.baseline:
+            load_baseline(args.baseline)
+            claims = make_claims(args.claims, importlib.import_module(
+                "baseline_observe.claims").ObservedClaim)
+        else:
+            claims = make_claims(args.claims)
         print(json.dumps(bench_zmq(claims, args.flood_batches, args.out, kind="flood",
-                                   hwm=1000)))
+                                   hwm=1000, baseline=bool(args.baseline))))
         return
     base = rss_mib()
     claims = make_claims(args.claims)
@@ -409,6 +415,12 @@ def main() -> None:
           f"(+{flood['peak_rss_growth_mib']:.0f} MiB over the observer with its claims), "
           f"{flood['kv_events']:,} of {flood['sent_events']:,} KV events applied in "
           f"{flood['seconds']:.1f} s, {flood['gaps']} gaps")
+    if old_claims is not None:
+        old_flood = flood_in_own_process(args, args.baseline)
+        flood["baseline_peak_rss_mib"] = old_flood["peak_rss_mib"]
+        print(f"  baseline {args.baseline} under the same flood: peak RSS "
+              f"{old_flood['peak_rss_mib']:.0f} MiB, {old_flood['kv_events']:,} KV events "
+              f"applied in {old_flood['seconds']:.1f} s, {old_flood['gaps']} gaps")
     result: dict[str, Any] = {"inprocess": core, "zmq": wire, "flood": flood}
     if args.server:
         real = bench_server(args.seconds, args.out, args.clients)
