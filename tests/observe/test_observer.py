@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from residentkv.observe.summary import claim_line
 from residentkv.observe.synthetic import chain, removed, stored
 from residentkv.observe.wire import AllBlocksCleared
 
@@ -135,9 +136,15 @@ def test_duplicate_root_store_is_ambiguous_not_a_loss(tmp_path: Path) -> None:
     run.feed(batch(0, stored(PREFIX, BS)), batch(1, stored(PREFIX, BS)),
              batch(2, removed(hashes[:1])))
     out = run.close(end=False)
+    run2 = Run(tmp_path, observed(tmp_path, claim_dict("c-1")), name="t2.jsonl")
+    run2.feed(batch(0, stored(PREFIX, BS)), batch(1, stored(PREFIX, BS)),
+              batch(2, removed(hashes[1:2]), removed(hashes[:1])))   # as vLLM: one per event
     assert named(out, "block_evicted") == []
     assert [g[0] for g in gaps(out)] == ["presence_ambiguous"]
+    assert [g[0] for g in gaps(run2.close(end=False))] == ["presence_ambiguous"]
     assert run.status("c-1") == "unknown"
+    line = claim_line(run.obs.by_id["c-1"])
+    assert "possibly lost at batch 2" in line and "still held" not in line
 
 
 def test_hybrid_group_drop_is_not_a_loss_of_a_claim_that_needs_group_0(tmp_path: Path) -> None:

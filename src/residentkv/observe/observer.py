@@ -92,6 +92,10 @@ class ClaimView:
     notified: ClaimStatus | None = None
     last_change: float | None = None  # time.time() of the last status change (live view)
 
+    def state_fact(self) -> Fact | None:
+        """The last of materialized, lost and ambiguous (gaps aside)."""
+        return next((f for f, _ in reversed(self.facts) if f is not Fact.UNSEEN), None)
+
     @property
     def holds(self) -> bool:
         """Materialized and not lost since (possibly ambiguous)."""
@@ -266,7 +270,7 @@ class Observer:
             possible = evaluate_predicate(pred, present + ambiguous) if ambiguous else certain
             if not possible.holds:
                 self._lost(v)
-            elif v.facts[-1][0] is not Fact.AMBIGUOUS:
+            elif v.state_fact() is not Fact.AMBIGUOUS:      # said once until it resolves
                 self._ambiguous(v, ambiguous)
         self._notify(v)
 

@@ -29,6 +29,12 @@ def claim_line(v: ClaimView) -> str:
             at = "" if lost is None else f" until batch {lost}, lost at batch {lost}"
             story = f"{start}{at} (a needed block removed, no outcome published), " \
                     f"{_NEVER_RESTORED}"
+        elif v.state_fact() is Fact.AMBIGUOUS:
+            maybe = v.last(Fact.AMBIGUOUS)
+            story = (f"{start}, then possibly lost"
+                     + ("" if maybe is None else f" at batch {maybe}")
+                     + ": a needed block was removed and the copies left may only be the "
+                     "runtime's reports of cache hits (the wire does not say which)")
         elif v.losses:
             story = f"{start}, lost {v.losses} time(s) and stored again, held at the end"
         else:
