@@ -144,7 +144,8 @@ def test_an_sglang_publisher_end_to_end(tmp_path: Path) -> None:
         "residentkv-observer", __version__, "sglang", "0.5.23"))
     obs = Observer(claims, writer.emit)
     obs.start()
-    sub = Subscription([Endpoint(ep, replay=rep, topic=b"kv")], dialect=Dialect.SGLANG)
+    sub = Subscription([Endpoint(ep, replay=rep, topic=b"kv")], dialect=Dialect.SGLANG,
+                       end_budget_s=10)
     stop = threading.Event()
     thread = threading.Thread(target=sub.run, args=(obs, stop), daemon=True)
     thread.start()

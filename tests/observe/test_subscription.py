@@ -85,7 +85,7 @@ def ipc(tmp: Path, name: str) -> str:
 def test_ipc_stream_with_a_dropped_batch_is_replayed(tmp_path: Path) -> None:
     ep, rep = ipc(tmp_path, "ev"), ipc(tmp_path, "replay")
     pub = SyntheticPublisher(ep, replay_endpoint=rep)
-    sub = Subscription([Endpoint(ep, replay=rep, topic=b"kv")])
+    sub = Subscription([Endpoint(ep, replay=rep, topic=b"kv")], end_budget_s=10)
     with watching(tmp_path, pub, sub) as w:
         pub.publish([stored(PREFIX, BS)])
         pub.publish([removed(chain(PREFIX, BS)[1:2])], drop=True)   # never sent: replayed
@@ -182,7 +182,7 @@ def test_a_silent_replay_endpoint_does_not_hold_the_deadline(tmp_path: Path) -> 
     silent = ctx.socket(zmq.ROUTER)
     silent.bind(rep)
     pub = SyntheticPublisher(ep)
-    sub = Subscription([Endpoint(ep, replay=rep, topic=b"kv")])
+    sub = Subscription([Endpoint(ep, replay=rep, topic=b"kv")])   # the default end budget
     w = Watch(tmp_path, sub)
     try:
         w.joined(pub)
@@ -219,7 +219,7 @@ def test_vllm_publisher_restart_and_replay(tmp_path: Path) -> None:
     first = v.ZmqEventPublisher(0, endpoint=ep, replay_endpoint=rep, topic="kv")
     first.publish(batch_of(vstored(PREFIX)))             # before the observer listens
     time.sleep(0.2)
-    sub = Subscription([Endpoint(ep, replay=rep, topic=b"kv")])
+    sub = Subscription([Endpoint(ep, replay=rep, topic=b"kv")], end_budget_s=10)
     w = Watch(tmp_path, sub)
     try:
         while not sub.tracker.sources:

@@ -13,7 +13,7 @@ import click
 from residentkv.errors import UsageError
 from residentkv.observe.discovery import endpoints_from_server, runtime_from_server
 from residentkv.observe.run import ObserveOptions, observe, parse_runtime
-from residentkv.observe.subscriber import HWM, MAX_MESSAGE_BYTES, Endpoint
+from residentkv.observe.subscriber import END_BUDGET_S, HWM, MAX_MESSAGE_BYTES, Endpoint
 from residentkv.observe.summary import summary
 from residentkv.observe.wire import Dialect
 from residentkv.report import trace_report
@@ -58,6 +58,10 @@ __all__ = ["observe_command"]
 @click.option("--queue", "hwm", type=click.IntRange(1, 1_000_000), default=HWM,
               show_default=True,
               help="Messages queued per publisher before the rest are dropped (a gap).")
+@click.option("--end-wait", type=click.FloatRange(0, 60), default=END_BUDGET_S,
+              show_default=True, metavar="S",
+              help="How long the end of the run waits for the replay endpoint to confirm the "
+                   "tail (past a second, SIGTERM is no longer honoured within one).")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
               help="Serve Prometheus metrics on 127.0.0.1:PORT (0: a free port).")
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=None,
@@ -70,8 +74,8 @@ __all__ = ["observe_command"]
 def observe_command(kv_events: str | None, bind: bool, replay: str | None, topic: str,
                     dialect: str, claims: str, out: str, overwrite: bool, runtime: str | None,
                     server: str | None, medium: str, max_message_bytes: int, hwm: int,
-                    metrics_port: int | None, duration: float | None, live: bool | None,
-                    gates: tuple[str, ...]) -> None:
+                    end_wait: float, metrics_port: int | None, duration: float | None,
+                    live: bool | None, gates: tuple[str, ...]) -> None:
     """Watch a runtime's KV event stream and write each claim's history as a v1 trace.
 
     Runs until SIGINT/SIGTERM or --duration, then flushes the trace, prints each claim's
@@ -99,7 +103,8 @@ def observe_command(kv_events: str | None, bind: bool, replay: str | None, topic
                           runtime=release, dialect=Dialect(dialect), medium=medium,
                           metrics_port=metrics_port, duration=duration,
                           live=sys.stderr.isatty() if live is None else live,
-                          overwrite=overwrite, max_message_bytes=max_message_bytes, hwm=hwm)
+                          overwrite=overwrite, max_message_bytes=max_message_bytes, hwm=hwm,
+                          end_wait=end_wait)
     stop = threading.Event()
 
     def _stop(signum: int, frame: FrameType | None) -> None:

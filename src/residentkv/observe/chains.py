@@ -27,6 +27,7 @@ from enum import IntEnum
 from typing import Any
 
 from residentkv.observe.claims import ObservedClaim, block_key
+from residentkv.observe.lazy import first_token
 from residentkv.observe.wire import BlockHash, WireError
 
 #: (source, block hash, KV-cache group)
@@ -89,7 +90,7 @@ class ChainIndex:
         parent = ev.parent_block_hash
         if hashes[0] not in known:
             if parent is None:
-                if ev.first_token() not in self._first_tokens:
+                if first_token(ev.token_ids) not in self._first_tokens:
                     return []                  # a root no claim starts with
             elif parent not in known:
                 return []                      # below a block no claim needs

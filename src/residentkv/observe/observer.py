@@ -183,14 +183,15 @@ class Observer:
         index = self.index
         self.kv_events += len(batch.events)
         for ev in batch.events:
+            kind = type(ev)
             try:
-                if isinstance(ev, STORED):
+                if kind in STORED:
                     touched = index.stored(sid, ev)
                     reason = EvictionReason.RUNTIME_REMOVED
-                elif isinstance(ev, REMOVED):
+                elif kind in REMOVED:
                     touched = index.removed(sid, ev)
                     reason = EvictionReason.RUNTIME_REMOVED
-                elif isinstance(ev, CLEARED):
+                elif kind in CLEARED:
                     touched = index.cleared(sid)
                     reason = EvictionReason.RUNTIME_CLEARED
                 else:

@@ -26,7 +26,13 @@ from residentkv.observe.discovery import Runtime
 from residentkv.observe.live import LiveView
 from residentkv.observe.metrics import Metrics
 from residentkv.observe.observer import ClaimView, Listener, Observer
-from residentkv.observe.subscriber import HWM, MAX_MESSAGE_BYTES, Endpoint, Subscription
+from residentkv.observe.subscriber import (
+    END_BUDGET_S,
+    HWM,
+    MAX_MESSAGE_BYTES,
+    Endpoint,
+    Subscription,
+)
 from residentkv.observe.wire import Dialect
 from residentkv.trace.writer import EventWriter, Provenance
 
@@ -58,6 +64,7 @@ class ObserveOptions:
     overwrite: bool = False
     max_message_bytes: int = MAX_MESSAGE_BYTES
     hwm: int = HWM
+    end_wait: float = END_BUDGET_S
 
 
 @dataclass
@@ -105,7 +112,8 @@ def observe(opts: ObserveOptions, stop: threading.Event) -> Observation:
     metrics = Metrics(claims) if opts.metrics_port is not None else None
     listeners: list[Listener] = [metrics] if metrics is not None else []
     sub = Subscription(opts.endpoints, dialect=opts.dialect,
-                       max_message_bytes=opts.max_message_bytes, hwm=opts.hwm)
+                       max_message_bytes=opts.max_message_bytes, hwm=opts.hwm,
+                       end_budget_s=opts.end_wait)
     writer = EventWriter(opts.out, source="residentkv.observer", provenance=Provenance(
         EMITTER, __version__, opts.runtime.name, opts.runtime.version,
         stream_id=f"observe-{uuid.uuid4()}"))

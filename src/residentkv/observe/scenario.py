@@ -125,9 +125,11 @@ def _start_observer(run: ObservedRun, claims: Path, server: str,
                     log: Path) -> subprocess.Popen[bytes]:
     # the publisher from the server's /kv_event_sources; the release named as installed (the
     # server's /version says only "0.32.0", and the observer checks that it agrees)
+    # --end-wait: a loaded CI machine may answer the tail's replay late; the harness stops
+    # the observer with SIGINT and waits, so it can give the answer more than a second
     cmd = [sys.executable, "-m", "residentkv", "observe", "--server", server,
            "--runtime", run.runtime, "--claims", str(claims), "--out", str(run.trace),
-           "--no-live"]
+           "--no-live", "--end-wait", "10"]
     with log.open("wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
                                 env=dict(os.environ), start_new_session=True)

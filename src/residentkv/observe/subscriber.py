@@ -43,8 +43,9 @@ from residentkv.observe.wire import Batch, Dialect
 
 #: how long one replay request may take before the window counts as missed
 REPLAY_TIMEOUT_S = 3.0
-#: at the end of the run, how long the tail replays may take (the stop is honoured within 1 s)
-END_BUDGET_S = 0.6
+#: at the end of the run, how long the tail replays may take by default (with the last poll and
+#: read slice, the stop is honoured within a second)
+END_BUDGET_S = 0.8
 #: batches (and bytes) one replay answer may hold before it is given up (bounded memory)
 MAX_REPLAYED = 100_000
 MAX_REPLAYED_BYTES = 128 << 20
@@ -86,8 +87,10 @@ class Subscription:
     """SUB sockets on *endpoints*, the tracker over them, and replay requests in flight."""
 
     def __init__(self, endpoints: Sequence[Endpoint], *, dialect: Dialect = Dialect.VLLM,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES, hwm: int = HWM) -> None:
+                 max_message_bytes: int = MAX_MESSAGE_BYTES, hwm: int = HWM,
+                 end_budget_s: float = END_BUDGET_S) -> None:
         self.endpoints = list(endpoints)
+        self.end_budget_s = end_budget_s
         self.dialect = dialect
         self.max_message_bytes = max_message_bytes
         self.hwm = hwm
@@ -129,7 +132,7 @@ class Subscription:
             tick: Callable[[], None] | None = None, tick_every_s: float = 0.5,
             flush: Callable[[], None] | None = None) -> None:
         """Feed *observer* until *stop* is set or the monotonic *deadline* passes; then close
-        every source's tail (replay, within :data:`END_BUDGET_S`) and return."""
+        every source's tail (replay, within ``end_budget_s``) and return."""
         next_tick = 0.0
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
             self._round(observer, _POLL_MS)
@@ -272,7 +275,7 @@ class Subscription:
     def _finish(self, observer: Observer) -> None:
         """The run is over: every source's tail is asked from replay or is a gap."""
         self._feed(Ended(), observer)
-        end = time.monotonic() + END_BUDGET_S
+        end = time.monotonic() + self.end_budget_s
         while self._replays and time.monotonic() < end:
             left_ms = max(1, int((end - time.monotonic()) * 1000))
             self._replay_only_round(observer, min(_POLL_MS, left_ms))
