@@ -214,13 +214,15 @@ import observe as b
 from residentkv.observe.synthetic import SyntheticPublisher
 ep, go, n, kind = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 pub = SyntheticPublisher(ep, hwm=1_000_000)
-frames = b.flood_frames(kind)
+# encoded once: the figure is the observer's, not this process's encoder's
+payloads = [b.encode_frame(b"kv", 0, b.KVEventBatch(ts=0.0, events=f, data_parallel_rank=0))[2]
+            for f in b.flood_frames(kind)]
 end = time.monotonic() + 30
 while not go.exists() and time.monotonic() < end:
     pub.publish([])
     time.sleep(0.02)
 for k in range(n):
-    pub.publish(frames[k % len(frames)])
+    pub.pub.send_multipart([b"kv", (pub.seq + k).to_bytes(8, "big"), payloads[k % len(payloads)]])
 time.sleep(2)
 pub.close()
 """
