@@ -55,8 +55,13 @@ def runtime_from_server(base_url: str, timeout: float = 10.0) -> Runtime:
 
 def endpoints_from_server(base_url: str, timeout: float = 10.0) -> list[Endpoint]:
     """The KV event publishers a vLLM server names at ``/kv_event_sources``, one per rank."""
-    url = base_url.rstrip("/") + "/kv_event_sources"
     body = _get(base_url, "/kv_event_sources", timeout, NO_SOURCES)
+    return parse_sources(base_url, body)
+
+
+def parse_sources(base_url: str, body: Any) -> list[Endpoint]:
+    """The endpoints of a ``/kv_event_sources`` answer from the server at *base_url*."""
+    url = base_url.rstrip("/") + "/kv_event_sources"
     if not isinstance(body, dict) or not body:
         raise UserInputError(
             f"--server: {url} names no KV event publisher; start the server with "
