@@ -464,9 +464,10 @@ _CODES: list[Code] = [
          "residentkv observe --kv-events ipc:///run/ev.sock --claims c.yaml --out t.jsonl"),
     Code("T050", "observe_out_exists",
          "observe's --out already holds a trace",
-         "a trace file holds one stream: a second observation appended to it would be a second "
-         "stream whose sequence numbers start again, which a reader of one stream rejects line "
-         "by line; the observer writes a new file or, when asked to, replaces the old one",
+         "a second observation appended to a trace would be a second stream accepting the same "
+         "claims again, and a claim id is decided once (SPEC §9.1): every claim would fail, "
+         "whatever the runtime did; the observer writes a new file or, when asked to, replaces "
+         "the old one",
          "residentkv observe ... --out observed.jsonl (run twice)"),
     Code("T051", "no_kv_event_sources",
          "the server names no KV event publisher the observer can subscribe to",

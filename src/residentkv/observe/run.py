@@ -5,9 +5,9 @@ passes, closes every publisher stream's tail, then flushes and closes the trace:
 ``stream_started`` (emitter ``residentkv-observer``, the runtime release given or asked from
 the server), ``claim_accepted`` per claim, then what the runtime's own events showed.
 
-A trace file holds one stream: an ``--out`` that already holds events is refused (``T050``)
-unless the observation may replace it, since a second stream appended to the first would make
-both unreadable to a reader of one stream.
+A trace file holds one observation: an ``--out`` that already holds events is refused
+(``T050``) unless the observation may replace it, since a second stream appended to the first
+would accept the same claims again, which a claim id decided once forbids.
 """
 
 from __future__ import annotations
@@ -100,8 +100,9 @@ def refuse_existing(out: Path, overwrite: bool) -> None:
         return
     raise UserInputError(
         f"{out} already holds a trace ({size} bytes); a second observation appended to it "
-        "would be a second stream that readers of one stream reject line by line. Write to a "
-        "new file (e.g. --out observed-2.jsonl), or pass --overwrite to replace it",
+        "would be a second stream accepting the same claims again, and a claim id is decided "
+        "once (SPEC §9.1): every claim would fail. Write to a new file (e.g. --out "
+        "observed-2.jsonl), or pass --overwrite to replace it",
         code=OUT_EXISTS, path=str(out), line=1, col=1)
 
 
