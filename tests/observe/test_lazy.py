@@ -65,3 +65,24 @@ def test_a_claimed_chain_whose_tokens_do_not_decode_is_a_gap(tmp_path: Path) -> 
     assert gaps(out) == [("undecodable_batch", 1, 1)]
     assert run.status("c-1") == "unknown"
     assert run.obs.index.learned == 0
+
+
+def test_deeply_nested_extra_keys_are_a_gap_never_a_crash(tmp_path: Path) -> None:
+    """The adversary's RecursionError: extra keys nested 20,000 deep on the claimed chain."""
+    from residentkv.observe.intake import read_message
+    from residentkv.observe.sequence import Received, Unreadable
+    from residentkv.observe.wire import Dialect
+
+    ev = msgspec.structs.asdict(stored(PREFIX, BS))
+    ev["extra_keys"] = None
+    head = msgspec.msgpack.encode([0.0, [{"type": "BlockStored", **ev}], 0])
+    nested = b"\x91" * 20_000 + b"\xc0"                 # [[[...[nil]...]]]
+    payload = head.replace(b"\xaaextra_keys\xc0", b"\xaaextra_keys\x91" + nested)
+    assert payload != head
+    got = read_message([TOPIC, (0).to_bytes(8, "big"), payload], TOPIC, Dialect.VLLM)
+    run = Run(tmp_path, observed(tmp_path, claim_dict("c-1")))
+    if isinstance(got, Received):                        # left raw: read when the claim needs it
+        run.feed(got.batch)
+        assert gaps(run.close(end=False)) == [("undecodable_batch", 0, 0)]
+    else:
+        assert isinstance(got, Unreadable) and got.seq == 0
