@@ -14,8 +14,6 @@ import pytest
 from life_kit import assert_decided_once_and_ended, assert_legal, streams
 from scheduler_kit import OWNER, Engine, claim, make_engine, ref, rejected_kinds
 
-from residentkv.adapters.vllm.rules import Budgets
-
 pytest.importorskip("vllm")
 
 
@@ -142,6 +140,8 @@ def test_an_expiring_claim_expires_on_the_clock_before_its_slots_are_freed(
 
 
 def test_per_owner_budgets_reject_by_name_and_count_only_the_owner(tmp_path: Path) -> None:
+    from residentkv.adapters.vllm.rules import Budgets
+
     engine = make_engine(tmp_path, per_owner_claims=1)
     engine.register("c1")
     over = _outcome(engine, {"resident_claim": claim("c2")})

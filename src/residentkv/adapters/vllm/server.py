@@ -18,7 +18,15 @@ watches requests that carry ``kv_transfer_params.resident_claim`` or a reuse ref
 - every other response of a claimed request carries ``x-residentkv-claim-outcome`` (and
   ``x-residentkv-claim-id``), so a request served without its claim (``rejected``,
   ``fallback_recompute``; a reference to a claim this replica does not hold) is never mistaken
-  for one that held it.
+  for one that held it;
+- a claimed request whose engine died or stopped under it -- or which the engine never took in
+  because it was stopping -- becomes **HTTP 503** with ``x-should-retry: false`` and outcome
+  ``engine_stopped`` naming the claim and the loss (``seq`` null: the engine's trace records the
+  loss itself, at its next start or before it closes its stream); a stream already under way
+  ends with that error as its last ``data:`` line. Never an anonymous 500, never an empty 200.
+  The middleware learns that the engine is gone from a ``watch`` connection to its control
+  socket (it ends when the engine process does), answers at once, and cancels vLLM's handler
+  (which may otherwise wait for an engine that will never answer).
 
 The engine's control socket is taken from ``RESIDENTKV_CONTROL_SOCKET`` or from
 ``control_socket`` in the server's ``--kv-transfer-config``. Responses of requests without a claim
