@@ -188,10 +188,13 @@ def test_a_foreign_reference_before_registration_changes_nothing(life: Deploymen
     sink = tmp_path / "foreign.jsonl"
     life.w.op.configure(event_sink=sink)
     cid, prompt = "life-foreign", life.w.prompt("life-foreign", 0)
-    foreign = life.ask(by_ref(cid, "tenant:b/session:9"), prompt)
-    register(life, cid, prompt)
-    reuse = life.ask(by_ref(cid), prompt)
-    life.w.op.configure(event_sink=tmp_path / "next.jsonl")
+    try:
+        foreign = life.ask(by_ref(cid, "tenant:b/session:9"), prompt)
+        register(life, cid, prompt)
+        reuse = life.ask(by_ref(cid), prompt)
+    finally:
+        life.w.op.release_claims([cid])
+        life.w.op.configure(event_sink=tmp_path / "next.jsonl")
     assert outcome(foreign)["outcome"] == "rejected"  # answered about that request
     assert foreign.headers["x-residentkv-claim-outcome"] == "rejected"
     assert outcome(reuse)["outcome"] == "restored"
@@ -205,14 +208,18 @@ def test_pressure_and_release_decide_each_claim_once(life: Deployment, tmp_path:
     sink = tmp_path / "pressure.jsonl"
     life.w.op.configure(event_sink=sink)
     prompts = {c: life.w.prompt("life-pressure", i) for i, c in enumerate(("p1", "p2", "p3"))}
-    register(life, "p1", prompts["p1"])
-    register(life, "p2", prompts["p2"])
-    full_tier = outcome(life.ask(full("p3"), prompts["p3"]))
-    assert full_tier["outcome"] == "rejected" and full_tier["reason"].startswith("host tier full")
-    assert life.w.op.release_claims(["p1"]) == 1  # room again
-    again = outcome(life.ask(full("p3"), prompts["p3"]))
-    released = outcome(life.ask(full("p1"), prompts["p1"]))  # the released claim, in full
-    life.w.op.configure(event_sink=tmp_path / "next.jsonl")
+    try:
+        register(life, "p1", prompts["p1"])
+        register(life, "p2", prompts["p2"])
+        full_tier = outcome(life.ask(full("p3"), prompts["p3"]))
+        assert full_tier["outcome"] == "rejected"
+        assert full_tier["reason"].startswith("host tier full")
+        assert life.w.op.release_claims(["p1"]) == 1  # room again
+        again = outcome(life.ask(full("p3"), prompts["p3"]))
+        released = outcome(life.ask(full("p1"), prompts["p1"]))  # the released claim, in full
+    finally:
+        life.w.op.release_claims(["p1", "p2", "p3"])
+        life.w.op.configure(event_sink=tmp_path / "next.jsonl")
     assert again["outcome"] == "rejected" and "rejected (host tier full" in again["reason"]
     assert released["outcome"] == "rejected" and "released (operator release)" in released[
         "reason"]
@@ -228,20 +235,24 @@ def test_an_expiring_claim_expires_before_its_kv_leaves_and_budgets_are_named(
     sink = tmp_path / "expiry.jsonl"
     life.w.op.configure(event_sink=sink)
     cid, prompt = "life-expiring", life.w.prompt("life-expiring", 0)
-    register(life, cid, prompt, protection_mode="expiring", expires_after_s=4.0)
-    assert outcome(life.ask(by_ref(cid), prompt))["outcome"] == "restored"
-    evs = wait_for(sink, lambda evs: bool(named(evs, "claim_expired", cid)))
-    life.w.reset()
-    late = outcome(life.ask(by_ref(cid), prompt))
-    assert late["outcome"] == "rejected" and "expired (expires_after_s=4 elapsed)" in late[
-        "reason"]
-    # the expired claim's slots are free again: the tier takes two new claims
-    life.w.op.call("configure", budgets={"claims": 1, "blocks": None, "bytes": None})
-    register(life, "life-e2", life.w.prompt("life-expiring", 1))
-    over = outcome(life.ask(full("life-e3"), life.w.prompt("life-expiring", 2)))
-    register(life, "life-e4", life.w.prompt("life-expiring", 3), owner="tenant:c/session:1")
-    life.w.op.call("configure", budgets={"claims": None, "blocks": None, "bytes": None},
-                   event_sink=str(tmp_path / "next.jsonl"))
+    mine = [cid, "life-e2", "life-e3", "life-e4"]
+    try:
+        register(life, cid, prompt, protection_mode="expiring", expires_after_s=4.0)
+        assert outcome(life.ask(by_ref(cid), prompt))["outcome"] == "restored"
+        wait_for(sink, lambda evs: bool(named(evs, "claim_expired", cid)))
+        life.w.reset()
+        late = outcome(life.ask(by_ref(cid), prompt))
+        # the expired claim's slots are free again: the tier takes two new claims
+        life.w.op.call("configure", budgets={"claims": 1, "blocks": None, "bytes": None})
+        register(life, "life-e2", life.w.prompt("life-expiring", 1))
+        over = outcome(life.ask(full("life-e3"), life.w.prompt("life-expiring", 2)))
+        register(life, "life-e4", life.w.prompt("life-expiring", 3), owner="tenant:c/session:1")
+    finally:
+        life.w.op.release_claims(mine)
+        life.w.op.call("configure", budgets={"claims": None, "blocks": None, "bytes": None},
+                       event_sink=str(tmp_path / "next.jsonl"))
+    assert late["outcome"] == "rejected"
+    assert "expired (expires_after_s=4 elapsed)" in late["reason"]
     assert over["outcome"] == "rejected"
     assert over["reason"].startswith("budget per_owner_claims exceeded")
     evs = events(sink)
@@ -284,22 +295,23 @@ def test_a_restart_on_the_same_sink_ends_the_old_claims_and_answers_them_with_th
         life: Deployment, tmp_path: Path) -> None:
     before = streams(life.sink)
     life.start(tier_bytes=WIDE_TIER_BYTES)
-    parts = streams(life.sink)
-    assert len(parts) == len(before) + 1
-    head = parts[-1]
-    assert head[0]["event"] == "stream_started" and head[0]["seq"] == 0
-    assert head[0]["incarnation"] != before[-1][0]["incarnation"]
-    harmed = {e["claim_id"]: e for e in head[1:3]}
-    assert set(harmed) == {"kill-1", "kill-2"}
-    assert all(e["event"] == "claim_harmed" and e["cause"] == "engine_restarted"
-               for e in harmed.values())
     prompt = life.w.prompt("life-kill", 1)
+    life.w.reset()
     again = outcome(life.ask(full("kill-1"), prompt))  # the full claim: the loss, not "held"
     assert again["outcome"] == "rejected" and "harmed (engine_restarted)" in again["reason"]
     reference = outcome(life.ask(by_ref("kill-1"), prompt))
     assert reference["outcome"] == "rejected" and reference["reason"].startswith("not held: ")
     register(life, "restart-1", life.w.prompt("life-restart", 0))  # a new id is accepted
-    evs = streams(life.sink)[-1]
+    parts = streams(life.sink)
+    assert len(parts) == len(before) + 1
+    head = parts[-1]
+    assert head[0]["event"] == "stream_started" and head[0]["seq"] == 0
+    assert head[0].get("incarnation") != before[-1][0].get("incarnation")
+    harmed = {e["claim_id"]: e for e in head[1:3]}
+    assert set(harmed) == {"kill-1", "kill-2"}
+    assert all(e["event"] == "claim_harmed" and e["cause"] == "engine_restarted"
+               for e in harmed.values())
+    evs = parts[-1]
     assert not named(evs, "claim_accepted", "kill-1")
     assert not [e for e in evs if e["event"] == "claim_restore_required"
                 and e["claim_id"] == "kill-1"]

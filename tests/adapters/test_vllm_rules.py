@@ -242,7 +242,7 @@ _BLOCKED_RUN = textwrap.dedent("""
     assert rules.resolve_ref({"claim_id": "c1", "owner_scope": "t"}, {}, none).kind == "not_held"
     from residentkv.adapters.vllm import journal
     j = journal.Journal()
-    j.feed({"event": "claim_accepted", "claim_id": "c1", "footprint_blocks": 2})
+    j.feed(journal.Line("claim_accepted", "c1", footprint_blocks=2))
     assert [e for e, _ in j.close_open("engine_restarted")] == ["claim_released"]
     assert not any(m.split(".")[0] in ("vllm", "torch") for m in sys.modules), "imported"
     print("rules ran without vllm and torch")

@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from residentkv.adapters.vllm.rules import Decision, Decisions, loss_fields, stop_ending
 from residentkv.trace.writer import sink_events
 
-__all__ = ["ENGINE_RESTARTED", "Journal", "OpenClaim", "read_journal"]
+__all__ = ["ENGINE_RESTARTED", "Journal", "Line", "OpenClaim", "read_journal"]
 
 #: ``claim_harmed.cause`` (and ``claim_released.reason``) of a claim a previous incarnation
 #: left open, written at the head of the next incarnation's stream
@@ -33,6 +35,28 @@ _ENDS = {"claim_released": "released", "claim_expired": "expired", "claim_demote
          "claim_harmed": "harmed", "claim_restore_failed": "failed closed"}
 KINDS = frozenset({"stream_started", "stream_closed", "claim_accepted", "claim_rejected",
                    "claim_materialized", "claim_restore_required", "claim_restored", *_ENDS})
+
+
+class Line(msgspec.Struct):
+    """The fields of a sink line the journal reads (the others are skipped undecoded)."""
+
+    event: str
+    claim_id: str | None = None
+    reason: str | None = None
+    cause: str | None = None
+    incarnation: str | None = None
+    footprint_blocks: int | None = None
+    surviving: int | None = None
+    leading: int | None = None
+    required: int | None = None
+    holds: bool | None = None
+    object_id: str | None = None
+    cache_identity: str | None = None
+    request_token_map_id: str | None = None
+    predicate_id: str | None = None
+
+    def identity(self) -> dict[str, str]:
+        return {k: v for k in _IDENTITY if isinstance(v := getattr(self, k), str)}
 
 
 @dataclass
@@ -70,72 +94,53 @@ class Journal:
     #: the incarnation the last stream named
     incarnation: str | None = None
 
-    def feed(self, e: dict[str, Any]) -> None:
-        """Take one event of :data:`KINDS` into account."""
-        kind, cid = e.get("event"), e.get("claim_id")
+    def feed(self, e: Line) -> None:
+        """Take one line of :data:`KINDS` into account."""
+        kind, cid = e.event, e.claim_id
         if kind == "stream_started":
             self.streams += 1
             self.closed = False
-            inc = e.get("incarnation")
-            self.incarnation = inc if isinstance(inc, str) else None
+            self.incarnation = e.incarnation
             return
         if kind == "stream_closed":
             self.closed = True
             return
-        if not isinstance(cid, str):
+        if cid is None:
             return
         if kind == "claim_accepted":
-            self._accepted(cid, e)
+            if cid not in self.open:  # an identical repeat changes nothing
+                self.decisions.record(cid, Decision(True))
+                self.open[cid] = OpenClaim(cid, e.identity(), e.footprint_blocks or 0)
         elif kind == "claim_rejected":
-            self.decisions.record(cid, Decision(False, str(e.get("reason"))))
+            self.decisions.record(cid, Decision(False, e.reason))
         elif kind in _ENDS:
-            self._ended(cid, str(kind), e)
+            if kind != "claim_restore_failed" or cid in self.open:
+                self._ended(cid, kind, e.cause if kind == "claim_harmed" else e.reason)
         elif (found := self.open.get(cid)) is not None:
-            self._progress(found, str(kind), e)
+            if kind == "claim_materialized":
+                if e.surviving is not None and e.leading is not None \
+                        and e.required is not None and e.holds is not None:
+                    found.materialized = (e.surviving, e.leading, e.required, e.holds)
+            else:  # a restore cycle opens (restore required) or settles (restored)
+                found.cycle_open = kind == "claim_restore_required"
 
-    def _accepted(self, cid: str, e: dict[str, Any]) -> None:
-        if cid in self.open:
-            return  # an identical repeat changes nothing
-        self.decisions.record(cid, Decision(True))
-        footprint = e.get("footprint_blocks")
-        self.open[cid] = OpenClaim(
-            cid, {k: e[k] for k in _IDENTITY if isinstance(e.get(k), str)},
-            footprint if isinstance(footprint, int) else 0)
-
-    def _ended(self, cid: str, kind: str, e: dict[str, Any]) -> None:
-        if kind == "claim_restore_failed" and cid not in self.open:
-            return
+    def _ended(self, cid: str, kind: str, why: str | None) -> None:
         self.open.pop(cid, None)
-        why = e.get("cause") if kind == "claim_harmed" else e.get("reason")
         word = _ENDS[kind]
         self.decisions.record(cid, Decision(True, f"{word} ({why})" if why else word))
-
-    @staticmethod
-    def _progress(found: OpenClaim, kind: str, e: dict[str, Any]) -> None:
-        if kind == "claim_materialized":
-            surviving, leading, required, holds = (
-                e.get(k) for k in ("surviving", "leading", "required", "holds"))
-            if isinstance(surviving, int) and isinstance(leading, int) \
-                    and isinstance(required, int) and isinstance(holds, bool):
-                found.materialized = (surviving, leading, required, holds)
-        elif kind == "claim_restore_required":
-            found.cycle_open = True
-        elif kind == "claim_restored":
-            found.cycle_open = False
-
 
     def close_open(self, cause: str) -> list[tuple[str, dict[str, Any]]]:
         """End every open claim (see :meth:`OpenClaim.ending`): the events to write, in the
         order the claims were accepted; the journal then counts them as ended."""
         endings = [claim.ending(cause) for claim in self.open.values()]
         for event, fields in endings:
-            self._ended(fields["claim_id"], event, fields)
+            self._ended(fields["claim_id"], event, fields.get("cause") or fields.get("reason"))
         return endings
 
 
 def read_journal(sink: str | Path) -> Journal:
     """The journal of the sink at *sink* (empty when the file does not exist yet)."""
     journal = Journal()
-    for event in sink_events(sink, KINDS):
-        journal.feed(event)
+    for line in sink_events(sink, KINDS, Line):
+        journal.feed(line)
     return journal

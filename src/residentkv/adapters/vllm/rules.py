@@ -14,7 +14,6 @@ metadata types.
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -352,7 +351,7 @@ FORGOTTEN = Decision(accepted=True, detail="decided before (the decision is no l
 class Decisions:
     """Every claim id this sink decided (accepted, or rejected naming it), across incarnations.
 
-    The newest :data:`DECIDED_KEPT` keep their decision; every id ever recorded also sets the
+    The newest :data:`DECIDED_KEPT` keep their decision; an id that leaves that memory sets the
     bits of a Bloom filter (16 Mi bits, 7 hashes: about 1 in 2,000 false positives at a million
     ids), so an id whose decision was forgotten is still known as decided -- fail closed: a
     false positive turns a new claim id down ("decided before"), it never decides one twice.
@@ -367,18 +366,22 @@ class Decisions:
         self._bloom = bytearray(self._BITS // 8)
 
     def _positions(self, claim_id: str) -> list[int]:
-        digest = hashlib.blake2b(claim_id.encode(), digest_size=16).digest()
-        h1, h2 = int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little") | 1
+        # the process's own string hash (the filter lives in memory, one process, one seed),
+        # two of them combined (Kirsch-Mitzenmacher)
+        h1, h2 = hash(claim_id), hash((claim_id, 1)) | 1
         return [(h1 + i * h2) % self._BITS for i in range(self._HASHES)]
 
     def record(self, claim_id: str, decision: Decision) -> None:
         """Remember *claim_id*'s decision (or its ending: a later record replaces it)."""
-        self._recent[claim_id] = decision
-        self._recent.move_to_end(claim_id)
-        while len(self._recent) > self.kept:
-            self._recent.popitem(last=False)
-        for pos in self._positions(claim_id):
-            self._bloom[pos >> 3] |= 1 << (pos & 7)
+        recent = self._recent
+        if claim_id in recent:
+            recent.move_to_end(claim_id)
+        recent[claim_id] = decision
+        if len(recent) > self.kept:
+            # the oldest leaves the exact memory; the filter keeps knowing it was decided
+            forgotten, _ = recent.popitem(last=False)
+            for pos in self._positions(forgotten):
+                self._bloom[pos >> 3] |= 1 << (pos & 7)
 
     def get(self, claim_id: str) -> Decision | None:
         """The decision of *claim_id*; :data:`FORGOTTEN` if only the filter knows it; None if
