@@ -185,8 +185,7 @@ def register(life: Deployment, cid: str, prompt: list[int], **over: Any) -> None
 
 def test_a_foreign_reference_before_registration_changes_nothing(life: Deployment,
                                                                  tmp_path: Path) -> None:
-    sink = tmp_path / "foreign.jsonl"
-    life.w.op.configure(event_sink=sink)
+    sink = life.sink
     cid, prompt = "life-foreign", life.w.prompt("life-foreign", 0)
     try:
         foreign = life.ask(by_ref(cid, "tenant:b/session:9"), prompt)
@@ -194,7 +193,6 @@ def test_a_foreign_reference_before_registration_changes_nothing(life: Deploymen
         reuse = life.ask(by_ref(cid), prompt)
     finally:
         life.w.op.release_claims([cid])
-        life.w.op.configure(event_sink=tmp_path / "next.jsonl")
     assert outcome(foreign)["outcome"] == "rejected"  # answered about that request
     assert foreign.headers["x-residentkv-claim-outcome"] == "rejected"
     assert outcome(reuse)["outcome"] == "restored"
@@ -205,8 +203,7 @@ def test_a_foreign_reference_before_registration_changes_nothing(life: Deploymen
 
 
 def test_pressure_and_release_decide_each_claim_once(life: Deployment, tmp_path: Path) -> None:
-    sink = tmp_path / "pressure.jsonl"
-    life.w.op.configure(event_sink=sink)
+    sink = life.sink
     prompts = {c: life.w.prompt("life-pressure", i) for i, c in enumerate(("p1", "p2", "p3"))}
     try:
         register(life, "p1", prompts["p1"])
@@ -219,12 +216,12 @@ def test_pressure_and_release_decide_each_claim_once(life: Deployment, tmp_path:
         released = outcome(life.ask(full("p1"), prompts["p1"]))  # the released claim, in full
     finally:
         life.w.op.release_claims(["p1", "p2", "p3"])
-        life.w.op.configure(event_sink=tmp_path / "next.jsonl")
     assert again["outcome"] == "rejected" and "rejected (host tier full" in again["reason"]
     assert released["outcome"] == "rejected" and "released (operator release)" in released[
         "reason"]
     evs = events(sink)
-    assert [e["claim_id"] for e in evs if e["event"] == "claim_accepted"] == ["p1", "p2"]
+    assert [e["claim_id"] for e in evs if e["event"] == "claim_accepted"
+            and e["claim_id"].startswith("p")] == ["p1", "p2"]
     assert not named(evs, "claim_restore_required", "p1")
     assert_legal(sink, tmp_path)
     assert_decided_once_and_ended(sink)
@@ -232,8 +229,7 @@ def test_pressure_and_release_decide_each_claim_once(life: Deployment, tmp_path:
 
 def test_an_expiring_claim_expires_before_its_kv_leaves_and_budgets_are_named(
         life: Deployment, tmp_path: Path) -> None:
-    sink = tmp_path / "expiry.jsonl"
-    life.w.op.configure(event_sink=sink)
+    sink = life.sink
     cid, prompt = "life-expiring", life.w.prompt("life-expiring", 0)
     mine = [cid, "life-e2", "life-e3", "life-e4"]
     try:
@@ -249,8 +245,7 @@ def test_an_expiring_claim_expires_before_its_kv_leaves_and_budgets_are_named(
         register(life, "life-e4", life.w.prompt("life-expiring", 3), owner="tenant:c/session:1")
     finally:
         life.w.op.release_claims(mine)
-        life.w.op.call("configure", budgets={"claims": None, "blocks": None, "bytes": None},
-                       event_sink=str(tmp_path / "next.jsonl"))
+        life.w.op.call("configure", budgets={"claims": None, "blocks": None, "bytes": None})
     assert late["outcome"] == "rejected"
     assert "expired (expires_after_s=4 elapsed)" in late["reason"]
     assert over["outcome"] == "rejected"
@@ -265,7 +260,6 @@ def test_an_expiring_claim_expires_before_its_kv_leaves_and_budgets_are_named(
 
 def test_a_killed_engine_core_answers_its_claimed_requests_by_name(life: Deployment) -> None:
     w = life.w
-    w.op.configure(event_sink=life.sink)  # back to the configured sink: the next start's
     p1, p2 = w.prompt("life-kill", 1), w.prompt("life-kill", 2)
     register(life, "kill-1", p1)
     streamed = life.submit(life.ask, by_ref("kill-1"), p1, LONG, True)
@@ -348,7 +342,8 @@ def test_sigterm_under_load_with_a_shutdown_timeout_drains_ends_claims_and_close
     asks += [life.submit(life.ask, full(f"drain-{i}", f"tenant:{i}/session:1"), prompts[i], 300)
              for i in (1, 2)]
     wait_for(life.sink, lambda evs: all(named(evs, "claim_accepted", f"drain-{i}")
-                                        for i in (1, 2)))
+                                        for i in (1, 2))
+             and bool(named(evs, "claim_restore_required", "drain-0")))  # all three running
     os.kill(w.backend.server.proc.pid, signal.SIGTERM)
     late = life.ask(full("drain-late"), prompts[3])  # arrives while the engine drains
     answers = [a.result(timeout=120) for a in asks]
