@@ -1,15 +1,15 @@
 """Checks of a sink that holds several streams (one per engine incarnation, SPEC §9.1).
 
-- :func:`streams` splits a sink into its streams (each opened by ``stream_started``);
-- :func:`assert_legal` judges the claims' histories across the streams with the gates: the
-  streams are joined in file order (one seq, later ``stream_started`` lines dropped), so each
-  claim's automaton runs on from one incarnation into the next -- a head-of-stream ending
-  meets the state the claim was left in -- and every claim must be a legal run
-  (``legal_transitions``) of a well-formed trace (``trace_well_formed``); each stream on its
-  own must also read without a problem;
-- :func:`assert_decided_once_and_ended` checks that every claim id is decided once in the
-  whole sink and that every accepted claim of a stream that stopped (closed, or followed by
-  another incarnation's stream) ends in that stream or at the head of the next one.
+- :func:`assert_legal` judges the whole sink with gate ``conformance`` (the reader follows the
+  claims across the streams): no reader problem, every claim a legal run
+  (``legal_transitions``) of a well-formed trace (``trace_well_formed``) with one identity, and
+  the conformance verdict passed -- decided once, every failure answered, every loss announced,
+  nothing vanished (claims open where the reading stops are live);
+- :func:`assert_decided_once_and_ended` checks the same promises directly on the lines, the way
+  the adapter writes them: every claim id decided once in the sink, and every claim accepted in
+  a stream that stopped (closed, or followed by another incarnation's stream) ended in that
+  stream or among the head endings of the next one;
+- :func:`streams` splits a sink into its streams (each opened by ``stream_started``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from typing import Any
 
 from residentkv.model.vocabulary import Requirement
 from residentkv.trace.gates import check_trace
-from residentkv.trace.reader import TraceReader
 
 Event = dict[str, Any]
 
@@ -44,40 +43,19 @@ def streams(path: str | Path) -> list[list[Event]]:
     return out
 
 
-def _write(evs: list[Event], path: Path) -> Path:
-    path.write_text("".join(json.dumps(e) + "\n" for e in evs), encoding="utf-8")
-    return path
-
-
-def joined(path: str | Path, out: Path) -> Path:
-    """The sink's streams as one stream: seq renumbered in file order, the later
-    ``stream_started`` lines left out."""
-    evs = [e for i, s in enumerate(streams(path)) for e in s
-           if i == 0 or e["event"] != "stream_started"]
-    return _write([dict(e, seq=n) for n, e in enumerate(evs)], out)
-
-
-def reader_problems(path: Path) -> list[Any]:
-    reader = TraceReader(path)
-    for _ in reader.events():
-        pass
-    return reader.problems
-
-
-def assert_legal(path: str | Path, work: Path) -> None:
-    """Every stream reads cleanly and every claim's history across them is a legal run."""
-    for i, stream in enumerate(streams(path)):
-        one = _write([dict(e) for e in stream], work / f"stream-{i}.jsonl")
-        assert reader_problems(one) == [], (path, i)
-        assert [e["seq"] for e in stream] == list(range(len(stream))), (path, i)
-    whole = joined(path, work / "joined.jsonl")
-    check = check_trace(whole, gates=("observation",))
+def assert_legal(path: str | Path) -> None:
+    """The sink reads cleanly, every claim's history across its streams is a legal run, and
+    gate ``conformance`` passes."""
+    check = check_trace(path, gates=("conformance",))
+    assert check.problems == [], check.problems
     bad = {Requirement.LEGAL_TRANSITIONS.value, Requirement.TRACE_WELL_FORMED.value,
            Requirement.STABLE_IDENTITY.value}
     for result in check.results:
-        assert not bad & set(result.missing), (result.claim_id, result.missing,
-                                               result.model_dump().get("illegal"))
-    assert not check.problems or all(p.code == "T012" for p in check.problems), check.problems
+        assert not bad & set(result.missing), (result.claim_id, result.missing, result.illegal)
+    verdict = check.conformance
+    assert verdict is not None and verdict.passed, (
+        verdict, [(r.claim_id, r.missing) for r in check.results if not r.passed])
+    assert len(verdict.streams) == len(streams(path))
 
 
 def assert_decided_once_and_ended(path: str | Path) -> None:

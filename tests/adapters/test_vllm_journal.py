@@ -14,6 +14,7 @@ from typing import Any
 from residentkv.adapters.vllm.config import parse_connector_config
 from residentkv.adapters.vllm.control import Operator
 from residentkv.adapters.vllm.journal import read_journal
+from residentkv.trace.gates import check_trace
 from residentkv.trace.writer import EventWriter, sink_events
 
 STARTED = {"emitter": {"name": "t", "version": "0"}, "runtime": {"name": "vllm", "version": "0"}}
@@ -128,8 +129,12 @@ def test_a_sink_swap_closes_the_old_stream_and_opens_a_new_one(tmp_path: Path) -
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     op = Operator(parse_connector_config({"host_tier_bytes": 1, "event_sink": str(a)}))
     op.configure(event_sink=b)
+    op.configure(event_sink=a)  # and back: the same engine, a stream with a name of its own
     op.writer.close()
-    assert [(e["event"], e.get("reason")) for e in _events(a)] == [
-        ("stream_started", None), ("stream_closed", "sink_swapped")]
-    (head,) = _events(b)
-    assert head["event"] == "stream_started" and head["incarnation"] == op.incarnation
+    assert [(e["event"], e.get("reason"), e.get("incarnation")) for e in _events(a)] == [
+        ("stream_started", None, op.incarnation), ("stream_closed", "sink_swapped", None),
+        ("stream_started", None, f"{op.incarnation}.1")]
+    head, closed = _events(b)
+    assert head["incarnation"] == op.incarnation and closed["event"] == "stream_closed"
+    problems = check_trace(a, gates=("conformance",)).problems
+    assert [p.code for p in problems] == ["T012"]  # names no claim; no repeated incarnation

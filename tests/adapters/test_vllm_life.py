@@ -183,8 +183,7 @@ def register(life: Deployment, cid: str, prompt: list[int], **over: Any) -> None
 # ------------------------------------------------------------------ the first incarnation
 
 
-def test_a_foreign_reference_before_registration_changes_nothing(life: Deployment,
-                                                                 tmp_path: Path) -> None:
+def test_a_foreign_reference_before_registration_changes_nothing(life: Deployment) -> None:
     sink = life.sink
     cid, prompt = "life-foreign", life.w.prompt("life-foreign", 0)
     try:
@@ -198,11 +197,11 @@ def test_a_foreign_reference_before_registration_changes_nothing(life: Deploymen
     assert outcome(reuse)["outcome"] == "restored"
     (result,) = check_trace(sink, gates=("observation",), claim_id=cid).results
     assert result.passed, result.missing
-    assert_legal(sink, tmp_path)
+    assert_legal(sink)
     assert_decided_once_and_ended(sink)
 
 
-def test_pressure_and_release_decide_each_claim_once(life: Deployment, tmp_path: Path) -> None:
+def test_pressure_and_release_decide_each_claim_once(life: Deployment) -> None:
     sink = life.sink
     prompts = {c: life.w.prompt("life-pressure", i) for i, c in enumerate(("p1", "p2", "p3"))}
     try:
@@ -223,12 +222,12 @@ def test_pressure_and_release_decide_each_claim_once(life: Deployment, tmp_path:
     assert [e["claim_id"] for e in evs if e["event"] == "claim_accepted"
             and e["claim_id"].startswith("p")] == ["p1", "p2"]
     assert not named(evs, "claim_restore_required", "p1")
-    assert_legal(sink, tmp_path)
+    assert_legal(sink)
     assert_decided_once_and_ended(sink)
 
 
 def test_an_expiring_claim_expires_before_its_kv_leaves_and_budgets_are_named(
-        life: Deployment, tmp_path: Path) -> None:
+        life: Deployment) -> None:
     sink = life.sink
     cid, prompt = "life-expiring", life.w.prompt("life-expiring", 0)
     mine = [cid, "life-e2", "life-e3", "life-e4"]
@@ -254,7 +253,7 @@ def test_an_expiring_claim_expires_before_its_kv_leaves_and_budgets_are_named(
     (expired,) = named(evs, "claim_expired", cid)
     last_use = max(e["seq"] for e in evs if e["claim_id"] == cid and e is not expired)
     assert expired["seq"] > last_use
-    assert_legal(sink, tmp_path)
+    assert_legal(sink)
     assert_decided_once_and_ended(sink)
 
 
@@ -286,7 +285,7 @@ def test_a_killed_engine_core_answers_its_claimed_requests_by_name(life: Deploym
 
 
 def test_a_restart_on_the_same_sink_ends_the_old_claims_and_answers_them_with_the_loss(
-        life: Deployment, tmp_path: Path) -> None:
+        life: Deployment) -> None:
     before = streams(life.sink)
     life.start(tier_bytes=WIDE_TIER_BYTES)
     prompt = life.w.prompt("life-kill", 1)
@@ -309,7 +308,7 @@ def test_a_restart_on_the_same_sink_ends_the_old_claims_and_answers_them_with_th
     assert not named(evs, "claim_accepted", "kill-1")
     assert not [e for e in evs if e["event"] == "claim_restore_required"
                 and e["claim_id"] == "kill-1"]
-    assert_legal(life.sink, tmp_path)
+    assert_legal(life.sink)
     assert_decided_once_and_ended(life.sink)
 
 
@@ -333,7 +332,7 @@ def test_sigterm_under_load_with_the_default_shutdown_timeout_answers_every_clai
 
 
 def test_sigterm_under_load_with_a_shutdown_timeout_drains_ends_claims_and_closes(
-        life: Deployment, tmp_path: Path) -> None:
+        life: Deployment) -> None:
     life.start("--shutdown-timeout", "30", tier_bytes=WIDE_TIER_BYTES)
     w = life.w
     prompts = [w.prompt("life-drain", i) for i in range(4)]
@@ -362,5 +361,5 @@ def test_sigterm_under_load_with_a_shutdown_timeout_drains_ends_claims_and_close
     started = {e["request_id"] for e in last if e["event"] == "request_started"}
     finished = {e["request_id"] for e in last if e["event"] == "request_finished"}
     assert started == finished  # nothing left running in a closed stream
-    assert_legal(life.sink, tmp_path)
+    assert_legal(life.sink)
     assert_decided_once_and_ended(life.sink)

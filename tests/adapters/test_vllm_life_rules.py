@@ -45,7 +45,7 @@ def test_a_restart_on_the_same_sink_ends_the_old_claims_and_decides_nothing_twic
     second.register("c3")  # a new claim id is accepted as usual
     assert rejected_kinds(second) == {"decided": 1, "not_held": 1}
     second.side.op.writer.close()
-    assert_legal(first.sink, tmp_path)
+    assert_legal(first.sink)
     assert_decided_once_and_ended(first.sink)
 
 
@@ -62,7 +62,7 @@ def test_a_graceful_stop_ends_every_claim_and_request_before_the_stream_closes(
     harmed = engine.events("claim_harmed")[0]
     assert harmed["cause"] == "shutdown" and harmed["before"]["holds"]
     assert engine.side.op.outcome_for(running.request_id)["outcome"] == "engine_stopped"
-    assert_legal(engine.sink, tmp_path)
+    assert_legal(engine.sink)
     assert_decided_once_and_ended(engine.sink)
     # the next incarnation finds nothing open
     after = make_engine(tmp_path, sink=engine.sink)
@@ -81,7 +81,7 @@ def test_a_reference_from_another_tenant_before_registration_changes_nothing(
     assert engine.finish(req)["resident_claim"]["outcome"] == "restored"
     assert [e["claim_id"] for e in engine.events("claim_rejected")] == [None]
     engine.side.op.writer.close()
-    assert_legal(engine.sink, tmp_path)
+    assert_legal(engine.sink)
 
 
 def test_a_rejected_claim_stays_rejected_and_a_released_one_stays_released(
@@ -99,7 +99,7 @@ def test_a_rejected_claim_stays_rejected_and_a_released_one_stays_released(
     assert [e["claim_id"] for e in engine.events("claim_accepted")] == ["c1", "c2"]
     assert not [e for e in engine.events("claim_restore_required") if e["claim_id"] == "c1"]
     engine.side.op.writer.close()
-    assert_legal(engine.sink, tmp_path)
+    assert_legal(engine.sink)
     assert_decided_once_and_ended(engine.sink)
 
 
@@ -118,7 +118,7 @@ def test_a_release_under_a_running_restore_waits_for_the_request(tmp_path: Path)
     assert released["seq"] > max(e["seq"] for e in finished if e["request_id"] == req.request_id)
     assert "c1" not in engine.side.claims and engine.side.slots.free_slots == 16
     engine.side.op.writer.close()
-    assert_legal(engine.sink, tmp_path)
+    assert_legal(engine.sink)
 
 
 def test_an_expiring_claim_expires_on_the_clock_before_its_slots_are_freed(
@@ -135,7 +135,7 @@ def test_an_expiring_claim_expires_on_the_clock_before_its_slots_are_freed(
     late = _outcome(engine, ref("c1"))
     assert "expired (expires_after_s=0.2 elapsed)" in str(late["reason"])
     engine.side.op.close()
-    assert_legal(engine.sink, tmp_path)
+    assert_legal(engine.sink)
     assert_decided_once_and_ended(engine.sink)
 
 

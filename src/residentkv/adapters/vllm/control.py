@@ -146,7 +146,8 @@ class Operator:
         """Open a new stream of this incarnation on *sink*: read the sink's journal, write
         ``stream_started``, then end every claim an earlier incarnation left open."""
         journal = read_journal(sink)
-        writer = open_stream(sink, self.base_config.replica, self.incarnation)
+        writer = open_stream(sink, self.base_config.replica,
+                             journal.fresh_incarnation(self.incarnation))
         for event, fields in journal.close_open(ENGINE_RESTARTED):
             writer.emit(event, **fields)
         writer.flush()

@@ -93,6 +93,8 @@ class Journal:
     closed: bool = False
     #: the incarnation the last stream named
     incarnation: str | None = None
+    #: every incarnation a stream of the sink named (a new stream must name another)
+    incarnations: set[str] = field(default_factory=set)
 
     def feed(self, e: Line) -> None:
         """Take one line of :data:`KINDS` into account."""
@@ -101,6 +103,8 @@ class Journal:
             self.streams += 1
             self.closed = False
             self.incarnation = e.incarnation
+            if e.incarnation is not None:
+                self.incarnations.add(e.incarnation)
             return
         if kind == "stream_closed":
             self.closed = True
@@ -136,6 +140,16 @@ class Journal:
         for event, fields in endings:
             self._ended(fields["claim_id"], event, fields.get("cause") or fields.get("reason"))
         return endings
+
+
+    def fresh_incarnation(self, incarnation: str) -> str:
+        """*incarnation*, or -- when a stream of the sink already named it (an engine that
+        swapped its sink away and back) -- ``<incarnation>.<n>``: one stream per incarnation."""
+        name, n = incarnation, 0
+        while name in self.incarnations:
+            n += 1
+            name = f"{incarnation}.{n}"
+        return name
 
 
 def read_journal(sink: str | Path) -> Journal:
