@@ -345,7 +345,7 @@ class Decision:
 
 
 #: what a claim id whose decision is no longer remembered word for word is told
-FORGOTTEN = Decision(accepted=True, detail="decided before (the decision is no longer kept)")
+FORGOTTEN = Decision(accepted=True, detail="its decision is no longer kept")
 
 
 class Decisions:
