@@ -268,7 +268,8 @@ class ClaimFailures:
 
 @dataclass(slots=True)
 class ClaimConflicts:
-    """Refusals and deferrals naming the claim (SPEC §2 hard_protected, §4 controls)."""
+    """Refusals and deferrals naming the claim (SPEC §2 hard_protected), and the negative
+    controls (SPEC §4) from the events that concern the claim (SPEC §9.1)."""
 
     smear: bool = False
     admission: bool = False
@@ -398,13 +399,11 @@ class StreamFacts:
     loaded_jobs: dict[int | str, dict[str, ClaimTrack]] = field(default_factory=dict)
     #: load job -> seq of its last failed-load report
     failed_jobs: dict[int | str, int] = field(default_factory=dict)
-    generic_counters: int = 0
     #: a claim_accepted declared best_effort: a problem line (SPEC §4.2), so no stream is well
     #: formed
     best_effort: bool = False
     #: seq of the first observation_gap (SPEC §4.2: what a gap hides is unknown)
     gap: int | None = None
-    unclaimed_store: int | None = None
     failure_names: set[str | None] = field(default_factory=set)
     failure_named_more: bool = False
     derived: dict[str, Any] = field(default_factory=dict)
@@ -929,7 +928,6 @@ def _finish_of(t: ClaimTrack, rid: str, finish: tuple[int, str | None]) -> None:
 
 
 def _generic(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
-    facts.generic_counters += 1
     for c in _concerned(facts, t, e):
         c.conflicts.counter = True
 
@@ -957,9 +955,7 @@ def _store_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
         if t is not None:  # SPEC §4.2: open until the claim's outcome on that request
             t.failures.open_on.add(e.request_id)
         return
-    if t is None:
-        if facts.unclaimed_store is None:
-            facts.unclaimed_store = e.seq
+    if t is None:  # an ordinary store: a control of the claims its request carries
         for c in facts.carriers(e.request_id):
             c.conflicts.unclaimed_store = True
     else:
