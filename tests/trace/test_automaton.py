@@ -1,4 +1,4 @@
-"""The automaton table (SPEC §4.2): no blank cell, and both readers agree on every cell.
+"""The automaton table (SPEC §4.2–§4.3): no blank cell, and both readers agree on every cell.
 
 For every claim state a legal prefix reaches it; every event kind, in several variants (the
 open cycle's request or another, the cycle's label or another, failure or success, ...), is
@@ -16,14 +16,15 @@ from typing import Any
 import pytest
 
 from residentkv.model.automaton import (
+    CLAIM_ROWS,
     CLAIM_TABLE,
     KINDS,
     PRE,
+    REQUEST_ROWS,
     REQUEST_TABLE,
     STAY,
     TERMINAL,
     VIOLATION_WHY,
-    Guard,
     Phase,
     RequestPhase,
     Violation,
@@ -89,16 +90,20 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
     "claim_materialized": [{"holds": False}, {"leading": 1, "surviving": 1, "holds": False},
                            {"leading": 1, "surviving": 1}],
     "claim_offloaded": [{"to_tier": "device"}, {"generation": 0}, {"generation": 5},
-                        {"block_count": 1}],
+                        {"block_count": 1}, {"to_tier": "disk"}],
     "claim_restore_required": [{"generation": 0}, {"generation": 2}, {"from_tier": "disk"},
                                {"request_id": "r-3"}, {"request_id": None}],
     "claim_restored": [{"source": "fallback_recompute"}, {"generation": 2},
-                       {"request_id": "r-1"}, {"request_id": "r-3"}],
+                       {"request_id": "r-1"}, {"request_id": "r-3"},
+                       {"source": "fallback_recompute", "request_id": "r-3"}],
     "claim_reused": [{"generation": 2}, {"request_id": "r-1"}, {"request_id": "r-3"},
                      {"holds": False}],
     "claim_restore_failed": [{"generation": 2}, {"request_id": "r-1"},
                              {"outcome_claim_id": None}, {"outcome_claim_id": "c-2"}],
-    "active_request_refused": [{"outcome_claim_id": None}, {"claim_id": None}],
+    "active_request_refused": [{"outcome_claim_id": None}, {"claim_id": None},
+                               {"request_id": "r-1"}, {"request_id": "r-3"}],
+    "active_request_deferred": [{"blocking_claim_ids": [C]}, {"request_id": "r-1"},
+                                {"request_id": "r-3", "blocking_claim_ids": [C]}],
     "kv_store_started": [{"to_tier": "device"}, {"generation": 0}],
     "kv_store_finished": [{"success": False}, {"success": False, "request_id": None},
                           {"to_tier": "device"}, {"generation": 0}],
@@ -108,7 +113,7 @@ VARIANTS: dict[str, list[dict[str, Any]]] = {
                          {"request_id": "r-1"}, {"generation": 2}, {"generation": 1},
                          {"job_id": 8}],
     "kv_load_failed": [{"invalid_block_ids": []}, {"request_id": None}, {"job_id": None},
-                       {"generation": 2}, {"job_id": 8}],
+                       {"generation": 2}, {"job_id": 8}, {"request_id": "r-1"}],
     "scheduler_load_failure": [{"request_id": None}, {"claim_id": None}],
     "request_started": [{"request_id": "r-2"}],
     "request_finished": [{"status": "refused"}],
@@ -182,11 +187,15 @@ def both(events: list[Envelope]) -> tuple[tuple[Phase, Any], tuple[Phase, Any]]:
 
 def test_no_blank_cell() -> None:
     assert set(KINDS) == set(EVENT_MODELS)
+    # declared per event kind, every state of every kind given exactly one cell
+    assert set(CLAIM_ROWS) == set(REQUEST_ROWS) == set(KINDS)
+    assert all(set(by_state) == set(Phase) for by_state in CLAIM_ROWS.values())
+    assert all(set(by_state) == set(RequestPhase) for by_state in REQUEST_ROWS.values())
     for table, states in ((CLAIM_TABLE, Phase), (REQUEST_TABLE, RequestPhase)):
         assert set(table) == set(itertools.product(states, KINDS))
-        for cell in table.values():
-            assert cell and cell[-1][0] is Guard.ALWAYS
-            assert all(g is not Guard.ALWAYS for g, _ in cell[:-1])
+        for cell in table.values():  # type: ignore[attr-defined]
+            assert cell and cell[-1][0] is None  # the last row is unguarded
+            assert all(g is not None for g, _ in cell[:-1])
     used = {o for t in (CLAIM_TABLE, REQUEST_TABLE) for cell in t.values() for _, o in cell}
     assert set(VIOLATION_WHY) == set(Violation)
     # every violation is some cell's, but the accepting conditions checked where a stream
@@ -240,19 +249,38 @@ def test_every_cell_agrees_in_both_readers(state: Phase, kind: str) -> None:
             assert after in outcomes or (after == state and STAY in outcomes), change
 
 
-@pytest.mark.parametrize(("state", "kind"), list(itertools.product(RequestPhase, KINDS)))
-def test_every_request_cell_agrees_in_both_readers(state: RequestPhase, kind: str) -> None:
-    prefix = {RequestPhase.NEW: [], RequestPhase.STARTED: ["request_started"],
-              RequestPhase.REFUSED: ["request_started", "active_request_refused"],
-              RequestPhase.FINISHED: ["request_started", "request_finished"]}[state]
-    # a claimless refusal names no outcome claim (its envelope and outcome agree)
+#: how a request's run reaches each state; "answered": it carried c-1 (a lookup), its load of
+#: c-1 (job 9) failed and a refusal naming c-1 answered that before it finished (SPEC §4.3:
+#: the late records of that failure may follow its finish)
+REQUEST_PREFIX: dict[str, tuple[RequestPhase, list[tuple[str, dict[str, Any]]]]] = {
+    "new": (RequestPhase.NEW, []),
+    "started": (RequestPhase.STARTED, [("request_started", {})]),
+    "refused": (RequestPhase.REFUSED, [("request_started", {}), ("active_request_refused", {
+        "outcome_claim_id": None})]),
+    "finished": (RequestPhase.FINISHED, [("request_started", {}), ("request_finished", {})]),
+    "answered": (RequestPhase.FINISHED, [
+        ("request_started", {}), ("kv_lookup", {"claim_id": C}),
+        ("kv_load_started", {"claim_id": C}), ("kv_load_finished", {"claim_id": C,
+                                                                    "success": False}),
+        ("active_request_refused", {"claim_id": C, "outcome_claim_id": C}),
+        ("request_finished", {"status": "error"})]),
+}
+
+
+@pytest.mark.parametrize(("prefix", "kind"), list(itertools.product(REQUEST_PREFIX, KINDS)))
+def test_every_request_cell_agrees_in_both_readers(prefix: str, kind: str) -> None:
+    state, steps = REQUEST_PREFIX[prefix]
+    # a claimless event names no claim, and a claimless refusal no outcome claim
     events = [ev(i, k, {"request_id": "r-9", "claim_id": None, **(
-        {"outcome_claim_id": None} if k == "active_request_refused" else {})})
-        for i, k in enumerate(prefix)]
-    for change in [{}, *VARIANTS.get(kind, [])]:
+        {"outcome_claim_id": None} if k == "active_request_refused" else {}), **change})
+        for i, (k, change) in enumerate(steps)]
+    named = [{"claim_id": None, **({"outcome_claim_id": None}
+                                   if kind in ("active_request_refused", "claim_restore_failed")
+                                   else {})}, {}] if prefix == "answered" else [{}]
+    for change in [*named, *VARIANTS.get(kind, [])]:
         case = [*events, ev(10, kind, {**change, "request_id": "r-9"})]
         facts = stream_pass(case)
-        run = facts.requests["r-9"]
+        run = facts.acceptor.requests["r-9"]
         phase, violation = legal.request_run(Stream(case, True), "r-9")
         assert (run.phase, run.own) == (phase, violation)
         outcomes = {o for _, o in REQUEST_TABLE[state, kind]}

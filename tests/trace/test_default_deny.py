@@ -155,8 +155,11 @@ ILLEGAL: list[tuple[str, Edit]] = [
         "event": "kv_load_failed", "job_id": 99, "request_id": None, **LOAD_FAILED_ARGS})),
     ("load_failed_without_job_voids_the_load", insert("kv_load_finished", {
         "event": "kv_load_failed", **LOAD_FAILED_ARGS})),
-    ("restore_failed_after_the_finish", move_after("claim_restore_failed", "request_finished",
-                                                   after_nth=2)),
+    # SPEC §4.3: the outcome precedes the finish; after it only late records of an answered
+    # failure (here the refusal itself follows the finish, so nothing answered the failure)
+    ("refusal_and_restore_failed_after_the_finish", chain(
+        move_after("claim_restore_failed", "request_finished", after_nth=2),
+        move_after("active_request_refused", "claim_restore_failed"))),
     ("scheduler_branch_after_the_finish", move_after("scheduler_load_failure",
                                                      "request_finished", after_nth=2)),
     ("failed_request_never_finishes", drop("request_finished", nth=2)),
@@ -211,6 +214,10 @@ LEGAL: list[tuple[str, Edit]] = [
     ("identical_second_acceptance", lambda ev: [*ev[:2], copy.deepcopy(ev[1]), *ev[2:]]),
     ("generation_label_on_the_loads", chain(setf("kv_load_started", generation=0),
                                             setf("kv_load_finished", generation=0))),
+    # SPEC §4.3: the refusal answered the failure before the finish; the claim's restore
+    # failure of that cycle may follow it (it was failure_after_finish under §4.2)
+    ("restore_failed_after_the_finish", move_after("claim_restore_failed", "request_finished",
+                                                   after_nth=2)),
 ]
 
 
@@ -381,8 +388,9 @@ def test_a_claim_named_by_a_request_but_never_decided_is_illegal() -> None:
     assert judge(load("two_claim_attribution.jsonl"), "c-a")["attribution"].passed
     named = setf("request_started", claim_id="c-9")(load("two_claim_attribution.jsonl"))
     missing = judge(named, "c-a")["attribution"].missing
-    # the renamed request_started is c-a's carrier's: that request's step is c-a's too
-    assert {"non_targets_served", "legal_transitions"} <= set(missing)
+    # SPEC §4.3 per claim: the undecided claim's history is its own, though the request that
+    # named it is c-a's carrier (the request's own run is legal); attribution still judges it
+    assert missing == ["non_targets_served"]
 
 
 def test_a_scheduler_branch_after_the_outcome_is_an_open_failure() -> None:
@@ -416,8 +424,9 @@ def test_a_claim_only_submitted_and_never_decided_is_illegal() -> None:
 
 def test_a_refusal_before_the_request_started_is_illegal() -> None:
     """An active_request_refused of a request that has not started yet, then that request
-    starting, restoring and finishing served: the refusal is request_not_started, so every
-    gate fails (found by make fuzz-gates: the independent acceptor's refused_then_served)."""
+    starting, restoring and finishing served: the refusal is request_not_started (and, SPEC
+    §4.3, a refusal of a request that does not carry the claim), so every gate fails (found by
+    make fuzz-gates: the independent acceptor's refused_then_served)."""
     assert judge(load("success_path.jsonl"), "c-1")["observation"].passed
     early = insert("claim_accepted", {
         "event": "active_request_refused", "claim_id": "c-1", "request_id": "r-2",
@@ -429,7 +438,9 @@ def test_a_refusal_before_the_request_started_is_illegal() -> None:
         assert "legal_transitions" in got[gate].missing, gate
     illegal = got["observation"].illegal
     assert illegal is not None
-    assert (illegal.violation, illegal.event) == ("request_not_started", "active_request_refused")
+    # both steps are illegal at that seq; the first by name is reported
+    assert (illegal.violation, illegal.event) == ("refusal_of_non_carrier",
+                                                  "active_request_refused")
 
 
 def _observation(events: Events) -> GateResult:
@@ -501,19 +512,21 @@ def test_a_load_job_reported_failed_did_not_succeed(claim: str | None) -> None:
     assert "load_succeeded" in _observation(failed).missing
 
 
-def test_a_request_named_by_an_offload_before_its_start_carries_the_claim() -> None:
-    """A non-target's claim_offloaded names the target's request before that request started;
-    the request then fails with no outcome naming the non-target. Naming a request before its
-    start stays legal (ruling kept), but the request carries the claim from that event, so the
-    spill-over is unexplained and attribution fails (found by make fuzz-gates: the independent
-    acceptor's not_served_unexplained)."""
+def test_an_offload_naming_a_request_before_its_start_is_illegal() -> None:
+    """A non-target's claim_offloaded names the target's request before that request started.
+    It was legal (an earlier ruling: SPEC §4.2 stated no such order); SPEC §4.3 reverses it:
+    a request's first event is its request_started, so the request's run is illegal and every
+    claim it names fails every gate (found by make fuzz-gates before: the spill-over)."""
     def early(events: Events) -> Events:
         events[at(events, "claim_offloaded", claim="c-b")]["request_id"] = "r-4"
         return events
-    got = judge(early(load("two_claim_attribution.jsonl")), "c-b")
-    assert got["observation"].passed  # c-b's own history: legal, its chain complete
-    r = _attribution(early)
-    assert not r.passed and r.missing == ["non_targets_served"]
+    for claim in ("c-b", "c-a"):
+        got = judge(early(load("two_claim_attribution.jsonl")), claim)
+        for gate, result in got.items():
+            assert "legal_transitions" in result.missing, (claim, gate)
+        illegal = got["observation"].illegal
+        assert illegal is not None
+        assert (illegal.violation, illegal.event) == ("request_not_started", "claim_offloaded")
 
 
 def test_a_request_that_stores_a_non_target_and_fails_unexplained_carries_it() -> None:

@@ -196,16 +196,18 @@ def test_breaking_one_requirement_fails_with_exactly_that_id(
 ALSO_ILLEGAL: dict[tuple[str, str], tuple[str, ...]] = {
     ("observation", "materialized"): ("legal_transitions",),  # holds contradicts the numbers
     ("observation", "offloaded"): ("legal_transitions",),  # a restore with no offloaded copy
-    # a failed store is a failure its outcome must follow (SPEC §4.1 "store/load failure")
-    ("observation", "store_succeeded"): ("no_open_failure",),
-    ("failure_outcome", "store_succeeded"): ("no_open_failure",),
+    # a failed store is a failure its outcome must follow (SPEC §4.1 "store/load failure"),
+    # and the offload then has no stored copy in its tier (SPEC §4.3 Copies)
+    ("observation", "store_succeeded"): ("legal_transitions", "no_open_failure"),
+    ("failure_outcome", "store_succeeded"): ("legal_transitions", "no_open_failure"),
     # restored after a failed load, which has no outcome
     ("observation", "load_succeeded"): ("legal_transitions", "no_open_failure"),
     ("observation", "restored_from_offload"): ("legal_transitions",),  # reuse before restore
     ("failure_outcome", "claim_accepted_before_lifecycle"): ("legal_transitions",),
     # an outcome whose envelope differs from its outcome_claim_id is illegal (SPEC §4.1)
     ("failure_outcome", "restore_failed_scoped"): ("legal_transitions", "no_open_failure"),
-    ("failure_outcome", "outcome_before_finish"): ("legal_transitions",),  # refusal after finish
+    # the refusal after the finish: no outcome answered the failure before it (SPEC §4.3)
+    ("failure_outcome", "outcome_before_finish"): ("legal_transitions", "no_open_failure"),
     ("failure_outcome", "no_restore_after_failure"): ("legal_transitions",),  # after failed closed
     ("lifecycle", "conflict_attributed"): ("legal_transitions",),  # refusal after finish
     # the unnamed load failure comes after the request finished

@@ -13,7 +13,7 @@ from markdown_it import MarkdownIt
 from residentkv.cli import main
 from residentkv.trace.gates import check_events
 from residentkv.trace.importers import import_artifact_trace
-from residentkv.trace.reproduce import reproduce, succeeded
+from residentkv.trace.reproduce import reproduce, succeeded, unexplained
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(os.environ.get("RESIDENTKV_FIXTURES")
@@ -36,37 +36,55 @@ def gates(path: Path) -> dict[str, tuple[bool, list[str]]]:
 
 
 def test_scheduler_boundary_trace_meets_the_chain_but_is_no_legal_run(fixtures: Path) -> None:
-    """The failure chain is complete, but SPEC §4.2 rules the run illegal: the claim is stored
-    with no materialization before, and its claim_restore_failed follows the affected
-    request's first request_finished (the whole chain must precede it). Its finish has no
-    status (the artifact records none), which cannot show the request was not served."""
-    got = gates(fixtures / "claimed_load_failure/scheduler-boundary-21-event/"
-                "vllm_runtime_events.jsonl")
+    """The failure chain is complete and in SPEC §4.3's order (the scheduler-boundary refusal
+    before the finish, the connector's restore failure and repeated refusal after it: late
+    records of the answered failure). The run is still illegal, and its first illegal step is
+    not the order: the artifact records no materialization, so the claim is stored before it
+    ever materialized (§4.2). Its finish has no status (the artifact records none), which
+    cannot show the request was not served."""
+    path = fixtures / "claimed_load_failure/scheduler-boundary-21-event/vllm_runtime_events.jsonl"
+    got = gates(path)
     assert got["failure_outcome"] == (False, ["legal_transitions", "outcome_before_finish"])
     assert got["observation"][0] is False
+    imported = import_artifact_trace(path)
+    result = check_events(imported.events, ["failure_outcome"])[0]
+    assert result.illegal is not None
+    assert (result.illegal.event, result.illegal.violation) == ("kv_store_started",
+                                                                "before_materialization")
+    assert imported.origin[result.illegal.seq] == 2  # the artifact's own event_sequence
 
 
 @pytest.mark.parametrize("run", ["rep-001", "rep-002", "early-19-event"])
 def test_refusal_after_termination_fails_failure_outcome(fixtures: Path, run: str) -> None:
     got = gates(fixtures / f"claimed_load_failure/{run}/vllm_runtime_events.jsonl")
+    # SPEC §4.3: no outcome answered the failure before the finish, so it stays open too
     assert got["failure_outcome"] == (
-        False, ["legal_transitions", "outcome_before_finish", "refusal_attributed",
-                "scheduler_failure_branch"])
+        False, ["legal_transitions", "no_open_failure", "outcome_before_finish",
+                "refusal_attributed", "scheduler_failure_branch"])
 
 
-def test_import_synthesizes_only_the_registration(fixtures: Path) -> None:
+def test_import_synthesizes_the_registration_and_the_missing_start(fixtures: Path) -> None:
+    """SPEC §4.3 Importers: the registration the artifact's gates assume, and a request_started
+    at the first event of the request the artifact records no start of; nothing else."""
     result = import_artifact_trace(fixtures / "success_path/rep-001/vllm_runtime_events.jsonl")
     report = result.report
-    assert [s["event"] for s in report.synthesized] == ["claim_accepted"]
-    assert report.synthesized[0]["seq"] == 0
+    assert [(s["event"], s["seq"], s["event_sequence"]) for s in report.synthesized] == [
+        ("request_started", 0, 0), ("claim_accepted", 1, 0)]
+    first, second = result.events[:2]
+    assert (first.event, second.event) == ("request_started", "claim_accepted")  # type: ignore[attr-defined]
+    assert first.request_id == second.request_id and first.source == "residentkv.import"
+    assert any("request_started synthesized" in a for a in report.assumptions)
     accepted = [e for e in result.events if e.event == "claim_accepted"]  # type: ignore[attr-defined]
     assert len(accepted) == 1 and accepted[0].registration == "pre_registered"  # type: ignore[attr-defined]
-    # event_sequence becomes seq unchanged; dropped events leave gaps
+    # the source's order is kept and its numbers stay visible: seq = 2 * event_sequence + 1
+    # (a synthesized start takes the even number before); dropped events leave gaps
     raw = [json.loads(line)["event_sequence"] for line in
            (fixtures / "success_path/rep-001/vllm_runtime_events.jsonl").open()]
-    assert {e.seq for e in result.events} <= set(raw)
+    mapped = [e for e in result.events if e.source != "residentkv.import"]
+    assert {result.origin[e.seq] for e in mapped} <= set(raw)
+    assert all(e.seq == 2 * result.origin[e.seq] + 1 for e in mapped)
     assert report.events_in == len(raw)
-    assert report.events_out + sum(report.dropped_counts.values()) == report.events_in
+    assert report.events_out - 1 + sum(report.dropped_counts.values()) == report.events_in
     assert "offload_worker_transfer_submitted" in report.dropped
     assert "hook_scope" in report.unmapped_fields["request_initialized"]
 
@@ -84,14 +102,20 @@ def test_reproduction_table(fixtures: Path) -> None:
     by = {(r.scenario, (r.trace or "").split("/")[1] if r.trace else None, r.gate): r
           for r in rows}
     fo = "failure_outcome"
-    # SPEC §4.2: no legal run (store before any materialization, failure after the finish)
+    # SPEC §4.2: no legal run; its first illegal step is the store before any materialization
+    # (the artifact records none), not the order of its failure records (SPEC §4.3)
     boundary = by[("claimed_load_failure", "scheduler-boundary-21-event", fo)]
-    assert boundary.ours == "fail" and "legal_transitions" in boundary.reason
+    assert (boundary.ours, boundary.published, boundary.cause) == (
+        "fail", None, "before_materialization")
+    assert boundary.explained and "kv_store_started at event_sequence 2" in boundary.reason
+    assert "no published value" in boundary.reason
     for run in ("rep-001", "rep-002", "early-19-event"):
         row = by[("claimed_load_failure", run, fo)]
         assert (row.ours, row.published, row.agree, row.explained) == ("fail", "pass", False,
                                                                        True)
-        assert "after the request's termination" in row.reason
+        assert row.cause == "before_materialization"
+        assert "also missing: no_open_failure" in row.reason
+    assert unexplained(rows) == []
     for scenario in ("unclaimed_load_failure", "generic_counter_only"):
         for gate in ("observation", fo):
             assert by[(scenario, "rep-001", gate)].ours == "fail"
@@ -116,19 +140,25 @@ def test_reproduce_cli_json(fixtures: Path, capsys: pytest.CaptureFixture[str]) 
 
 def test_an_unexplained_disagreement_fails(tmp_path: Path) -> None:
     # a scenario whose published table says pass for a trace our gates fail for an
-    # undocumented reason: here the trace lacks the store entirely
+    # undocumented first cause: here the failed request finishes twice (not well formed)
     scen = tmp_path / "claimed_load_failure" / "rep-001"
     scen.mkdir(parents=True)
     src = FIXTURES / "claimed_load_failure/rep-001/vllm_runtime_events.jsonl"
     if not src.is_file():
         pytest.skip("fixtures absent")
-    lines = [line for line in src.read_text().splitlines()
-             if json.loads(line)["event"] != "offload_worker_transfer_finished"]
+    lines = src.read_text().splitlines()
+    again = json.loads(next(line for line in lines
+                            if "offload_request_finished_pending_jobs" in line))
+    again["event_sequence"] = 1 + max(json.loads(line)["event_sequence"] for line in lines)
+    lines.append(json.dumps(again))
     (scen / "vllm_runtime_events.jsonl").write_text("\n".join(lines) + "\n")
     (tmp_path / "repetitions-aggregate.json").write_text(
         (FIXTURES / "repetitions-aggregate.json").read_text())
     rows = reproduce(tmp_path)
     assert not succeeded(rows)
+    # observation's published fail agrees; failure_outcome's pass has no documented first cause
+    assert [(r.gate, r.cause) for r in unexplained(rows)] == [
+        ("failure_outcome", "trace_well_formed")]
 
 
 def test_import_cli_reports_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -151,7 +181,8 @@ def test_import_cli_reports_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "a.jsonl:4: error[T004 missing_field]" in err  # a JSON string, not an object
     assert "a.jsonl:5:2: error[T001 invalid_json]" in err
     (event,) = [json.loads(line) for line in out.read_text().splitlines()]
-    assert event["event"] == "generic_counter" and event["seq"] == 1
+    # seq = 2 * event_sequence + 1: the source's number stays visible
+    assert event["event"] == "generic_counter" and event["seq"] == 3
 
 
 # --- hostile input: the importer is strict, reproduction is never vacuous --------------------
@@ -273,13 +304,15 @@ def test_a_mixed_rate_is_reported_as_mixed(tmp_path: Path, fixtures: Path) -> No
     assert by["failure_outcome"].published == "fail"
 
 
-def test_a_disagreement_cites_only_the_affected_request(fixtures: Path) -> None:
+def test_a_disagreement_cites_only_the_request_of_its_cause(fixtures: Path) -> None:
     rows = reproduce(fixtures)
     row = next(r for r in rows if r.trace and "claimed_load_failure/rep-001" in r.trace
                and r.gate == "failure_outcome")
-    cited = row.reason.split("outcome_before_finish:")[1].split(";  ")[0]
-    # the resident request also finished; only the refused request's finish is cited
-    assert "request_finished at seq 15)" in cited
+    # the first illegal step is the resident request's store: only its events are cited, with
+    # the artifact's own sequence numbers (the reuse request's restore failure is not the cause)
+    assert ("(request 0-beccdf56: no claim_materialized; kv_store_started at event_sequence 2)"
+            in row.reason)
+    assert "1-a375d083" not in row.reason
 
 
 # --- no vacuous reproduction in any form ------------------------------------------------------

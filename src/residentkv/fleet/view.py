@@ -15,10 +15,10 @@ from typing import Any
 from residentkv.codes import lookup
 from residentkv.errors import TraceReadError
 from residentkv.fleet.model import Decision, FleetProblem
+from residentkv.model.automaton import ENDING_STATE
 from residentkv.model.vocabulary import FleetRequirement
 from residentkv.trace.gates import IllegalStep
 from residentkv.trace.reader import TraceReader
-from residentkv.trace.tracker import ENDINGS as TRACKER_ENDINGS
 
 #: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
 Event = Any
@@ -43,7 +43,7 @@ DECISION_OF: dict[str, Decision] = {
 CLAIMED_ONLY = frozenset({"claim_accepted", "claim_rejected", "claim_reused"})
 #: events that end a claim in its home stream: the lifecycle's endings, and harm (a harmed
 #: claim is no longer held, whatever its mode does next)
-ENDINGS = TRACKER_ENDINGS | {"claim_harmed"}
+ENDINGS = frozenset(ENDING_STATE)
 #: events that hand a claim's KV to a request
 HANDOVERS = frozenset({"claim_restored", "claim_reused"})
 

@@ -145,6 +145,14 @@ class ClaimLedger:
             covered += c.pinned_count
         return tuple(out)
 
+    def nameable(self, blocking: tuple[str, ...], own: ClaimRecord | None) -> tuple[str, ...]:
+        """The claims among *blocking* a refusal or deferral may name (SPEC §4.3): the
+        request's own claim (it carries it), or a hard_protected claim resident now (the
+        request conflicts with it); any other claim named there would be a smear."""
+        return tuple(cid for cid in blocking if (own is not None and cid == own.id) or (
+            (c := self._claims[cid]).active and c.pins
+            and c.claim.protection_mode is ProtectionMode.HARD_PROTECTED))
+
     def next_expiry(self) -> float | None:
         """When the next claim expires (``None`` if none will)."""
         return self._expiries[0][0] if self._expiries else None

@@ -127,7 +127,8 @@ class Scheduler:
     def refuse_waiting(self) -> None:
         """Refuse every deferred request: the run ends without resolving them."""
         for req in list(self._deferred.values()):
-            self._refuse(req, FEASIBILITY_UNRESOLVED, req.last_blocking, None, "admission")
+            named = self._ledger.nameable(req.last_blocking, req.chain.label)
+            self._refuse(req, FEASIBILITY_UNRESOLVED, named, None, "admission")
 
     def retry_deferred(self) -> None:
         """Schedule the deferred requests again (blocks or claims were freed)."""
@@ -184,10 +185,12 @@ class Scheduler:
                 self._ledger.offload(cid, req.id)
             self._schedule(req, depth + 1)
         elif decision is Decision.DEFER:
-            self._defer(req, "protected resident claims hold the blocks it needs", blocking)
+            self._defer(req, "protected resident claims hold the blocks it needs",
+                        self._ledger.nameable(blocking, own))
         else:
-            outcome = blocking[0] if len(blocking) == 1 else None
-            self._refuse(req, FEASIBILITY_CONFLICT, blocking, outcome, "admission", shortfall)
+            named = self._ledger.nameable(blocking, own)
+            outcome = named[0] if len(named) == 1 else None
+            self._refuse(req, FEASIBILITY_CONFLICT, named, outcome, "admission", shortfall)
 
     def _admit(self, req: Request, n: int, c: ClaimRecord | None, restoring: bool) -> None:
         live = c if c is not None and c.active else None

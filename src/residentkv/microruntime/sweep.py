@@ -135,7 +135,9 @@ def expected_row(usable: int, policy: str, resident: int, active: int, claim_id:
     if policy in ("native", "write_no_admit", "demote_on_conflict"):
         return SweepRow(usable, policy, conflict, "served", None, [], [])
     if policy == "expiring":
-        return SweepRow(usable, policy, conflict, "deferred", None, [claim_id], [])
+        # SPEC §4.3: the wait names no claim (only a hard_protected claim is named by a
+        # conflicting request's deferral)
+        return SweepRow(usable, policy, conflict, "deferred", None, [], [])
     if policy == "offload_resident":
         return SweepRow(usable, policy, 0, "served", None, [], [])
     return SweepRow(usable, policy, 0, "refused", conflict, [claim_id], [])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -45,3 +47,74 @@ def evaluate_predicate(spec: PredicateSpec, present: Iterable[int]) -> Predicate
     return PredicateResult(
         surviving=len(positions), leading=leading, required=spec.blocks, holds=holds
     )
+
+
+class _PredicateLike(Protocol):
+    """What an accepted predicate carries (the pydantic :class:`PredicateSpec` or the fast
+    decoder's twin of it)."""
+
+    @property
+    def kind(self) -> object: ...
+    @property
+    def blocks(self) -> int: ...
+    @property
+    def start(self) -> int | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AcceptedPredicate:
+    """The predicate a ``claim_accepted`` fixes, with the footprint it is judged in (SPEC §2,
+    §4.1, §4.2): which positions it needs, and whether a materialization's numbers prove it.
+
+    The one value every reader asks (the automaton's streaming and reference readers, the
+    gates' tracker, the observer), so the needed-positions test and the proof are written once.
+    """
+
+    kind: str
+    blocks: int
+    start: int
+    footprint: int
+
+    @classmethod
+    def of(cls, spec: _PredicateLike, footprint: int) -> AcceptedPredicate:
+        """*spec* accepted over *footprint* blocks."""
+        return cls(str(spec.kind), spec.blocks, spec.start or 0, footprint)
+
+    @property
+    def needed(self) -> range:
+        """The positions the predicate needs (a leading prefix starts at 0)."""
+        return range(self.start, self.start + self.blocks)
+
+    def needs(self, position: int | None) -> bool:
+        """Whether the predicate needs block *position*; an unknown position counts (fail
+        closed)."""
+        return position is None or self.start <= position < self.start + self.blocks
+
+    def proves(self, leading: int, surviving: int) -> bool:
+        """Whether a materialization's numbers prove the predicate (SPEC §2, §4.2).
+
+        Positions ``0 .. leading-1`` are present and position ``leading`` is not (when it is
+        inside the footprint). With ``surviving == footprint`` every position is present; with
+        ``surviving == footprint - 1`` every position but ``leading`` is. Otherwise only the
+        leading run is known. Numbers that contradict each other prove nothing (fail closed):
+        a leading run shorter than the footprint says position ``leading`` is missing, so not
+        every position can survive.
+        """
+        footprint = self.footprint
+        if leading > surviving or surviving > footprint:
+            return False
+        if leading < footprint and surviving == footprint:
+            return False
+        if self.kind != PredicateKind.CONTIGUOUS_RANGE:
+            return leading >= self.blocks
+        start, end = self.start, self.start + self.blocks
+        if end > footprint:
+            return False  # a range beyond the footprint has no positions to be present
+        if end <= leading or surviving == footprint:
+            return True
+        return surviving == footprint - 1 and not start <= leading < end
+
+    def short(self, block_count: int) -> bool:
+        """An offloaded copy of *block_count* blocks cannot hold the positions the predicate
+        needs (it could not bring the claim back)."""
+        return block_count < self.blocks

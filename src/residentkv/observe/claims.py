@@ -40,6 +40,7 @@ from residentkv.lowering.yamlio import (
     validation_findings,
 )
 from residentkv.model.claim import ResidentClaim
+from residentkv.model.predicate import AcceptedPredicate
 
 INVALID = "L030"
 TOO_SHORT = "L031"
@@ -91,9 +92,7 @@ class ObservedClaim:
     @property
     def needed(self) -> range:
         """The positions the predicate needs."""
-        p = self.claim.predicate
-        start = p.start or 0
-        return range(start, start + p.blocks)
+        return AcceptedPredicate.of(self.claim.predicate, self.claim.footprint_blocks).needed
 
 
 class ClaimsFileError(UserInputError):

@@ -22,8 +22,9 @@ def render_text(report: ImportReport, _opts: RenderOptions) -> str:
     lines += [f"  mapped      {k}: {n}" for k, n in data["mapped"].items()]
     lines += [f"  dropped     {k} x{v['count']}: {v['reason']}"
               for k, v in data["dropped"].items()]
-    lines += [f"  synthesized seq {s['seq']}: {s['event']} from {s['from']} ({s['why']})"
-              for s in data["synthesized"]]
+    lines += [f"  synthesized seq {s['seq']} (source event_sequence {s['event_sequence']}): "
+              f"{s['event']} " + (f"from {s['from']}" if "from" in s else f"before {s['before']}")
+              + f" ({s['why']})" for s in data["synthesized"]]
     lines += [f"  assumed     {a}" for a in data["assumptions"]]
     lines += [f"  unmapped fields of {k}: {', '.join(v)}"
               for k, v in data["unmapped_fields"].items() if v]

@@ -8,7 +8,7 @@ from residentkv.jsontext import json_text
 from residentkv.report.markdown import md_text
 from residentkv.report.registry import RenderOptions, reporter
 from residentkv.report.text import render_table
-from residentkv.trace.reproduce import Row, compared, succeeded
+from residentkv.trace.reproduce import Row, compared, succeeded, unexplained
 
 COLUMNS = ("scenario", "trace", "gate", "ours", "published", "agree", "reason")
 
@@ -36,8 +36,8 @@ def _summary(rows: Sequence[Row]) -> str:
     mixed = sum(1 for r in rows if (r.published or "").startswith("mixed"))
     return (f"{len(rows)} rows, {len(done)} with a published value"
             + (f" ({mixed} more with a mixed rate)" if mixed else "")
-            + f": {agree} agree, {explained} disagree with an explained reason, "
-            f"{len(done) - agree - explained} unexplained -> "
+            + f": {agree} agree, {explained} disagree explained by their first cause; "
+            f"{len(unexplained(rows))} rows unexplained -> "
             f"{'reproduced' if succeeded(rows) else 'NOT reproduced'}")
 
 

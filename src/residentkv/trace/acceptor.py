@@ -1,46 +1,52 @@
 """The streaming reader of the automaton table (:mod:`residentkv.model.automaton`).
 
-One :class:`ClaimRun` per claim and one :class:`RequestRun` per request keep the running
-answers every guard needs (the last cycle's label and request, the copy's tier, the highest
-labels so far, ...), so a step costs one table lookup and the guards of one cell: each cell
-with guards is compiled, once at import, into one function of its guards' expressions in row
-order (:data:`_GUARD_EXPR`), so a step makes one call, not one per guard. Memory is
+One :class:`Acceptor` per file: a :class:`ClaimRun` per claim and a :class:`RequestRun` per
+request keep the running answers every guard needs (the last cycle's label and request, the
+copy's tier, the claims a request carried, ...), so a step costs one table lookup and the
+guards of one cell. Each guard is a function in :data:`CLAIM_GUARDS` or :data:`REQUEST_GUARDS`;
+each cell is prepared once, at import, as its rows' functions in row order. Memory is
 O(claims + requests): no event is kept. The reference semantics reads the same table over the
 whole event list (:mod:`residentkv.trace.semantics.legal`); both must agree on every trace.
+
+Legality is per claim (SPEC §4.3): a claim's first violation is its own run's, or one of a
+request naming it (its envelope names both); another claim's illegal step on that request is
+that claim's, not this one's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from residentkv.model.automaton import (
+    CARRYING_KINDS,
     CLAIM_TABLE,
     DECIDED_AGAIN,
     HEAD_ENDINGS,
     LIVE,
+    ON_DEVICE,
     PRE,
+    REFUSALS,
     REQUEST_TABLE,
     STAY,
     Cell,
     Guard,
+    Outcome,
     Phase,
+    RequestGuard,
     RequestPhase,
     Step,
     Violation,
-    decide,
     failed_load,
     failure_chain_event,
     outcome_envelope_mismatch,
-    proves,
-    request_guard,
-    short_copy,
+    refusal_names,
     substrate_failure,
 )
 from residentkv.model.event_record import EventRecord, required_label
 from residentkv.model.events import IDENTITY_FIELDS
+from residentkv.model.predicate import AcceptedPredicate
 from residentkv.trace.streams import CLOSER, OPENER, StreamCursor, StreamEnd
 
 #: fields of claim_accepted that define the claim (with its predicate): a second acceptance may
@@ -94,21 +100,22 @@ class ClaimRun:
     across: bool = False
     #: open where the reading stopped, in a stream with no close
     live: bool = False
-    carriers: set[str | None] = field(default_factory=set)
+    #: the requests whose request_started named the claim before its decision (its intake)
+    intake: set[str | None] = field(default_factory=set)
     #: the seq and kind of the first event (a request_started or claim_submitted) that named
-    #: the claim before it was decided, and that event's request's run (it shares the
-    #: violation if the claim is never decided)
+    #: the claim before it was decided
     named_seq: int | None = None
     named_kind: str = ""
-    named_request: RequestRun | None = None
     submitted: bool = False
     submitted_scope: str | None = None
     scope: str | None = None
     definition: tuple[Any, ...] | None = None
-    predicate: tuple[str, int, int, int] | None = None  # kind, blocks, start, footprint
+    predicate: AcceptedPredicate | None = None
     top_cycle_label: int = -1
     top_copy_label: int = -1
     store_tier: str | None = None
+    #: every tier a successful store of the claim wrote to (SPEC §4.3 Copies)
+    stored_tiers: set[str] = field(default_factory=set)
     offload_tier: str | None = None
     cycle_request: str | None = None
     cycle_label: int = -1
@@ -127,15 +134,13 @@ class ClaimRun:
                         Violation.NEVER_DECIDED)
             self.own = earlier(self.own, step)
             self.record(step, settled=settled)
-            if self.named_request is not None:
-                self.named_request.violate(step, settled=settled)
             self.live = self.live or not settled
         if not settled:
             self.live = self.live or self.phase in LIVE
             return
         # a request names the claim within its own stream: the next one starts afresh
-        self.named_seq, self.named_kind, self.named_request = None, "", None
-        self.carriers = set()
+        self.named_seq, self.named_kind = None, ""
+        self.intake = set()
 
     def record(self, step: Step, *, settled: bool = True) -> None:
         """A violation of the claim, or of a request naming it (*settled*: not one only the
@@ -152,62 +157,53 @@ class ClaimRun:
         self.record(step, settled=settled)
         self.vanished = self.vanished or settled
 
-    def step(self, e: Event, scopes: dict[str, str | None],
-             request: RequestRun | None = None) -> bool:
-        """Feed one event that names this claim (*request*: the run of the request it names,
-        which shares a violation of this step with every claim it names); True when it was
-        illegal."""
-        outcome, decider, teach = _COMPILED[self.phase][e.event]
-        if decider is not None:
-            outcome = decider(self, e, scopes)
+    def step(self, e: Event, acc: Acceptor) -> bool:
+        """Feed one event that names this claim; True when it was illegal."""
+        outcome, rows, teach = _CLAIM_CELLS[self.phase][e.event]
+        if rows is not None:
+            for holds, then in rows:
+                if holds(self, e, acc):
+                    outcome = then
+                    break
         if outcome.__class__ is Violation:
             step = Step(e.seq, e.event, self.phase.value, outcome)
             self.own = earlier(self.own, step)
             self.record(step)
             if outcome in DECIDED_AGAIN:
                 self.decided_again = True
-            if request is not None:
-                request.violate(step)
             return True
         if teach is not None:
             teach(self, e)
-            if self.named_seq == e.seq and self.named_request is None:
-                self.named_request = request
         if outcome is not STAY:
-            self.phase = outcome
+            self.phase = outcome  # type: ignore[assignment]
         return False
 
-    def _needs(self, position: int | None) -> bool:
-        p = self.predicate
-        if position is None or p is None:
-            return True  # an unknown position counts (fail closed)
-        return p[2] <= position < p[2] + p[1]
-
-    def _loss(self, e: Event) -> bool:
+    def loss(self, e: Event) -> bool:
         """SPEC §4.1/§4.2: an observed loss (see :attr:`Guard.LOSS`)."""
         name = e.event
         if name == "claim_reused":
             return not e.holds
         if name == "claim_materialized":
-            return not self._proves(e)
-        if not self._needs(e.position):
+            return not self.proves(e)
+        if self.predicate is not None and not self.predicate.needs(e.position):
             return False
         held = (self.mode == "offloadable" and self.store_tier is not None and self.offloaded
                 and not self.copy_lost)
         return not held or (e.medium is not None and e.medium == self.store_tier)
 
-    def _proves(self, e: Event) -> bool:
+    def proves(self, e: Event) -> bool:
         p = self.predicate
-        return p is not None and proves(p[0], p[1], p[2], p[3], e.leading, e.surviving)
+        return p is not None and p.proves(e.leading, e.surviving)
 
 
 @dataclass(slots=True, eq=False)
 class RequestRun:
-    """One request's automaton, with the claims it named (they share its violations)."""
+    """One request's automaton, with the claims it named (they share its violations) and what
+    its guards ask: the claims it carried, the failures it had and which a refusal answered."""
 
     phase: RequestPhase = RequestPhase.NEW
-    #: the first violation of the request's own run; of it or of a claim step on it; and
-    #: the latter but for what only the reading's stop made
+    #: the first violation of the request's own run; the first of its run, shared with every
+    #: claim it names; and the latter but for what only the reading's stop made
     own: Step | None = None
     violation: Step | None = None
     settled: Step | None = None
@@ -215,26 +211,64 @@ class RequestRun:
     #: the first failure-chain event of the request (it must finish in the stream)
     failure_seq: int | None = None
     failure_kind: str | None = None
+    #: SPEC §4.3: the claims it carried (its claim_accepted, lookup, restore or reuse named
+    #: it); the claims a failure named on it before its finish, and those a refusal of it
+    #: then answered; the load jobs it started, by claim
+    carried: set[str] | None = None
+    failing: set[str] | None = None
+    answered: set[str] | None = None
+    jobs: dict[int | str, str | None] | None = None
 
-    def step(self, e: Event) -> bool:
+    def step(self, e: Event, acc: Acceptor) -> bool:
         """Feed one event that names this request; True when it was illegal."""
         name = e.event
-        cell = _REQUEST_CELLS[self.phase][name]
-        if self.failure_seq is None:
-            failure = _FAILURE_CHECKS.get(name)
-            if failure is not None and failure(e):
-                self.failure_seq, self.failure_kind = e.seq, name
-        if cell is _STAY_CELL:
-            return False
-        outcome = cell[0][1] if len(cell) == 1 else decide(cell, partial(request_guard, event=e))
+        if self.failure_seq is None and name in _FAILURE_KINDS and failure_chain_event(e):
+            self.failure_seq, self.failure_kind = e.seq, name
+        outcome, rows, _ = _REQUEST_CELLS[self.phase][name]
+        if rows is not None:
+            for holds, then in rows:
+                if holds(self, e, acc):
+                    outcome = then
+                    break
+        if name in _REQUEST_TEACHING:
+            self._learn(e, name)
         if outcome.__class__ is Violation:
-            step = Step(e.seq, e.event, self.phase.value, outcome)
+            step = Step(e.seq, name, self.phase.value, outcome)
             self.own = earlier(self.own, step)
             self.violate(step)
             return True
         if outcome is not STAY:
             self.phase = outcome  # type: ignore[assignment]
         return False
+
+    def _learn(self, e: Event, name: str) -> None:
+        """What the request's guards ask of its later events (learnt from every event that
+        names it, legal or not, as the reference reads it)."""
+        cid = e.claim_id
+        if name in CARRYING_KINDS:
+            if cid is not None:
+                if self.carried is None:
+                    self.carried = set()
+                self.carried.add(cid)
+            return
+        if name == "kv_load_started":
+            if e.job_id is not None:
+                if self.jobs is None:
+                    self.jobs = {}
+                self.jobs[e.job_id] = cid
+            return
+        if self.phase is RequestPhase.FINISHED:
+            return  # after the finish nothing answers a failure any more
+        if name == "active_request_refused":
+            outcome = e.outcome_claim_id
+            if outcome is not None and self.failing and outcome in self.failing:
+                if self.answered is None:
+                    self.answered = set()
+                self.answered.add(outcome)
+        elif cid is not None and substrate_failure(e):
+            if self.failing is None:
+                self.failing = set()
+            self.failing.add(cid)
 
     def end(self, how: StreamEnd = StreamEnd.CLOSED) -> None:
         """The stream ended: a request with a failure chain must have finished in it. A
@@ -272,100 +306,147 @@ class RequestRun:
                 run.violation = earlier(run.violation, self.violation)
                 run.settled = earlier(run.settled, self.settled)
 
+    def carries(self, claim: str) -> bool:
+        """Whether the request carried *claim* (SPEC §4.3)."""
+        return self.carried is not None and claim in self.carried
 
-# ------------------------------------------------------------------ compiled forms of the table
+
+# ------------------------------------------------------------------ the claim guards
 def _copy_tier(r: ClaimRun) -> str | None:
     return r.offload_tier if r.store_tier is None else r.store_tier
 
 
-def _carrier_scope(r: ClaimRun, e: Event, scopes: dict[str, str | None]) -> bool:
+def _label(e: Event) -> int | None:
+    label: int | None = getattr(e, "generation", None)
+    return label
+
+
+def _carrier_scope(r: ClaimRun, e: Event, acc: Acceptor) -> bool:
     mine = e.owner_scope if e.owner_scope is not None else r.submitted_scope
     rid = e.request_id
-    theirs = None if rid is None else scopes.get(rid)
+    theirs = None if rid is None else acc.scopes.get(rid)
     return mine is not None and theirs is not None and str(theirs) != str(mine)
 
 
-def _short_copy(r: ClaimRun, e: Event) -> bool:
-    p = r.predicate
-    return p is None or short_copy(e.block_count, p[1])
+def _foreign_scope(r: ClaimRun, e: Event, acc: Acceptor) -> bool:
+    """SPEC §4.2, §4.3: the request's declared owner scope is not the claim's (a request
+    without one never restores a scoped claim; a scoped one never an unscoped claim)."""
+    rid = e.request_id
+    theirs = None if rid is None else acc.scopes.get(rid)
+    return theirs != r.scope
 
 
-#: every claim guard as a Python expression over the claim's running facts ``r``, the event
-#: ``e`` and the requests' owner scopes ``s`` (see :class:`Guard`); each cell of the table is
-#: compiled into one function of its guards' expressions, in row order (below)
-_GUARD_EXPR: dict[Guard, str] = {
-    Guard.FOREIGN_SCOPE: "r.scope is not None and (e.request_id is None"
-                         " or s.get(e.request_id) != r.scope)",
-    Guard.OTHER_REQUEST: "e.request_id != r.cycle_request",
-    Guard.OTHER_LABEL: "(g := getattr(e, 'generation', None)) is not None and g != r.cycle_label",
-    Guard.UNNAMED_FAILURE: "e.request_id is None and substrate_failure(e)",
-    Guard.FAILED_LOAD: "failed_load(e)",
-    Guard.SAME_TIER: "e.from_tier == e.to_tier",
-    Guard.LABEL_BELOW: "(g := getattr(e, 'generation', None)) is not None"
-                       " and g < r.top_cycle_label",
-    Guard.LABEL_NOT_NEW: "(g := required_label(e)) <= r.top_cycle_label or g < r.top_copy_label",
-    Guard.WRONG_TIER: "(c := _copy_tier(r)) is None or e.from_tier != c",
-    Guard.FALLBACK: "e.source == 'fallback_recompute'",
-    Guard.HOLDS_CONTRADICTED: "bool(e.holds) != r._proves(e)",
-    Guard.PROVEN: "r._proves(e)",
-    Guard.BEST_EFFORT: "str(e.protection_mode) == 'best_effort'",
-    Guard.NOT_CARRIER: "any(c != e.request_id for c in r.carriers)",
-    Guard.CHANGED_DEFINITION: "defining(e) != r.definition",
-    Guard.LOSS: "r._loss(e)",
-    Guard.NOT_OFFLOADED: "not r.offloaded",
-    Guard.OUTCOME_ENVELOPE: "outcome_envelope_mismatch(e)",
-    Guard.CARRIER_SCOPE: "_carrier_scope(r, e, s)",
-    Guard.SHORT_COPY: "_short_copy(r, e)",
-    Guard.LOAD_TIER: "(t := getattr(e, 'from_tier', None)) is not None and t != _copy_tier(r)",
-    Guard.FOREIGN_JOB: "(j := getattr(e, 'job_id', None)) is not None and j not in r.cycle_jobs",
-    Guard.EARLIER_INCARNATION: "r.across",
+def _label_below(r: ClaimRun, e: Event, acc: Acceptor) -> bool:
+    g = _label(e)
+    return g is not None and g < r.top_cycle_label
+
+
+def _label_not_new(r: ClaimRun, e: Event, acc: Acceptor) -> bool:
+    g = required_label(e)
+    return g <= r.top_cycle_label or g < r.top_copy_label
+
+
+def _other_label(r: ClaimRun, e: Event, acc: Acceptor) -> bool:
+    g = _label(e)
+    return g is not None and g != r.cycle_label
+
+
+def _load_tier(r: ClaimRun, e: Event, acc: Acceptor) -> bool:
+    tier = getattr(e, "from_tier", None)
+    return tier is not None and tier != _copy_tier(r)
+
+
+def _foreign_job(r: ClaimRun, e: Event, acc: Acceptor) -> bool:
+    job = getattr(e, "job_id", None)
+    return job is not None and job not in r.cycle_jobs
+
+
+def _off_carrier(r: ClaimRun, e: Event, acc: Acceptor) -> bool:
+    """SPEC §4.3: a refusal or deferral naming the claim, on a request that did not carry it,
+    and no conflict with a hard_protected claim resident on the device."""
+    rid = e.request_id
+    req = None if rid is None else acc.requests.get(rid)
+    if req is not None and req.carries(r.claim_id):
+        return False
+    return not (r.mode == "hard_protected" and r.phase in ON_DEVICE)
+
+
+def _late_record(r: ClaimRun, e: Event, acc: Acceptor) -> bool:
+    """SPEC §4.3: the report of the failed cycle's invalid blocks, after the claim failed
+    closed: on the cycle's request, naming a job the cycle started."""
+    job = e.job_id
+    return (e.request_id is not None and e.request_id == r.cycle_request and job is not None
+            and job in r.cycle_jobs)
+
+
+ClaimGuardFn = Callable[[ClaimRun, Event, "Acceptor"], bool]
+#: every claim guard (see :class:`~residentkv.model.automaton.Guard`) as a function of the
+#: claim's running facts, the event and the acceptor (the requests' scopes and carried claims)
+CLAIM_GUARDS: dict[Guard, ClaimGuardFn] = {
+    Guard.BEST_EFFORT: lambda r, e, acc: str(e.protection_mode) == "best_effort",
+    Guard.NOT_CARRIER: lambda r, e, acc: any(c != e.request_id for c in r.intake),
+    Guard.CHANGED_DEFINITION: lambda r, e, acc: defining(e) != r.definition,
+    Guard.HOLDS_CONTRADICTED: lambda r, e, acc: bool(e.holds) != r.proves(e),
+    Guard.PROVEN: lambda r, e, acc: r.proves(e),
+    Guard.SAME_TIER: lambda r, e, acc: e.from_tier == e.to_tier,
+    Guard.LABEL_BELOW: _label_below,
+    Guard.LABEL_NOT_NEW: _label_not_new,
+    Guard.WRONG_TIER: lambda r, e, acc: (c := _copy_tier(r)) is None or e.from_tier != c,
+    Guard.FOREIGN_SCOPE: _foreign_scope,
+    Guard.OTHER_REQUEST: lambda r, e, acc: e.request_id != r.cycle_request,
+    Guard.OTHER_LABEL: _other_label,
+    Guard.UNNAMED_FAILURE: lambda r, e, acc: e.request_id is None and substrate_failure(e),
+    Guard.FAILED_LOAD: lambda r, e, acc: failed_load(e),
+    Guard.FALLBACK: lambda r, e, acc: e.source == "fallback_recompute",
+    Guard.LOSS: lambda r, e, acc: r.loss(e),
+    Guard.NOT_OFFLOADED: lambda r, e, acc: not r.offloaded,
+    Guard.OUTCOME_ENVELOPE: lambda r, e, acc: outcome_envelope_mismatch(e),
+    Guard.CARRIER_SCOPE: _carrier_scope,
+    Guard.SHORT_COPY: lambda r, e, acc: r.predicate is None or r.predicate.short(e.block_count),
+    Guard.NO_STORE: lambda r, e, acc: e.to_tier not in r.stored_tiers,
+    Guard.LOAD_TIER: _load_tier,
+    Guard.FOREIGN_JOB: _foreign_job,
+    Guard.EARLIER_INCARNATION: lambda r, e, acc: r.across,
+    Guard.OFF_CARRIER: _off_carrier,
+    Guard.LATE_RECORD: _late_record,
 }
-#: what the expressions call
-_GUARD_NAMES: dict[str, Any] = {
-    "substrate_failure": substrate_failure, "failed_load": failed_load,
-    "required_label": required_label, "defining": defining,
-    "outcome_envelope_mismatch": outcome_envelope_mismatch, "_copy_tier": _copy_tier,
-    "_carrier_scope": _carrier_scope, "_short_copy": _short_copy}
-_ALWAYS = Guard.ALWAYS
-#: the table by state, then by event kind (one lookup less per event than the pair key)
-STAY_CELL = _STAY_CELL = ((Guard.ALWAYS, STAY),)
-CLAIM_CELLS = _CLAIM_CELLS = {
-    p: {k: (_STAY_CELL if c == _STAY_CELL else c) for (q, k), c in CLAIM_TABLE.items()
-        if q is p} for p in Phase}
-REQUEST_CELLS = _REQUEST_CELLS = {
-    p: {k: (_STAY_CELL if c == _STAY_CELL else c) for (q, k), c in REQUEST_TABLE.items()
-        if q is p} for p in RequestPhase}
-#: event kinds a failure chain may hold (``failure_chain_event`` decides)
-FAILURE_KINDS = _FAILURE_KINDS = frozenset({
-    "kv_load_finished", "kv_load_failed", "scheduler_load_failure", "claim_restore_failed",
-    "active_request_refused"})
 
 
-def _load_finished_failed(e: Event) -> bool:
-    return not getattr(e, "success", True)
+# ------------------------------------------------------------------ the request guards
+def _late(q: RequestRun, e: Event, acc: Acceptor) -> bool:
+    """SPEC §4.3: a late record of a failure a refusal of this request answered before its
+    finish: the failed job's invalid blocks, the claim's restore failure, the refusal again."""
+    answered = q.answered
+    if not answered:
+        return False
+    name = e.event
+    if name == "claim_restore_failed":
+        return e.claim_id in answered
+    if name == "active_request_refused":
+        return e.outcome_claim_id in answered
+    job = e.job_id
+    claim = None if job is None or q.jobs is None else q.jobs.get(job)
+    return claim is not None and claim in answered and e.claim_id in (None, claim)
 
 
-#: kind -> whether an event of it is part of a failure chain (``failure_chain_event``, asked
-#: of its kind alone)
-_FAILURE_CHECKS: dict[str, Callable[[Event], bool]] = {
-    **dict.fromkeys(_FAILURE_KINDS, failure_chain_event),
-    "kv_load_finished": _load_finished_failed}
-#: event kinds whose legal step teaches a guard something (see ``ClaimRun._apply``)
-TEACHING = _TEACHING = frozenset({"request_started", "claim_submitted", "claim_accepted",
-                       "kv_store_started", "kv_store_finished", "claim_offloaded",
-                       "block_evicted", "claim_restore_required", "kv_load_started"})
-#: state -> kinds whose step must run (not a plain "stay", or it teaches a guard something);
-#: the pass skips the others inline
-CLAIM_STEPS: dict[Phase, frozenset[str]] = {
-    p: frozenset(k for k, c in cells.items() if c is not _STAY_CELL or k in _TEACHING)
-    for p, cells in _CLAIM_CELLS.items()}
-REQUEST_STEPS: dict[RequestPhase, frozenset[str]] = {
-    p: frozenset(k for k, c in cells.items() if c is not _STAY_CELL or k in _FAILURE_KINDS)
-    for p, cells in _REQUEST_CELLS.items()}
+RequestGuardFn = Callable[[RequestRun, Event, "Acceptor"], bool]
+#: every request guard (see :class:`~residentkv.model.automaton.RequestGuard`)
+REQUEST_GUARDS: dict[RequestGuard, RequestGuardFn] = {
+    RequestGuard.SERVED: lambda q, e, acc: e.status == "served",
+    RequestGuard.OUTCOME_ENVELOPE: lambda q, e, acc: outcome_envelope_mismatch(e),
+    RequestGuard.UNCLAIMED_BRANCH: lambda q, e, acc: e.claim_id is None,
+    RequestGuard.FAILED_LOAD: lambda q, e, acc: not e.success,
+    RequestGuard.CARRIED_STORE: lambda q, e, acc: e.claim_id is not None and q.carries(
+        e.claim_id),
+    RequestGuard.LATE_RECORD: _late,
+}
+assert set(CLAIM_GUARDS) == set(Guard) and set(REQUEST_GUARDS) == set(RequestGuard)
+
+
 # ------------------------------------------------------------- what a legal step teaches
 def _teach_started(r: ClaimRun, e: Event) -> None:
-    if r.phase in (Phase.START, Phase.SUBMITTED):
-        r.carriers.add(e.request_id)
+    if r.phase in PRE:
+        r.intake.add(e.request_id)
         _teach_named(r, e)
 
 
@@ -384,14 +465,13 @@ def _teach_submitted(r: ClaimRun, e: Event) -> None:
 def _teach_accepted(r: ClaimRun, e: Event) -> None:
     if r.definition is None:
         r.definition = defining(e)
-        p = e.predicate
-        r.predicate = (str(p.kind), p.blocks, p.start or 0, e.footprint_blocks)
+        r.predicate = AcceptedPredicate.of(e.predicate, e.footprint_blocks)
         r.scope = e.owner_scope if e.owner_scope is not None else r.submitted_scope
         r.mode = str(e.protection_mode)
 
 
 def _teach_copy_label(r: ClaimRun, e: Event) -> None:
-    gen = getattr(e, "generation", None)
+    gen = _label(e)
     if gen is not None and gen > r.top_copy_label:
         r.top_copy_label = gen
 
@@ -400,6 +480,8 @@ def _teach_store_finished(r: ClaimRun, e: Event) -> None:
     _teach_copy_label(r, e)
     if e.success:
         r.store_tier, r.copy_lost = e.to_tier, False
+        if e.to_tier is not None:
+            r.stored_tiers.add(e.to_tier)
 
 
 def _teach_offloaded(r: ClaimRun, e: Event) -> None:
@@ -408,7 +490,8 @@ def _teach_offloaded(r: ClaimRun, e: Event) -> None:
 
 
 def _teach_evicted(r: ClaimRun, e: Event) -> None:
-    if e.medium is not None and e.medium == r.store_tier and r._needs(e.position):
+    p = r.predicate
+    if e.medium is not None and e.medium == r.store_tier and (p is None or p.needs(e.position)):
         r.copy_lost = True
 
 
@@ -424,7 +507,7 @@ def _teach_load_started(r: ClaimRun, e: Event) -> None:
 
 
 Teach = Callable[[ClaimRun, Event], None]
-#: what a legal step of each teaching kind tells the guards
+#: what a legal step of each teaching kind tells the claim's guards
 _TEACH: dict[str, Teach] = {
     "request_started": _teach_started,
     "claim_submitted": _teach_submitted,
@@ -436,38 +519,131 @@ _TEACH: dict[str, Teach] = {
     "claim_restore_required": _teach_restore_required,
     "kv_load_started": _teach_load_started,
 }
-assert frozenset(_TEACH) == _TEACHING
 
 
-# ------------------------------------------------------------------ the compiled claim table
-Decider = Callable[[ClaimRun, Event, dict[str, str | None]], Any]
+# ------------------------------------------------------------------ the prepared tables
+Prepared = tuple[Outcome, tuple[tuple[Any, Outcome], ...] | None, Any]
 
 
-def _decider(cell: Cell) -> Decider | None:
-    """The cell as one function: the first row whose guard holds decides; None for a cell of
-    one ALWAYS row. The guards' expressions are inlined in row order (one call per step
-    instead of one per guard)."""
-    *guarded, (last, default) = cell
-    assert last is _ALWAYS, "every cell ends with an ALWAYS row"
-    if not guarded:
-        return None
-    names = {**_GUARD_NAMES, "default": default}
-    body = ["def decide(r, e, s):"]
-    for i, (guard, outcome) in enumerate(guarded):
-        names[f"o{i}"] = outcome
-        body += [f"    if {_GUARD_EXPR[guard]}:", f"        return o{i}"]
-    body.append("    return default")
-    where = f"<automaton cell: {', '.join(g.value for g, _ in guarded)}>"
-    exec(compile("\n".join(body), where, "exec"), names)
-    decide: Decider = names["decide"]
-    return decide
+def _prepare(cell: Cell[Any], guards: dict[Any, Any], teach: Any) -> Prepared:
+    """A cell as (its unguarded outcome, its guarded rows as (function, outcome) in row order,
+    or None when it has none, and what a legal step teaches)."""
+    *guarded, (_, default) = cell
+    rows = tuple((guards[g], outcome) for g, outcome in guarded) or None
+    return default, rows, teach
 
 
-#: state -> kind -> (the outcome of a cell of one ALWAYS row, else the cell's decider, and what
-#: a legal step of the kind teaches)
-_COMPILED: dict[Phase, dict[str, tuple[Any, Decider | None, Teach | None]]] = {
-    p: {k: (cell[-1][1], _decider(cell), _TEACH.get(k)) for k, cell in cells.items()}
+#: state -> kind -> the prepared cell (one lookup less per event than the pair key)
+_CLAIM_CELLS: dict[Phase, dict[str, Prepared]] = {
+    p: {k: _prepare(c, CLAIM_GUARDS, _TEACH.get(k)) for (q, k), c in CLAIM_TABLE.items()
+        if q is p} for p in Phase}
+_REQUEST_CELLS: dict[RequestPhase, dict[str, Prepared]] = {
+    p: {k: _prepare(c, REQUEST_GUARDS, None) for (q, k), c in REQUEST_TABLE.items() if q is p}
+    for p in RequestPhase}
+#: event kinds a failure chain may hold (``failure_chain_event`` decides)
+_FAILURE_KINDS = frozenset({"kv_load_finished", "kv_load_failed", "scheduler_load_failure",
+                            "claim_restore_failed", "active_request_refused"})
+#: kinds a request learns from (see ``RequestRun._learn``)
+_REQUEST_TEACHING = CARRYING_KINDS | {"kv_load_started", "active_request_refused",
+                                      "kv_store_finished", "kv_load_finished", "kv_load_failed",
+                                      "scheduler_load_failure"}
+
+
+def _plain_stay(prepared: Prepared) -> bool:
+    return prepared[0] is STAY and prepared[1] is None
+
+
+#: state -> kinds whose step must run (not a plain "stay", or it teaches a guard something);
+#: a pass skips the others inline
+CLAIM_STEPS: dict[Phase, frozenset[str]] = {
+    p: frozenset(k for k, c in cells.items() if not _plain_stay(c) or c[2] is not None)
     for p, cells in _CLAIM_CELLS.items()}
+REQUEST_STEPS: dict[RequestPhase, frozenset[str]] = {
+    p: frozenset(k for k, c in cells.items()
+                 if not _plain_stay(c) or k in _FAILURE_KINDS or k in _REQUEST_TEACHING)
+    for p, cells in _REQUEST_CELLS.items()}
+
+
+# ------------------------------------------------------------------ one file's acceptor
+class Acceptor:
+    """The automaton over one file, fed event by event: :meth:`place` for what opens or
+    closes a stream (and every event while :attr:`slow`), then :meth:`step` for every event.
+    Forgetting what is kept per request when a stream ends is the caller's
+    (:meth:`forget_requests`)."""
+
+    __slots__ = ("claims", "files", "requests", "scopes")
+
+    def __init__(self) -> None:
+        self.claims: dict[str, ClaimRun] = {}
+        self.requests: dict[str, RequestRun] = {}
+        #: request -> the owner scope its first request_started declared (None: none)
+        self.scopes: dict[str, str | None] = {}
+        self.files = Incarnations()
+
+    def claim(self, claim_id: str) -> ClaimRun:
+        run = self.claims.get(claim_id)
+        if run is None:
+            run = self.claims[claim_id] = ClaimRun(claim_id)
+        return run
+
+    def runs(self) -> Iterator[ClaimRun]:
+        return iter(self.claims.values())
+
+    @property
+    def slow(self) -> bool:
+        """Whether the next event must be placed whatever it is (see :class:`Incarnations`)."""
+        return self.files.slow
+
+    def place(self, e: Event, previous: int) -> Placed:
+        """Place *e* (an opener or closer, or any event while :attr:`slow`) among the file's
+        streams; *previous* is the position of the event before it. A stream it ends is ended
+        here (its accepting conditions); the caller forgets its requests."""
+        placed = self.files.place(e, previous, self.runs)
+        if placed.ended is not None:
+            end_stream(self.requests.values(), self.runs(), placed.ended)
+        return placed
+
+    def finish(self) -> tuple[StreamEnd, list[ClaimRun] | None]:
+        """The reading stopped: the last stream's accepting conditions; how it ended and the
+        claims of the head window the reading stopped in, if it did."""
+        how, head = self.files.finish()
+        end_stream(self.requests.values(), self.runs(), how)
+        return how, head
+
+    def forget_requests(self) -> None:
+        """Requests and their scopes are per stream (a restarted engine numbers them afresh)."""
+        self.requests.clear()
+        self.scopes.clear()
+
+    def step(self, e: Event) -> bool:
+        """Feed *e* (at its position) to the run of the request it names, then of each claim it
+        names; True when a step was illegal or it began its request's failure chain."""
+        name, rid, cid = e.event, e.request_id, e.claim_id
+        req = None
+        kept = False
+        if rid is not None:
+            req = self.requests.get(rid)
+            if req is None:
+                req = self.requests[rid] = RequestRun()
+            if name == "request_started" and rid not in self.scopes:
+                self.scopes[rid] = e.owner_scope
+            if name in REQUEST_STEPS[req.phase]:
+                chain = req.failure_seq
+                kept = req.step(e, self) or (chain is None and req.failure_seq is not None)
+        if cid is not None:
+            run = self.claims.get(cid)
+            if run is None:
+                run = self.claims[cid] = ClaimRun(cid)
+            if name in CLAIM_STEPS[run.phase]:
+                kept = run.step(e, self) or kept
+            if req is not None:
+                req.names(run)
+        if name in REFUSALS:
+            # SPEC §4.3: a refusal or deferral is a step of every claim it names
+            for other in refusal_names(e):
+                if other != cid:
+                    kept = self.claim(other).step(e, self) or kept
+        return kept
 
 
 # ------------------------------------------------------------ several streams in one file
@@ -532,17 +708,15 @@ class Placed:
     event: Event
     #: the claims of the head window that closed just before it (settled), if one did
     head: list[ClaimRun] | None = None
-    #: it opened the next stream: how the previous one ended (the caller ends it)
+    #: it opened the next stream: how the previous one ended
     ended: StreamEnd | None = None
 
 
 class Incarnations:
-    """The automaton's side of a file of several streams (SPEC §9.1): a pass hands it the
-    file's first event, every opener and closer, and every event while :attr:`slow` (a later
-    stream's, or one of a head window); it places each at its position, makes the claims open
-    at a ``stream_closed`` vanish, and keeps the head window of a stream opened after another.
-    Ending a stream's requests and claims (:func:`end_stream`) and forgetting what is kept per
-    request are the caller's."""
+    """The automaton's side of a file of several streams (SPEC §9.1): it places the file's
+    first event, every opener and closer, and every event while :attr:`slow` (a later
+    stream's, or one of a head window) at its position, makes the claims open at a
+    ``stream_closed`` vanish, and keeps the head window of a stream opened after another."""
 
     __slots__ = ("cursor", "head")
 
@@ -558,7 +732,7 @@ class Incarnations:
 
     def place(self, e: Event, previous: int, runs: Callable[[], Iterable[ClaimRun]]) -> Placed:
         """Place *e*, which follows the event at position *previous*; *runs* gives every claim
-        run the pass keeps."""
+        run."""
         cursor = self.cursor
         head = None
         if cursor.opens(e):

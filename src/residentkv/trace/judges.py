@@ -60,8 +60,8 @@ def _common(facts: StreamFacts, t: ClaimTrack, well_formed: bool) -> Seqs:
     if not t.unstable():
         ok[R.STABLE_IDENTITY] = []
     p = identity.predicate
-    if (p is not None and identity.first_predicate_id == p[0]
-            and identity.required_values <= {p[2]}):
+    if (p is not None and identity.first_predicate_id == identity.predicate_id
+            and identity.required_values <= {p.blocks}):
         ok[R.PREDICATE_FIXED] = [identity.accepted_seq or 0]
     if t.run.violation is None and not t.unpromised_loss():
         ok[R.LEGAL_TRANSITIONS] = []

@@ -4,11 +4,14 @@ Every trace under the fixtures folder is imported (dialect ``resident-kv-artifac
 by our gates. The published value of each (trace, gate) is read from the run's own
 ``summary.json`` where it has one, else from the artifact's aggregate files; an aggregate rate
 that is neither all-pass nor all-fail is reported as *mixed* (it says nothing about one run).
-Disagreements are never bent away: each carries a reason built from the requirement ids our
-gate found missing and the seqs of the affected request's events. A disagreement whose missing
-requirements have no documented explanation is *unexplained* and makes the command fail; so
-does a run in which nothing could be compared (no vacuous reproduction): a scenario without a
-trace, or a trace that names no claim, is never a reproduced row, whatever the table says.
+Disagreements are never bent away: each is explained by its true first cause, the one that
+decides our verdict — the first illegal step of the run (SPEC §4.2–§4.3), or else the first
+requirement the gate asks that the trace does not meet — with the artifact's own sequence
+numbers of the events it cites; the other missing requirements follow as "also missing". A row
+whose deciding cause has no documented explanation is *unexplained* and makes the command fail
+(a row with no published value to compare with, too); so does a run in which nothing could be
+compared (no vacuous reproduction): a scenario without a trace, or a trace that names no
+claim, is never a reproduced row, whatever the table says.
 """
 
 from __future__ import annotations
@@ -26,8 +29,11 @@ from ruamel.yaml import YAML
 from residentkv.errors import UserInputError
 from residentkv.limits import MAX_JSON_DEPTH, json_depth_ok, read_bounded
 from residentkv.model.events import Envelope
+from residentkv.model.vocabulary import GateName
 from residentkv.trace.gates import GateResult, check_events
 from residentkv.trace.importers import DIALECTS
+from residentkv.trace.importers.base import ImportResult
+from residentkv.trace.registry import GATES
 
 MIXED = "mixed"
 
@@ -46,11 +52,15 @@ class Row:
     reason: str
     #: a gate judged a claim of a trace here (no trace, or a claimless one, judges nothing)
     judged: bool = True
+    #: what decides our failing verdict: a violation (the first illegal step) or the first
+    #: missing requirement; None when ours passes or nothing was judged
+    cause: str | None = None
 
     def to_json_obj(self) -> dict[str, Any]:
         return {"scenario": self.scenario, "trace": self.trace, "gate": self.gate,
                 "ours": self.ours, "published": self.published, "agree": self.agree,
-                "explained": self.explained, "reason": self.reason, "judged": self.judged}
+                "explained": self.explained, "reason": self.reason, "judged": self.judged,
+                "cause": self.cause}
 
 
 def load_manifest() -> dict[str, Any]:
@@ -124,9 +134,14 @@ def _json_file(path: Path) -> Any:
         return None
 
 
-def _affected(events: list[Envelope], claim: str) -> set[str]:
-    """The request(s) a disagreement is about: the one whose restore of *claim* failed, else
-    the one that had to restore it, else every request that carried the claim."""
+def _requests(events: list[Envelope], claim: str, at: int | None) -> set[str]:
+    """The request(s) a cause is about: the one the illegal event at seq *at* names; else the
+    one whose restore of *claim* failed, else the one that had to restore it, else every
+    request that carried the claim."""
+    if at is not None:
+        found = {e.request_id for e in events if e.seq == at and e.request_id}
+        if found:
+            return found
     for kinds in (("claim_restore_failed", "kv_load_failed"), ("claim_restore_required",)):
         found = {e.request_id for e in events if e.claim_id == claim and e.request_id
                  and e.event in kinds}  # type: ignore[attr-defined]
@@ -135,42 +150,47 @@ def _affected(events: list[Envelope], claim: str) -> set[str]:
     return {e.request_id for e in events if e.claim_id == claim and e.request_id}
 
 
-def _seqs(events: list[Envelope], event_types: list[str], claim: str) -> str:
-    """Seqs of each cited event type among the affected request's events only (another
-    request's refusal or finish says nothing about this one)."""
-    requests = _affected(events, claim)
+def _seqs(imported: ImportResult, event_types: list[str], claim: str, at: int | None) -> str:
+    """The artifact's own sequence numbers of each cited event type among the concerned
+    request's events only (another request's refusal or finish says nothing about this one)."""
+    events = imported.events
+    requests = _requests(events, claim, at)
     mine = [e for e in events if e.request_id in requests]
     found = []
     for t in event_types:
-        seqs = [str(e.seq) for e in mine if e.event == t]  # type: ignore[attr-defined]
-        found.append(f"{t} at seq {', '.join(seqs)}" if seqs else f"no {t}")
+        seqs = [str(imported.origin.get(e.seq, e.seq)) for e in mine
+                if e.event == t]  # type: ignore[attr-defined]
+        found.append(f"{t} at event_sequence {', '.join(seqs)}" if seqs else f"no {t}")
     return f"request {', '.join(sorted(requests)) or '(none)'}: " + "; ".join(found)
 
 
-def _reason(result: GateResult | None, events: list[Envelope], manifest: dict[str, Any],
-            agree: bool) -> tuple[str, bool]:
-    if result is None:
-        # a claimless trace shows nothing: it may agree with a published fail, but a published
-        # pass it cannot explain (the table saw something this trace does not hold)
-        if agree:
-            return "the trace names no claim: there is nothing a gate could show", True
-        return ("the trace names no claim, yet the table says pass: nothing in this trace "
-                "explains the disagreement"), False
-    if agree:
-        return "agrees", True
-    if result.passed:
-        return "ours pass where the artifact's table says fail", False
-    explanations = manifest["explanations"]
-    parts = []
-    for req in result.missing:
-        entry = explanations.get(req)
-        if entry is None:
-            parts.append(f"{req}: no documented explanation")
-            continue
-        parts.append(f"{req}: {entry['because']} "
-                     f"({_seqs(events, entry['cite'], result.claim_id)})")
-    explained = all(r in explanations for r in result.missing)
-    return "; ".join(parts), explained
+def _cause(result: GateResult, imported: ImportResult,
+           manifest: dict[str, Any]) -> tuple[str, str, bool]:
+    """What decides a failing verdict (its id, the sentence saying why, whether it is
+    documented): the first illegal step, else the first requirement the gate asks that is
+    missing; the rest follow as "also missing"."""
+    order = [r.value for r in GATES[GateName(result.gate)].requirements]
+    missing = sorted(result.missing, key=lambda r: order.index(r) if r in order else len(order))
+    first, rest = missing[0], missing[1:]
+    step = result.illegal if first == "legal_transitions" else None
+    if step is not None:
+        entry = manifest["violations"].get(step.violation)
+        where = imported.origin.get(step.seq, step.seq)
+        head = (f"legal_transitions: the first illegal step is {step.event} at event_sequence "
+                f"{where} in state {step.state}, {step.violation}")
+        cause = step.violation
+    else:
+        entry = manifest["explanations"].get(first)
+        head, cause = first, first
+    if entry is None:
+        text = f"{head}: no documented explanation"
+    else:
+        at = step.seq if step is not None else None
+        text = (f"{head}: {entry['because']} "
+                f"({_seqs(imported, entry['cite'], result.claim_id, at)})")
+    if rest:
+        text += f"; also missing: {', '.join(rest)}"
+    return cause, text, entry is not None
 
 
 def _trace_rows(root: Path, trace: Path, manifest: dict[str, Any]) -> list[Row]:
@@ -184,18 +204,27 @@ def _trace_rows(root: Path, trace: Path, manifest: dict[str, Any]) -> list[Row]:
         result = next((r for r in mine if r.passed), mine[0] if mine else None)
         ours = "pass" if result is not None and result.passed else "fail"
         published, where = _published(root, manifest, scenario, run_dir, gate)
+        cause = None
+        if result is None:
+            why, explained = "the trace names no claim", published != "pass"
+        elif result.passed:
+            why = ("ours pass where the artifact's table says fail" if published == "fail"
+                   else "ours pass")
+            explained = published != "fail"
+        else:
+            cause, why, explained = _cause(result, imported, manifest)
         if published is None or published.startswith(MIXED):
-            why = (f"missing {', '.join(result.missing)}" if result is not None
-                   else "the trace names no claim")
             value = (f"the published rate {published.split()[1]} is mixed" if published
                      else f"no published value ({where})")
-            reason, explained = f"{value}: nothing to compare for this trace; ours {ours}" + (
-                f" ({why})" if ours == "fail" else ""), True
+            reason = f"{value}: nothing to compare for this trace; ours {ours}: {why}"
         else:
-            reason, explained = _reason(result, imported.events, manifest, published == ours)
-            reason += f" [published: {where}]"
+            reason = ("agrees: " if published == ours else "") + why + f" [published: {where}]"
+            if result is None and published == "pass":
+                reason = ("the trace names no claim, yet the table says pass: nothing in this "
+                          f"trace explains the disagreement [published: {where}]")
         rows.append(Row(scenario, str(trace.relative_to(root)), gate, ours, published,
-                        published == ours, explained, reason, judged=result is not None))
+                        published == ours, explained, reason, judged=result is not None,
+                        cause=cause))
     return rows
 
 
@@ -236,12 +265,20 @@ def compared(rows: Sequence[Row]) -> list[Row]:
     return [r for r in rows if r.published in ("pass", "fail") and r.trace is not None]
 
 
+def unexplained(rows: Sequence[Row]) -> list[Row]:
+    """Rows whose verdict is neither agreed with nor explained by a documented first cause:
+    a compared row that disagrees unexplained, or a judged row with no published value whose
+    failing verdict has no documented cause."""
+    done = compared(rows)
+    return [r for r in rows if (r in done and not (r.agree or r.explained))
+            or (r not in done and r.judged and not r.explained)]
+
+
 def succeeded(rows: Sequence[Row]) -> bool:
-    """True when some gate judged a claim against a published value and every compared row
-    agrees or is explained.
+    """True when some gate judged a claim against a published value and every row agrees or is
+    explained by its first cause.
 
     Nothing compared, or only claimless traces compared, is never a reproduction (no vacuous
-    truth); an unexplained disagreement never is either.
+    truth); an unexplained row never is either.
     """
-    done = compared(rows)
-    return any(r.judged for r in done) and all(r.agree or r.explained for r in done)
+    return any(r.judged for r in compared(rows)) and not unexplained(rows)

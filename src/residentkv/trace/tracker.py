@@ -10,34 +10,22 @@ drops resolved history only, never an open obligation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from residentkv.model.automaton import LIVE, PRE, proves
+from residentkv.model.automaton import LIVE, PRE, PROMISE_ENDINGS, RELEASES
 from residentkv.model.claim import OUTCOME_BEFORE_LOSS
 from residentkv.model.event_record import EventRecord, claim_names, records, required_label
 from residentkv.model.events import CLAIM_EVENT_NAMES, EVENT_MODELS, IDENTITY_FIELDS, Envelope
+from residentkv.model.predicate import AcceptedPredicate
 from residentkv.model.vocabulary import Requirement as R
 from residentkv.model.vocabulary import StopCause
-from residentkv.trace.acceptor import (
-    ACCEPTED_FIELDS,
-    CLAIM_STEPS,
-    REQUEST_STEPS,
-    ClaimRun,
-    Incarnations,
-    RequestRun,
-    end_stream,
-)
+from residentkv.trace.acceptor import ACCEPTED_FIELDS, Acceptor, ClaimRun, Incarnations
 from residentkv.trace.requirements import OBSERVATION, Seqs
 from residentkv.trace.streams import STREAM_KINDS, StreamEnd
 
-#: events after which a claim makes no further promise (SPEC §4.1: "released, expired, failed
-#: closed"; demotion ends the claim too, SPEC §2)
-ENDINGS = frozenset({"claim_released", "claim_expired", "claim_demoted", "claim_restore_failed"})
-#: endings that turn a later loss into post-release loss (SPEC §2)
-RELEASES = frozenset({"claim_released", "claim_expired", "claim_demoted"})
-__all__ = ["ACCEPTED_FIELDS", "ENDINGS", "RELEASES", "ClaimTrack", "StreamFacts", "collect"]
+__all__ = ["ACCEPTED_FIELDS", "ClaimTrack", "StreamFacts", "collect"]
 _NAMES_KEPT = 2  # two distinct failure names already decide every attribution question
 
 #: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
@@ -182,8 +170,9 @@ class ClaimIdentity:
     accepted_seq: int | None = None
     registration: str | None = None
     mode: str | None = None
-    predicate: tuple[str, str, int, int] | None = None  # id, kind, blocks, start
-    footprint: int | None = None
+    #: the accepted predicate's id, and the predicate with the footprint it is judged in
+    predicate_id: str | None = None
+    predicate: AcceptedPredicate | None = None
     owner_scope: str | None = None
     defining: tuple[Any, ...] | None = None
     first_predicate_id: str | None = None
@@ -234,13 +223,35 @@ class ClaimLifecycle:
 
 
 @dataclass(slots=True)
+class Pending:
+    """A claim's failures on one request and what answered them (SPEC §4.2 Failures, §4.3): a
+    failure is answered by an outcome (a refusal of the request naming the claim, or the
+    mode's demotion, expiry or harm) before the request's first finish, and closed by its
+    record (``claim_restore_failed`` of the request naming the claim) or by that ending."""
+
+    #: a failure no outcome answered yet (still in time: the request has not finished since)
+    unanswered: bool = False
+    #: a failure no claim_restore_failed (nor an ending of the claim) followed yet
+    unrecorded: bool = False
+    #: a failure the request finished without answering, or one naming no request: open for
+    #: good
+    missed: bool = False
+    #: a refusal of the request named the claim after a failure: a later kv_load_failed of
+    #: them is a record of that failure, and opens none
+    refused: bool = False
+
+    def open(self) -> bool:
+        return self.unanswered or self.unrecorded or self.missed
+
+
+@dataclass(slots=True)
 class ClaimFailures:
     """The claim's failed loads and what became of them (SPEC §4 failure_outcome, §4.1)."""
 
     failure: FailureChain | None = None
     failed_requests: set[str] = field(default_factory=set)
-    #: requests whose failed load of the claim has no claim_restore_failed outcome yet
-    open_on: set[str | None] = field(default_factory=set)
+    #: request -> the claim's failures on it and what answered them (this stream's requests)
+    pending: dict[str | None, Pending] = field(default_factory=dict)
     failed_load: bool = False
     restore_failed: bool = False
     fallback: bool = False
@@ -253,17 +264,25 @@ class ClaimFailures:
     #: a failure on a request its incarnation's death cut off, answered if the claim ends at
     #: the next stream's head (SPEC §9.1)
     awaiting_head: bool = False
-    #: where the reading stopped: an open failure that can no longer be answered (its request
-    #: finished, it names none, or the claim ended)
+    #: where the reading stopped: an open failure that can no longer be answered or recorded
+    #: (the request finished unanswered, it names none, or the claim ended)
     open_settled: bool = False
 
     def open_failure(self) -> bool:
-        """A failure of the claim not answered by its claim-scoped outcome (SPEC §4.2)."""
-        return bool(self.open_on) or self.open_before or self.awaiting_head
+        """A failure of the claim not answered and closed (SPEC §4.2, §4.3)."""
+        return self.open_before or self.awaiting_head or any(
+            p.open() for p in self.pending.values())
 
     def settled_open_failure(self) -> bool:
         """The same, but for those where the reading stopped that may still be answered."""
         return self.open_before or self.open_settled
+
+    def on(self, request_id: str | None) -> Pending:
+        """The claim's failures on *request_id* (made when a failure names the request)."""
+        p = self.pending.get(request_id)
+        if p is None:
+            p = self.pending[request_id] = Pending()
+        return p
 
 
 @dataclass(slots=True)
@@ -295,6 +314,8 @@ class ClaimTrack:
     rest in four named sub-records."""
 
     claim_id: str
+    #: the claim's automaton (SPEC §4.2): its state and first violation (the acceptor's run)
+    run: ClaimRun = None  # type: ignore[assignment]
     claim_events: int = 0
     #: an event names the claim beyond its submission and acceptance (not a generic counter)
     evidence: bool = False
@@ -302,28 +323,23 @@ class ClaimTrack:
     head_seen: bool = False
     #: the identity tuple of the claim's last claim event (a repeat teaches nothing)
     last_identity: tuple[str | None, ...] | None = None
-    #: the claim's automaton (SPEC §4.2): its state and first violation
-    run: ClaimRun = field(init=False)
     identity: ClaimIdentity = field(default_factory=ClaimIdentity)
     life: ClaimLifecycle = field(default_factory=ClaimLifecycle)
     failures: ClaimFailures = field(default_factory=ClaimFailures)
     conflicts: ClaimConflicts = field(default_factory=ClaimConflicts)
 
     def __post_init__(self) -> None:
-        self.run = ClaimRun(self.claim_id)
+        if self.run is None:
+            self.run = ClaimRun(self.claim_id)
 
     def evaluates(self, e: Event) -> bool:
         """The accepted predicate evaluated on a ``claim_materialized`` event's numbers."""
         p = self.identity.predicate
-        if p is None or not e.holds or self.identity.footprint is None:
-            return False
-        return proves(p[1], p[2], p[3], self.identity.footprint, e.leading, e.surviving)
+        return p is not None and bool(e.holds) and p.proves(e.leading, e.surviving)
 
     def needs(self, position: int | None) -> bool:
         p = self.identity.predicate
-        if position is None or p is None:
-            return True
-        return p[3] <= position < p[3] + p[2]
+        return p is None or p.needs(position)
 
     def unreported_loss(self, *reports: int | None) -> bool:
         """A loss before any release (or before one of *reports*)."""
@@ -376,10 +392,9 @@ class StreamFacts:
     order: dict[str, None] = field(default_factory=dict)
     finished: set[str] = field(default_factory=set)
     duplicate_finish: tuple[int, str] | None = None
-    #: request -> the owner scope its first request_started declared (None: it declared none)
-    owner_scopes: dict[str, str | None] = field(default_factory=dict)
-    #: request -> its automaton (SPEC §4.2: starts once, finishes once, failures before)
-    requests: dict[str, RequestRun] = field(default_factory=dict)
+    #: the automaton over the file (SPEC §4.2–§4.3, §9.1): every claim's and request's run,
+    #: the requests' owner scopes, the streams
+    acceptor: Acceptor = field(default_factory=Acceptor)
     #: request -> claims waiting for its first finish
     awaiting: dict[str, list[ClaimTrack]] = field(default_factory=dict)
     #: request -> claims it carries (its claim_accepted names it, or it restores or reuses
@@ -391,6 +406,8 @@ class StreamFacts:
     failing: dict[str, list[ClaimTrack]] = field(default_factory=dict)
     #: request -> claims whose load failed on it
     failed_on: dict[str, list[ClaimTrack]] = field(default_factory=dict)
+    #: request -> claims with failures on it (SPEC §4.3: answered before its finish)
+    pending_on: dict[str, list[ClaimTrack]] = field(default_factory=dict)
     #: request -> claims whose restore cycle began on it (an unclaimed kv_load_failed of the
     #: request voids the loads of those whose open cycle is still its own)
     cycling: dict[str, list[ClaimTrack]] = field(default_factory=dict)
@@ -407,20 +424,29 @@ class StreamFacts:
     failure_names: set[str | None] = field(default_factory=set)
     failure_named_more: bool = False
     derived: dict[str, Any] = field(default_factory=dict)
-    #: SPEC §9.1: the streams of the file (and the head window of the current one)
-    files: Incarnations = field(default_factory=Incarnations)
+
+    @property
+    def files(self) -> Incarnations:
+        """SPEC §9.1: the streams of the file (and the head window of the current one)."""
+        return self.acceptor.files
+
+    @property
+    def owner_scopes(self) -> dict[str, str | None]:
+        """Request -> the owner scope its first request_started declared (None: none)."""
+        return self.acceptor.scopes
 
     def forget_pass(self) -> None:
         """Drop the state only the pass reads (judging reads claims and stream-wide flags)."""
-        for working in (self.finished, self.owner_scopes, self.requests, self.awaiting,
-                        self.carried, self.explained, self.failing, self.failed_on,
-                        self.cycling, self.loaded_jobs, self.failed_jobs):
+        self.acceptor.forget_requests()
+        for working in (self.finished, self.awaiting, self.carried, self.explained,
+                        self.failing, self.failed_on, self.pending_on, self.cycling,
+                        self.loaded_jobs, self.failed_jobs):
             working.clear()
 
     def track(self, claim_id: str) -> ClaimTrack:
         t = self.claims.get(claim_id)
         if t is None:
-            t = self.claims[claim_id] = ClaimTrack(claim_id)
+            t = self.claims[claim_id] = ClaimTrack(claim_id, self.acceptor.claim(claim_id))
         return t
 
     def name_failure(self, e: Event, *names: str | None) -> None:
@@ -478,15 +504,12 @@ def collect(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
 def stream_pass(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
     """The pass of :func:`collect`, its working state kept (each request's automaton)."""
     facts = StreamFacts()
-    claims, track, order = facts.claims, facts.track, facts.order
-    requests, scopes, carried = facts.requests, facts.owner_scopes, facts.carried
+    claims, track, order, carried = facts.claims, facts.track, facts.order, facts.carried
+    acceptor = facts.acceptor
+    feed = acceptor.step
     dispatch = _DISPATCH
-    claim_steps, request_steps = CLAIM_STEPS, REQUEST_STEPS
-    files, stream_kinds, previous = facts.files, STREAM_KINDS, -1
-    slow = files.slow
-
-    def runs() -> Iterator[ClaimRun]:
-        return (t.run for t in claims.values())
+    stream_kinds, previous = STREAM_KINDS, -1
+    slow = acceptor.slow
 
     # the hot loop: one lookup says what an event is; what every claim event shares is inline
     for event in records(events):
@@ -494,28 +517,18 @@ def stream_pass(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
         if slow or name in stream_kinds:
             # the file's first event, an opener or closer, or anything of a later stream or
             # of a head window (SPEC §9.1): placed at its position
-            placed = files.place(event, previous, runs)
+            placed = acceptor.place(event, previous)
             event = placed.event
             if placed.head is not None:
                 _head_closed(facts, placed.head, settled=True)
             if placed.ended is not None:
                 _end_stream(facts, placed.ended)
-            slow = files.slow
+            slow = acceptor.slow
         previous = event.seq
+        feed(event)  # the automaton (SPEC §4.2–§4.3): the request's step, then the claims'
         cid = event.claim_id
         rid = event.request_id
         claim_event, handler, ending = dispatch[name]
-        req = None
-        if rid is not None:
-            try:
-                req = requests[rid]
-            except KeyError:
-                req = requests[rid] = RequestRun()
-            if name == "request_started" and rid not in scopes:
-                scopes[rid] = event.owner_scope
-            # the automaton's common step inline: a plain "stay" that teaches nothing
-            if name in request_steps[req.phase]:
-                req.step(event)
         if cid is None:
             if claim_event:
                 _unnamed_claim_event(facts, event, name)
@@ -526,20 +539,14 @@ def stream_pass(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
                 t = claims[cid]
             except KeyError:
                 t = track(cid)
-            run = t.run
-            if name in claim_steps[run.phase]:
-                run.step(event, scopes, req)
             if not t.evidence and name not in _NO_EVIDENCE:
                 t.evidence = True
-            if req is not None:
-                if not (req.claims and req.claims[-1] is run):
-                    req.names(run)
-                if name != "active_request_refused" and rid is not None:
-                    # a refusal is itself the outcome naming the claim; the common case, the
-                    # request's last carried claim again, is skipped inline
-                    held = carried.get(rid)
-                    if held is None or held[-1] is not t:
-                        carry(facts, t, rid)
+            if rid is not None and name != "active_request_refused":
+                # a refusal is itself the outcome naming the claim; the common case, the
+                # request's last carried claim again, is skipped inline
+                held = carried.get(rid)
+                if held is None or held[-1] is not t:
+                    carry(facts, t, rid)
             if not t.head_seen and name not in _BEFORE_ACCEPTANCE:
                 _head(t, event, name)
             if claim_event:
@@ -557,7 +564,7 @@ def stream_pass(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
                 continue
         if handler is not None:
             handler(facts, t, event)
-    how, head = files.finish()
+    how, head = acceptor.finish()
     if head is not None:  # the reading stopped inside a head window
         _head_closed(facts, head, settled=False)
     _end_stream(facts, how, last=True)
@@ -579,18 +586,17 @@ def _head_closed(facts: StreamFacts, head: list[ClaimRun], *, settled: bool) -> 
 
 
 def _end_stream(facts: StreamFacts, how: StreamEnd, *, last: bool = False) -> None:
-    """A stream of the file ended: its accepting conditions, its open restore cycles settled,
-    and (unless it is the *last*: the pass keeps its working state) everything kept per
-    request dropped: requests, jobs and the lookups and failures kept by request are per
-    stream."""
-    end_stream(facts.requests.values(), (t.run for t in facts.claims.values()), how)
+    """A stream of the file ended (the acceptor has checked its accepting conditions): its
+    open restore cycles settled, its open failures judged, and (unless it is the *last*: the
+    pass keeps its working state) everything kept per request dropped: requests, jobs and the
+    lookups and failures kept by request are per stream."""
     for rid, held in facts.carried.items():  # SPEC §4.2: a carrier that never finished
         _unexplained(held, facts.explained.get(rid, set()))
     for t in facts.claims.values():
         _close(t)
         failures = t.failures
-        if failures.open_on:
-            _failures_at_end(facts, t, how)
+        if failures.pending:
+            _failures_at_end(t, how, last=last)
         if not last:
             t.life.hits.clear()
             failures.failed_requests.clear()
@@ -598,20 +604,25 @@ def _end_stream(facts: StreamFacts, how: StreamEnd, *, last: bool = False) -> No
         facts.forget_pass()
 
 
-def _failures_at_end(facts: StreamFacts, t: ClaimTrack, how: StreamEnd) -> None:
+def _failures_at_end(t: ClaimTrack, how: StreamEnd, *, last: bool) -> None:
     """Failures of *t* still open where its stream ended (SPEC §9.1): cut off by a restart,
     answered only by the claim's ending at the next stream's head; where the reading stopped,
-    still answerable while the claim is open and the request unfinished; else open."""
+    still answerable while the claim is open (SPEC §4.3: an answered failure's record may come
+    after its request's finish), unless its request finished before an outcome answered it or
+    it names none; else open."""
     failures, live = t.failures, t.run.phase in LIVE
+    still = [(rid, p) for rid, p in failures.pending.items() if p.open()]
     if how is StreamEnd.OPEN:
-        failures.open_settled = not live or any(
-            rid is None or rid in facts.finished for rid in failures.open_on)
+        failures.open_settled = bool(still) and (
+            not live or any(rid is None or p.missed for rid, p in still))
         return
-    if how is StreamEnd.RESTARTED and live:
-        failures.awaiting_head = True
-    else:
-        failures.open_before = True
-    failures.open_on.clear()
+    if still:
+        if how is StreamEnd.RESTARTED and live:
+            failures.awaiting_head = True
+        else:
+            failures.open_before = True
+    if not last:
+        failures.pending.clear()
 
 
 #: events that show nothing of a claim beyond its acceptance (control generic_counter_only)
@@ -674,8 +685,8 @@ def _accepted(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
         facts.best_effort = True
     identity.accepted_seq, identity.defining = e.seq, defining
     identity.registration, identity.mode = str(e.registration), str(e.protection_mode)
-    identity.predicate = (p.id, str(p.kind), p.blocks, p.start or 0)
-    identity.footprint = e.footprint_blocks
+    identity.predicate_id = p.id
+    identity.predicate = AcceptedPredicate.of(p, e.footprint_blocks)
     identity.owner_scope = e.owner_scope
 
 
@@ -823,8 +834,10 @@ def _restore_failed(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     failures = t.failures
     facts.name_failure(e, t.claim_id, e.outcome_claim_id)
     failures.restore_failed = True
-    if e.outcome_claim_id == t.claim_id:
-        failures.open_on.discard(e.request_id)
+    if e.outcome_claim_id == t.claim_id:  # the failure's record (SPEC §4.3)
+        pending = failures.pending.get(e.request_id)
+        if pending is not None:
+            pending.unrecorded = False
     f = failures.failure
     if f is None or f.restore_failed_checked:
         return
@@ -835,13 +848,53 @@ def _restore_failed(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
         f.restore_failed = e.seq
 
 
+def _fail(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
+    """A failure of *t*'s claim on *e*'s request (SPEC §4.2 Failures): open until an outcome
+    answers it before the request's first finish and its record (or that ending) closes it;
+    a ``kv_load_failed`` after a refusal answered an earlier failure there is that failure's
+    record and opens none (SPEC §4.3). One naming no request is never answered."""
+    rid = e.request_id
+    failures = t.failures
+    pending = failures.pending.get(rid)
+    if pending is None:
+        pending = failures.pending[rid] = Pending()
+        if rid is not None:
+            facts.pending_on.setdefault(rid, []).append(t)
+    elif pending.refused and e.event == "kv_load_failed":
+        return
+    if rid is None:
+        pending.missed = True
+    else:
+        pending.unanswered = pending.unrecorded = True
+
+
+def _answer_refusal(facts: StreamFacts, e: Event) -> None:
+    """SPEC §4.3: a refusal of the request naming the claim answers its failures there."""
+    claim, rid = e.outcome_claim_id, e.request_id
+    t = None if claim is None or rid is None else facts.claims.get(claim)
+    pending = None if t is None else t.failures.pending.get(rid)
+    if pending is not None:
+        pending.unanswered, pending.refused = False, True
+
+
+def _answer_ending(t: ClaimTrack, e: Event) -> None:
+    """SPEC §4.3: the mode's demotion, expiry or harm of the claim (naming the request or
+    none) answers and closes its failures on that request."""
+    rid = e.request_id
+    for on, pending in t.failures.pending.items():
+        if on is not None and rid in (None, on):
+            pending.unanswered = pending.unrecorded = False
+
+
 def _named(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     facts.name_failure(e, t.claim_id)
+    _answer_ending(t, e)
 
 
 def _harmed(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     life = t.life
     facts.name_failure(e, t.claim_id)
+    _answer_ending(t, e)
     if life.first_harm is None:
         life.first_harm = e.seq
     if e.cause in _STOP_CAUSES:
@@ -910,6 +963,10 @@ def _finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
             facts.duplicate_finish = (e.seq, rid)
         return
     facts.finished.add(rid)
+    for w in facts.pending_on.pop(rid, ()):  # SPEC §4.3: the outcome precedes the finish
+        pending = w.failures.pending.get(rid)
+        if pending is not None and pending.unanswered:
+            pending.unanswered, pending.missed = False, True
     carried, explained = facts.carried.pop(rid, ()), facts.explained.pop(rid, set())
     if e.status != "served":
         _unexplained(carried, explained)
@@ -953,7 +1010,7 @@ def _store_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     if not e.success:
         facts.name_failure(e, e.claim_id)
         if t is not None:  # SPEC §4.2: open until the claim's outcome on that request
-            t.failures.open_on.add(e.request_id)
+            _fail(facts, t, e)
         return
     if t is None:  # an ordinary store: a control of the claims its request carries
         for c in facts.carriers(e.request_id):
@@ -1035,7 +1092,7 @@ def _load_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     life, failures = t.life, t.failures
     failures.failed_load = True
     rid = e.request_id
-    failures.open_on.add(rid)
+    _fail(facts, t, e)
     if rid is not None and rid not in failures.failed_requests:
         failures.failed_requests.add(rid)
         facts.failed_on.setdefault(rid, []).append(t)
@@ -1055,9 +1112,9 @@ def _scheduler_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> No
     facts.name_failure(e, e.claim_id)
     rid = e.request_id
     if t is not None:
-        # SPEC §4.2: the branch is a failure like a failed load; it stays open until the
-        # claim's claim_restore_failed on that request
-        t.failures.open_on.add(rid)
+        # SPEC §4.2: the branch is a failure like a failed load (one repeated after its
+        # outcome is a failure again)
+        _fail(facts, t, e)
     if e.policy == "recompute":
         if t is not None:
             t.failures.fallback = True
@@ -1074,6 +1131,7 @@ def _scheduler_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> No
 def _refused(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     blocking = e.blocking_claim_ids
     facts.name_failure(e, e.claim_id, e.outcome_claim_id, *blocking)
+    _answer_refusal(facts, e)
     for cid in claim_names(e.claim_id, e.outcome_claim_id, *blocking):
         named = facts.track(cid)
         if blocking != [cid] or e.outcome_claim_id != cid:  # it blocks only its outcome claim
@@ -1163,7 +1221,7 @@ def _dispatch_table() -> dict[str, _Dispatch]:
     table: dict[str, _Dispatch] = dict.fromkeys(EVENT_MODELS, _UNHANDLED)
     table.update((name, (False, handler, False)) for name, handler in _OTHER_HANDLERS.items())
     for name in CLAIM_EVENT_NAMES:
-        table[name] = (True, _CLAIM_HANDLERS.get(name), name in ENDINGS)
+        table[name] = (True, _CLAIM_HANDLERS.get(name), name in PROMISE_ENDINGS)
     return table
 
 

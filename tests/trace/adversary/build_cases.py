@@ -126,6 +126,17 @@ Q_LOADGEN = ("§4.2 Generations: “Load events belong to the requesting request
 Q_OPEN = ("§4.2 Failures: “A failure not followed by its claim-scoped outcome on that request is "
           "an open failure: failure_outcome, lifecycle and attribution fail, and a later proper "
           "failure never makes up for it.”")
+Q_FINISHED = ("§4.3 Requests start first: “After its first request_finished, only store "
+              "completions of the claim it carried (kv_store_*, claim_offloaded: vLLM saves at "
+              "finish) and the late records of an answered failure (next rule) may name it.”")
+Q_B4 = ("§4.3 B4 is the outcome, not the bookkeeping: “The attributed outcome (refusal, or the "
+        "mode's demotion/expiry/harm) precedes the affected request's first finish. The records "
+        "of that same failure — kv_load_failed naming the failed job, claim_restore_failed of "
+        "that cycle, a repeated refusal of that request naming that claim — may follow the "
+        "finish”")
+Q_PER_CLAIM = ("§4.3 Per claim: “legality is judged per claim and per request that names it; an "
+               "illegal history of an unrelated claim fails that claim, not this one (attribution "
+               "still judges its non-targets).”")
 Q_CHAIN = ("§4.2: “The whole failure chain (failed load, scheduler_load_failure, "
            "claim_restore_failed, refusal) precedes the affected request's first "
            "request_finished, which must be in the stream.”")
@@ -184,15 +195,16 @@ case(name="pos_identical_second_accept", cls="positive",
      events=(lambda b: [*b[:3], accept("c-1", "r-1"), *b[3:]])(both()),
      expect={"c-1": BOTH_OK})
 
-case(name="pos_identical_second_accept_late", cls="positive",
-     attacks="an identical second claim_accepted between the two generations changes nothing",
-     spec="§4.2: “A second claim_accepted identical in every defining field is legal and changes "
-          "nothing, in every gate.”",
-     note="the repeat carries the carrying request's id r-1 (after r-1 finished), exactly as "
-          "the first one",
+case(name="pos_identical_second_accept_late", cls="order",
+     attacks="an identical second claim_accepted between the two generations, naming its "
+             "carrying request after that request finished",
+     spec=Q_FINISHED + " (§4.2's identical second acceptance stays legal where it names no "
+          "finished request)",
+     note="the repeat carries the carrying request's id r-1 (after r-1 finished); under §4.2 "
+          "alone this case was a positive one",
      events=[*setup("c-1"), *success("c-1", "r-2", 0, 1), accept("c-1", "r-1"),
              *failure("c-1", "r-3", 1, 2)],
-     expect={"c-1": BOTH_OK})
+     expect={"c-1": ALL_FAIL})
 
 case(name="pos_carrying_request_names_claim_in_envelope", cls="positive",
      attacks="the carrying request's request_started names the claim before acceptance",
@@ -528,13 +540,14 @@ case(name="order_failure_branch_after_finish", cls="order",
 
 case(name="order_restore_failed_after_finish_refusal_before", cls="order",
      attacks="the refusal precedes request_finished but claim_restore_failed comes after it",
-     spec=Q_CHAIN,
-     ambiguous="observation: fail-closed reading, as order_failure_branch_after_finish.",
+     spec=Q_B4,
+     note="under §4.2 alone the whole chain preceded the finish and this case failed every "
+          "gate; attribution fails for want of a second claim",
      events=[*setup("c-1"), *success("c-1", "r-2", 0, 1), start("r-3"), lookup("c-1", "r-3"),
              rr("c-1", "r-3", 1), *load("c-1", "r-3", 2, ok=False, injected=True),
              loadfailed("c-1", "r-3", 2), slf("c-1", "r-3"), refused("c-1", "r-3"),
              finish("r-3", "error"), rfailed("c-1", "r-3", 1)],
-     expect={"c-1": ALL_FAIL})
+     expect={"c-1": BOTH_OK})
 
 case(name="order_failed_request_never_finishes", cls="order",
      attacks="a complete failure chain whose request has no request_finished in the stream",
@@ -903,9 +916,7 @@ case(name="req_served_after_refusal", cls="requests",
 
 case(name="req_reuse_after_request_finished", cls="requests",
      attacks="the restoring request finishes, then emits the reuse",
-     spec="issue “request lifecycle (starts once, scope fixed, finishes once)”; " + Q_VIOLATION,
-     ambiguous="SPEC does not say in words that a finished request emits nothing more; "
-               "fail-closed: a reuse by a finished request is not a legal step.",
+     spec=Q_FINISHED,
      events=[*setup("c-1"), start("r-2"), lookup("c-1", "r-2"), rr("c-1", "r-2", 0),
              *load("c-1", "r-2", 1), restored("c-1", "r-2", 0), finish("r-2"),
              reused("c-1", "r-2", 0), *failure("c-1", "r-3", 1, 2)],
@@ -913,10 +924,8 @@ case(name="req_reuse_after_request_finished", cls="requests",
 
 case(name="req_cycle_by_never_started_request", cls="requests",
      attacks="the success cycle is run by a request with no request_started",
-     spec="§4.2: “For every claim and every request the stream must be a legal run of one "
-          "explicit automaton”",
-     ambiguous="SPEC does not say in words that a request must start before it acts; "
-               "fail-closed.",
+     spec="§4.3 Requests start first: “A request's first event is its request_started; an event "
+          "naming a request before it, or a request that never starts, is illegal.”",
      events=[*setup("c-1"), *success("c-1", "r-2", 0, 1)[1:], *failure("c-1", "r-3", 1, 2)],
      expect={"c-1": ALL_FAIL})
 
@@ -2002,10 +2011,14 @@ case(name="env_hard_protected_deferred_smear", cls="envelopes",
 case(name="order_load_finish_names_other_claim", cls="order",
      attacks="in the success cycle kv_load_started names c-1 but the successful "
              "kv_load_finished of the same job names c-2 (never accepted)",
-     spec=Q_VIOLATION + " §4 observation: “load succeeded”",
+     spec=Q_PER_CLAIM + " §4 observation: “load succeeded”",
+     note="c-2's load event before its acceptance is c-2's illegal step; r-2's own run is "
+          "legal, so c-1's failure chain passes, while observation (no load of c-1 succeeded), "
+          "lifecycle and attribution (c-2, a non-target with an illegal history) fail; under "
+          "§4.2 alone every gate of c-1 failed",
      events=[e if not (e["event"] == "kv_load_finished" and e["request_id"] == "r-2")
              else patched(e, claim_id="c-2") for e in both()],
-     expect={"c-1": ALL_FAIL})
+     expect={"c-1": FAIL_OK})
 
 case(name="fail_load_failed_names_earlier_requests_job", cls="failures",
      attacks="the failure request's kv_load_failed names job 1, the successful load of the "

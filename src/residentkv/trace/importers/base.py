@@ -55,7 +55,10 @@ class ImportReport:
 
 @dataclass
 class ImportResult:
-    """v1 events in seq order plus the report."""
+    """v1 events in seq order plus the report, and where each event came from: v1 seq -> the
+    foreign sequence number of the event it was mapped from (a synthesized event: of the event
+    it stands before), so the source's own numbers stay visible."""
 
     events: list[Envelope]
     report: ImportReport
+    origin: dict[int, int] = field(default_factory=dict)

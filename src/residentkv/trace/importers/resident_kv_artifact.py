@@ -6,9 +6,13 @@ The artifact names events and fields its own way (``request_initialized``,
 its ``event_sequence`` becomes ``seq`` (gaps are kept). The artifact emits no acceptance event:
 its own gates treat the first ``request_initialized`` carrying ``resident_claim`` metadata as
 the claim's registration, so exactly that event becomes
-``claim_accepted(registration=pre_registered)``; it is the only synthesized event and is listed
-in the report. Nothing else is invented: a request finish whose status the artifact did not
-record is imported with ``status: null``.
+``claim_accepted(registration=pre_registered)``. That request then records no start of its own:
+SPEC §4.3 has one ``request_started`` synthesized at the request's first event. These are the
+only synthesized events, each listed in the report. The source's order is kept: an event's
+``seq`` is ``2 × event_sequence + 1`` and a synthesized start takes the even number just before
+the event it precedes, so every artifact number stays visible (``(seq - 1) / 2``, and
+:attr:`~residentkv.trace.importers.base.ImportResult.origin`). Nothing else is invented: a
+request finish whose status the artifact did not record is imported with ``status: null``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from residentkv.trace.duplicate_keys import first_duplicate_key
 from residentkv.trace.importers.base import ImportReport, ImportResult
 
 DIALECT = "resident-kv-artifact"
+#: the source of an event the importer synthesized (never the artifact's own emitter)
+SYNTHESIZED_SOURCE = "residentkv.import"
 
 _PREDICATE = re.compile(
     # bounded digit runs: int() refuses strings past 4,300 digits, and no block count needs 19
@@ -137,7 +143,8 @@ class _Importer:
         footprint = max(self.footprint.get(cid, 0), start + blocks)
         self.accepted.add(cid)
         self.report.synthesized.append({
-            "seq": d["event_sequence"], "event": "claim_accepted",
+            "seq": _seq(d["event_sequence"]), "event_sequence": d["event_sequence"],
+            "event": "claim_accepted",
             "from": "request_initialized", "claim_id": cid,
             "why": "the artifact registers a claim by its first request_initialized carrying "
                    "resident_claim metadata; its own gates read it as the registration",
@@ -404,6 +411,7 @@ def import_artifact_trace(path: str | Path, data: bytes | None = None) -> Import
                 0 < footprint < _INT_LIMIT):
             importer.footprint.setdefault(cid, footprint)
     events: list[Envelope] = []
+    foreign: dict[int, str] = {}  # v1 seq -> the artifact event it was mapped from
     last_seq = -1
     for n, d in lines:
         report.events_in += 1
@@ -412,12 +420,56 @@ def import_artifact_trace(path: str | Path, data: bytes | None = None) -> Import
             continue
         if event.seq <= last_seq:
             report.problems.append(Finding(code="T006", path=str(path), line=n, message=(
-                f"event_sequence {event.seq} is not greater than {last_seq}")))
+                f"event_sequence {_foreign(event.seq)} is not greater than "
+                f"{_foreign(last_seq)}")))
             continue
         last_seq = event.seq
         events.append(event)
+        foreign[event.seq] = str(d["event"])
+    events = _start_requests(events, foreign, report)
+    report.synthesized.sort(key=lambda s: int(s["seq"]))
     report.events_out = len(events)
-    return ImportResult(events=events, report=report)
+    return ImportResult(events=events, report=report,
+                        origin={e.seq: _foreign(e.seq + (e.seq % 2 == 0)) for e in events})
+
+
+def _seq(event_sequence: int) -> int:
+    """The v1 seq of the event mapped from foreign *event_sequence* (odd: an even number before
+    it is free for a synthesized start)."""
+    return 2 * event_sequence + 1
+
+
+def _foreign(seq: int) -> int:
+    """The foreign event_sequence of a mapped event's v1 *seq*."""
+    return (seq - 1) // 2
+
+
+def _start_requests(events: list[Envelope], foreign: dict[int, str],
+                    report: ImportReport) -> list[Envelope]:
+    """SPEC §4.3: a request the artifact records no start of gets one ``request_started`` at
+    its first event (the seq just before it), reported beside the synthesized registration."""
+    has_start = {e.request_id for e in events if e.event == "request_started"}  # type: ignore[attr-defined]
+    seen: set[str] = set()
+    out: list[Envelope] = []
+    for e in events:
+        rid = e.request_id
+        if rid is not None and rid not in seen and rid not in has_start:
+            seen.add(rid)
+            start = EVENT_MODELS["request_started"].model_validate({
+                "schema": SCHEMA_ID, "seq": e.seq - 1, "ts_ns": e.ts_ns,
+                "source": SYNTHESIZED_SOURCE, "event": "request_started", "claim_id": None,
+                "request_id": rid})
+            out.append(start)
+            report.synthesized.append({
+                "seq": start.seq, "event_sequence": _foreign(e.seq), "event": "request_started",
+                "before": foreign[e.seq], "request_id": rid,
+                "why": "SPEC §4.3: a request's first event is its request_started; the "
+                       "artifact records none for this request"})
+            report.assume("request_started synthesized at the first event of a request the "
+                          "artifact records no start of (SPEC §4.3), with no owner scope and "
+                          "no claim")
+        out.append(e)
+    return out
 
 
 def _convert(importer: _Importer, d: Fields, path: Path, line: int) -> Envelope | None:
@@ -456,7 +508,7 @@ def _envelope(d: Fields, v1_name: str) -> Fields:
     cid = _claim_of(d)
     record: Fields = {
         "schema": SCHEMA_ID,
-        "seq": d["event_sequence"],
+        "seq": _seq(d["event_sequence"]),
         "ts_ns": _get(d, "monotonic_ns", "int", _get(d, "timestamp_ns", "int", 0)),
         "source": _SOURCE.get(str(d["event"]), "artifact.connector"),
         "event": v1_name,

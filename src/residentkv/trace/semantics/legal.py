@@ -1,29 +1,36 @@
-"""The reference reading of the automaton (SPEC §4.2): replay the table over whole event lists.
+"""The reference reading of the automaton (SPEC §4.2–§4.3): replay the table over whole event
+lists.
 
-A claim's run is every event whose envelope names it, in seq order; a request's run is every
-event that names it. Each guard is answered by asking the events the run accepted so far (and
-the whole stream, for a request's owner scope) — quadratic and obvious. Where each stream of a
-file ends (SPEC §9.1) the accepting conditions are asked, and a claim left open vanishes. The
-streaming tracker (:mod:`residentkv.trace.acceptor`) keeps running answers instead; the two
-must agree.
+A claim's run is every event whose envelope names it, and every refusal or deferral that names
+it in any claim field (SPEC §4.3: a step of each claim it names); a request's run is every
+event that names it. Each guard is a function of the step (:data:`CLAIM_GUARDS`,
+:data:`REQUEST_GUARDS`) that asks the steps accepted so far and the whole stream — quadratic
+and obvious. Where each stream of a file ends (SPEC §9.1) the accepting conditions are asked,
+and a claim left open vanishes. Legality is per claim: a claim's violations are its own run's
+and those of the runs of the requests its envelope events name. The streaming acceptor
+(:mod:`residentkv.trace.acceptor`) keeps running answers instead; the two must agree.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import partial
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from residentkv.model.automaton import (
+    CARRYING_KINDS,
     CLAIM_TABLE,
     HEAD_ENDINGS,
     LIVE,
+    ON_DEVICE,
     PRE,
+    REFUSALS,
     REQUEST_TABLE,
     STAY,
     Guard,
     Outcome,
     Phase,
+    RequestGuard,
     RequestPhase,
     Step,
     Violation,
@@ -31,12 +38,11 @@ from residentkv.model.automaton import (
     failed_load,
     failure_chain_event,
     outcome_envelope_mismatch,
-    proves,
-    request_guard,
-    short_copy,
+    refusal_names,
     substrate_failure,
 )
 from residentkv.model.event_record import claim_names
+from residentkv.model.predicate import AcceptedPredicate
 from residentkv.trace.acceptor import defining, earlier
 from residentkv.trace.semantics.stream import NEVER, Event, Stream, first, generation
 from residentkv.trace.streams import CLOSER, OPENER, StreamEnd
@@ -76,30 +82,17 @@ def _first(steps: Any) -> Step | None:
 
 
 def _claim_violations(stream: Stream, claim_id: str) -> list[Found]:
+    """SPEC §4.3 per claim: the claim's own run, and the runs of the requests it names."""
     found = list(claim_found(stream, claim_id))
     for rid in _requests_naming(stream, claim_id):
         found += request_found(stream, rid)
-        # an illegal step of any claim on a request that names this claim is this claim's too
-        # (a claim's vanishing is its own: it names no request)
-        for other in claim_names(*(e.claim_id for e in stream.events if e.request_id == rid)):
-            for step, done in claim_found(stream, other):
-                if (step.violation is not Violation.VANISHED
-                        and _event_at(stream, step.seq).request_id == rid):
-                    found.append((step, done))
     return found
 
 
 def _requests_naming(stream: Stream, claim_id: str) -> set[str]:
+    """The requests an event names together with the claim (in its envelope)."""
     return {e.request_id for e in stream.events
             if e.claim_id == claim_id and e.request_id is not None}
-
-
-def _event_at(stream: Stream, seq: int) -> Event:
-    memo = _memo(stream)
-    if ("seqs", "") not in memo:
-        memo["seqs", ""] = {e.seq: e for e in stream.events}
-    at: dict[int, Event] = memo["seqs", ""]
-    return at[seq]
 
 
 def request_run(stream: Stream, request_id: str) -> tuple[RequestPhase, Step | None]:
@@ -117,8 +110,11 @@ def _request_replay(stream: Stream, request_id: str) -> tuple[RequestPhase, list
     state = RequestPhase.NEW
     found: list[Found] = []
     mine = [e for e in stream.events if e.request_id == request_id]
+    met: list[tuple[Event, RequestPhase]] = []
     for e in mine:
-        outcome = decide(REQUEST_TABLE[state, e.event], partial(_request_guard, e))
+        at = _RequestAt(e, list(met), state)
+        met.append((e, state))
+        outcome = decide(REQUEST_TABLE[state, e.event], at.holds)
         if isinstance(outcome, Violation):
             found.append((Step(e.seq, e.event, state.value, outcome), True))
         elif outcome is not STAY:
@@ -194,10 +190,11 @@ def _table_replay(stream: Stream, claim_id: str) -> tuple[list[tuple[int, Phase]
     timeline: list[tuple[int, Phase]] = []
     found: list[Step] = []
     for e in stream.events:
-        if e.claim_id != claim_id:
+        if e.claim_id != claim_id and not (e.event in REFUSALS
+                                           and claim_id in refusal_names(e)):
             continue
-        outcome: Outcome = decide(CLAIM_TABLE[state, e.event],
-                                  partial(_claim_guard, e, history, stream))
+        at = _ClaimAt(e, history, stream, state, claim_id)
+        outcome: Outcome = decide(CLAIM_TABLE[state, e.event], at.holds)
         if isinstance(outcome, Violation):
             found.append(Step(e.seq, e.event, state.value, outcome))
             continue
@@ -303,26 +300,55 @@ def head_answered(stream: Stream, claim_id: str, position: int) -> bool | None:
     return None if window.close is None else False
 
 
-def _request_guard(e: Event, g: Guard) -> bool:
-    return request_guard(g, e)
+# ------------------------------------------------------------------------ the claim guards
+@dataclass(frozen=True)
+class _ClaimAt:
+    """A step of a claim's run: the event, the steps the automaton accepted before it, the
+    stream, the state it meets and the claim."""
 
+    e: Event
+    history: list[Event]
+    stream: Stream
+    state: Phase
+    claim: str
 
-def _claim_guard(e: Event, history: list[Event], stream: Stream, g: Guard) -> bool:
-    return _holds(g, e, history, stream)
+    def named(self, *names: str) -> list[Event]:
+        return [h for h in self.history if h.event in names]
 
+    @property
+    def accepted(self) -> Event | None:
+        return first(self.history, lambda h: h.event == "claim_accepted")
 
-def _named(history: list[Event], *names: str) -> list[Event]:
-    return [h for h in history if h.event in names]
+    @property
+    def predicate(self) -> AcceptedPredicate | None:
+        a = self.accepted
+        return None if a is None else AcceptedPredicate.of(a.predicate, a.footprint_blocks)
 
+    @property
+    def cycle(self) -> Event | None:
+        """The open (last) restore cycle's claim_restore_required."""
+        cycles = self.named("claim_restore_required")
+        return cycles[-1] if cycles else None
 
-def _accepted(history: list[Event]) -> Event | None:
-    return first(history, lambda h: h.event == "claim_accepted")
+    @property
+    def cycle_jobs(self) -> set[Any]:
+        """The jobs the open cycle's kv_load_started events started."""
+        opened = [i for i, h in enumerate(self.history) if h.event == "claim_restore_required"]
+        return {h.job_id for h in self.history[opened[-1]:]
+                if h.event == "kv_load_started" and h.job_id is not None} if opened else set()
+
+    def proves(self) -> bool:
+        p = self.predicate
+        return p is not None and p.proves(self.e.leading, self.e.surviving)
+
+    def holds(self, guard: Guard) -> bool:
+        return CLAIM_GUARDS[guard](self)
 
 
 def claim_scope(history: list[Event]) -> str | None:
     """SPEC §4.2: the owner scope on the claim's ``claim_accepted``, else on its
     ``claim_submitted``."""
-    a = _accepted(history)
+    a = first(history, lambda h: h.event == "claim_accepted")
     if a is not None and a.owner_scope is not None:
         return str(a.owner_scope)
     s = first(history, lambda h: h.event == "claim_submitted")
@@ -339,118 +365,212 @@ def request_scope(stream: Stream, request_id: str | None, before: int) -> str | 
     return str(started.owner_scope)
 
 
-def _proves(history: list[Event], e: Event) -> bool:
-    a = _accepted(history)
-    if a is None:
-        return False
-    p = a.predicate
-    return proves(str(p.kind), p.blocks, p.start or 0, a.footprint_blocks, e.leading,
-                  e.surviving)
-
-
-def _needs(history: list[Event], position: int | None) -> bool:
-    a = _accepted(history)
-    if position is None or a is None:
-        return True
-    start = a.predicate.start or 0
-    return bool(start <= position < start + a.predicate.blocks)
-
-
-def _loss(e: Event, history: list[Event]) -> bool:
+def _loss(at: _ClaimAt) -> bool:
     """SPEC §4.1/§4.2: a reuse that does not hold, a materialization the numbers no longer
     prove, or an eviction of a needed position while no stored, offloaded copy is held (only
     an offloadable claim holds one; an eviction from the copy's medium loses it)."""
+    e, history = at.e, at.history
     if e.event == "claim_reused":
         return not e.holds
     if e.event == "claim_materialized":
-        return not _proves(history, e)
-    if not _needs(history, e.position):
+        return not at.proves()
+    p = at.predicate
+    if p is not None and not p.needs(e.position):
         return False
-    a = _accepted(history)
+    a = at.accepted
     stores = [i for i, h in enumerate(history) if h.event == "kv_store_finished" and h.success]
     if a is None or str(a.protection_mode) != "offloadable" or not stores:
         return True
     tier = history[stores[-1]].to_tier
     lost = any(h.event == "block_evicted" and h.medium is not None and h.medium == tier
-               and _needs(history, h.position) for h in history[stores[-1]:])
+               and (p is None or p.needs(h.position)) for h in history[stores[-1]:])
     offloaded = any(h.event == "claim_offloaded" for h in history)
     return lost or not offloaded or (e.medium is not None and e.medium == tier)
 
 
-def _copy(history: list[Event]) -> Event | None:
+def _copy(at: _ClaimAt) -> Event | None:
     """The claim's stored copy: the last successful store, else the last offload."""
-    stores = [h for h in _named(history, "kv_store_finished") if h.success]
-    offloads = _named(history, "claim_offloaded")
+    stores = [h for h in at.named("kv_store_finished") if h.success]
+    offloads = at.named("claim_offloaded")
     return stores[-1] if stores else (offloads[-1] if offloads else None)
 
 
-def _holds(g: Guard, e: Event, history: list[Event], stream: Stream) -> bool:
-    """Answer guard *g* for event *e* from the accepted history (SPEC §4.2, sentence by
-    sentence)."""
-    gen = generation(e)
-    cycles = _named(history, "claim_restore_required")
-    cycle = cycles[-1] if cycles else None
-    if g is Guard.BEST_EFFORT:
-        return str(e.protection_mode) == "best_effort"
-    if g is Guard.NOT_CARRIER:  # a request names the claim within its own stream
-        start = stream.stream_start(e.seq)
-        return any(h.request_id != e.request_id for h in _named(history, "request_started")
-                   if h.seq > start)
-    if g is Guard.EARLIER_INCARNATION:
-        start = stream.stream_start(e.seq)
-        return any(h.seq < start for h in _named(history, "claim_accepted"))
-    if g is Guard.CHANGED_DEFINITION:
-        a = _accepted(history)
-        return a is not None and defining(a) != defining(e)
-    if g is Guard.HOLDS_CONTRADICTED:
-        return bool(e.holds) != _proves(history, e)
-    if g is Guard.PROVEN:
-        return _proves(history, e)
-    if g is Guard.SAME_TIER:
-        return bool(e.from_tier == e.to_tier)
-    if g is Guard.LABEL_BELOW:
-        return gen is not None and any(gen < generation(h) for h in cycles)  # type: ignore[operator]
-    if g is Guard.LABEL_NOT_NEW:
-        copies = _named(history, "kv_store_started", "kv_store_finished", "claim_offloaded")
-        return any(generation(h) >= gen for h in cycles) or any(  # type: ignore[operator]
-            generation(h) is not None and generation(h) > gen for h in copies)  # type: ignore[operator]
-    if g is Guard.WRONG_TIER:
-        copy = _copy(history)
-        return copy is None or e.from_tier != copy.to_tier
-    if g is Guard.LOAD_TIER:
-        tier = getattr(e, "from_tier", None)
-        copy = _copy(history)
-        return tier is not None and (copy is None or tier != copy.to_tier)
-    if g is Guard.OUTCOME_ENVELOPE:
-        return outcome_envelope_mismatch(e)
-    if g is Guard.CARRIER_SCOPE:
-        mine = e.owner_scope if e.owner_scope is not None else claim_scope(history)
-        theirs = request_scope(stream, e.request_id, e.seq)
-        return mine is not None and theirs is not None and theirs != str(mine)
-    if g is Guard.SHORT_COPY:
-        a = _accepted(history)
-        return a is None or short_copy(e.block_count, a.predicate.blocks)
-    if g is Guard.FOREIGN_JOB:
-        job = getattr(e, "job_id", None)
-        opened = [i for i, h in enumerate(history) if h.event == "claim_restore_required"]
-        started = {h.job_id for h in history[opened[-1]:] if h.event == "kv_load_started"} \
-            if opened else set()
-        return job is not None and job not in started
-    if g is Guard.FOREIGN_SCOPE:
-        mine = claim_scope(history)
-        return mine is not None and request_scope(stream, e.request_id, e.seq) != mine
-    if g is Guard.OTHER_REQUEST:
-        return cycle is None or e.request_id != cycle.request_id
-    if g is Guard.OTHER_LABEL:
-        return gen is not None and (cycle is None or gen != generation(cycle))
-    if g is Guard.UNNAMED_FAILURE:
-        return e.request_id is None and substrate_failure(e)
-    if g is Guard.FAILED_LOAD:
-        return failed_load(e)
-    if g is Guard.FALLBACK:
-        return bool(e.source == "fallback_recompute")
-    if g is Guard.LOSS:
-        return _loss(e, history)
-    if g is Guard.NOT_OFFLOADED:
-        return not _named(history, "claim_offloaded")
-    raise ValueError(f"guard {g} is not a claim guard")  # pragma: no cover
+def _not_carrier(at: _ClaimAt) -> bool:
+    """A request_started of the claim's stream named it before acceptance on another request
+    (a request names the claim within its own stream)."""
+    start = at.stream.stream_start(at.e.seq)
+    return any(h.request_id != at.e.request_id for h in at.named("request_started")
+               if h.seq > start)
+
+
+def _label_below(at: _ClaimAt) -> bool:
+    gen = generation(at.e)
+    return gen is not None and any(gen < generation(h)  # type: ignore[operator]
+                                   for h in at.named("claim_restore_required"))
+
+
+def _label_not_new(at: _ClaimAt) -> bool:
+    gen = generation(at.e)
+    cycles = at.named("claim_restore_required")
+    copies = at.named("kv_store_started", "kv_store_finished", "claim_offloaded")
+    return any(generation(h) >= gen for h in cycles) or any(  # type: ignore[operator]
+        generation(h) is not None and generation(h) > gen for h in copies)  # type: ignore[operator]
+
+
+def _wrong_tier(at: _ClaimAt) -> bool:
+    copy = _copy(at)
+    return copy is None or at.e.from_tier != copy.to_tier
+
+
+def _load_tier(at: _ClaimAt) -> bool:
+    tier = getattr(at.e, "from_tier", None)
+    copy = _copy(at)
+    return tier is not None and (copy is None or tier != copy.to_tier)
+
+
+def _carrier_scope(at: _ClaimAt) -> bool:
+    e = at.e
+    mine = e.owner_scope if e.owner_scope is not None else claim_scope(at.history)
+    theirs = request_scope(at.stream, e.request_id, e.seq)
+    return mine is not None and theirs is not None and theirs != str(mine)
+
+
+def _foreign_scope(at: _ClaimAt) -> bool:
+    """SPEC §4.2, §4.3: restores and reuses are by a request of the claim's owner scope; an
+    unscoped claim's only by requests without one."""
+    return request_scope(at.stream, at.e.request_id, at.e.seq) != claim_scope(at.history)
+
+
+def _other_label(at: _ClaimAt) -> bool:
+    gen, cycle = generation(at.e), at.cycle
+    return gen is not None and (cycle is None or gen != generation(cycle))
+
+
+def _foreign_job(at: _ClaimAt) -> bool:
+    job = getattr(at.e, "job_id", None)
+    return job is not None and job not in at.cycle_jobs
+
+
+def carries(stream: Stream, request_id: str | None, claim: str, before: int) -> bool:
+    """SPEC §4.3: the request carried the claim before *before*: its claim_accepted, lookup,
+    restore or reuse named the request."""
+    return request_id is not None and any(
+        h.seq < before and h.request_id == request_id and h.claim_id == claim
+        and h.event in CARRYING_KINDS for h in stream.events)
+
+
+def _off_carrier(at: _ClaimAt) -> bool:
+    """SPEC §4.3: a refusal or deferral naming the claim on a request that does not carry it,
+    and no conflict with a hard_protected claim resident on the device."""
+    if carries(at.stream, at.e.request_id, at.claim, at.e.seq):
+        return False
+    a = at.accepted
+    hard = a is not None and str(a.protection_mode) == "hard_protected"
+    return not (hard and at.state in ON_DEVICE)
+
+
+def _late_record(at: _ClaimAt) -> bool:
+    """SPEC §4.3: the failed cycle's invalid-block report after the claim failed closed: on
+    the cycle's request, naming a job the cycle started."""
+    cycle, e = at.cycle, at.e
+    return (cycle is not None and e.request_id is not None and e.request_id == cycle.request_id
+            and e.job_id is not None and e.job_id in at.cycle_jobs)
+
+
+#: the reference answer of every claim guard (SPEC §4.2–§4.3, sentence by sentence)
+CLAIM_GUARDS: dict[Guard, Callable[[_ClaimAt], bool]] = {
+    Guard.BEST_EFFORT: lambda at: str(at.e.protection_mode) == "best_effort",
+    Guard.NOT_CARRIER: _not_carrier,
+    Guard.EARLIER_INCARNATION: lambda at: any(
+        h.seq < at.stream.stream_start(at.e.seq) for h in at.named("claim_accepted")),
+    Guard.CHANGED_DEFINITION: lambda at: (a := at.accepted) is not None and defining(
+        a) != defining(at.e),
+    Guard.HOLDS_CONTRADICTED: lambda at: bool(at.e.holds) != at.proves(),
+    Guard.PROVEN: lambda at: at.proves(),
+    Guard.SAME_TIER: lambda at: bool(at.e.from_tier == at.e.to_tier),
+    Guard.LABEL_BELOW: _label_below,
+    Guard.LABEL_NOT_NEW: _label_not_new,
+    Guard.WRONG_TIER: _wrong_tier,
+    Guard.LOAD_TIER: _load_tier,
+    Guard.OUTCOME_ENVELOPE: lambda at: outcome_envelope_mismatch(at.e),
+    Guard.CARRIER_SCOPE: _carrier_scope,
+    Guard.SHORT_COPY: lambda at: (p := at.predicate) is None or p.short(at.e.block_count),
+    Guard.NO_STORE: lambda at: not any(h.success and h.to_tier == at.e.to_tier
+                                       for h in at.named("kv_store_finished")),
+    Guard.FOREIGN_JOB: _foreign_job,
+    Guard.FOREIGN_SCOPE: _foreign_scope,
+    Guard.OTHER_REQUEST: lambda at: (c := at.cycle) is None or at.e.request_id != c.request_id,
+    Guard.OTHER_LABEL: _other_label,
+    Guard.UNNAMED_FAILURE: lambda at: at.e.request_id is None and substrate_failure(at.e),
+    Guard.FAILED_LOAD: lambda at: failed_load(at.e),
+    Guard.FALLBACK: lambda at: bool(at.e.source == "fallback_recompute"),
+    Guard.LOSS: _loss,
+    Guard.NOT_OFFLOADED: lambda at: not at.named("claim_offloaded"),
+    Guard.OFF_CARRIER: _off_carrier,
+    Guard.LATE_RECORD: _late_record,
+}
+
+
+# ---------------------------------------------------------------------- the request guards
+@dataclass(frozen=True)
+class _RequestAt:
+    """A step of a request's run: the event, the request's events before it (each with the
+    state it met), the state this one meets."""
+
+    e: Event
+    before: list[tuple[Event, RequestPhase]] = field(repr=False)
+    state: RequestPhase
+
+    def answered(self) -> set[str]:
+        """SPEC §4.3: the claims whose failure on the request a refusal of it answered: the
+        failure, then the refusal, each met while the request was unfinished."""
+        found: set[str] = set()
+        failing: set[str] = set()
+        for h, state in self.before:
+            if state is RequestPhase.FINISHED:
+                continue
+            if h.event == "active_request_refused":
+                if h.outcome_claim_id in failing:
+                    found.add(h.outcome_claim_id)
+            elif h.claim_id is not None and substrate_failure(h):
+                failing.add(h.claim_id)
+        return found
+
+    def holds(self, guard: RequestGuard) -> bool:
+        return REQUEST_GUARDS[guard](self)
+
+    def job_claim(self, job: Any) -> str | None:
+        """The claim the request's last kv_load_started of *job* named."""
+        starts = [h for h, _ in self.before if h.event == "kv_load_started" and h.job_id == job]
+        return starts[-1].claim_id if starts and job is not None else None
+
+
+def _late(at: _RequestAt) -> bool:
+    """SPEC §4.3: a late record of a failure a refusal of the request answered before its
+    finish: the failed job's invalid blocks, the claim's restore failure, the refusal again."""
+    answered, e = at.answered(), at.e
+    if e.event == "claim_restore_failed":
+        return e.claim_id in answered
+    if e.event == "active_request_refused":
+        return e.outcome_claim_id in answered
+    claim = at.job_claim(e.job_id)
+    return claim is not None and claim in answered and e.claim_id in (None, claim)
+
+
+def _carried_store(at: _RequestAt) -> bool:
+    """SPEC §4.3: a store completion of a claim the request carried (vLLM saves at finish)."""
+    e = at.e
+    return e.claim_id is not None and any(h.claim_id == e.claim_id and h.event in CARRYING_KINDS
+                                          for h, _ in at.before)
+
+
+#: the reference answer of every request guard
+REQUEST_GUARDS: dict[RequestGuard, Callable[[_RequestAt], bool]] = {
+    RequestGuard.SERVED: lambda at: at.e.status == "served",
+    RequestGuard.OUTCOME_ENVELOPE: lambda at: outcome_envelope_mismatch(at.e),
+    RequestGuard.UNCLAIMED_BRANCH: lambda at: at.e.claim_id is None,
+    RequestGuard.FAILED_LOAD: lambda at: not at.e.success,
+    RequestGuard.CARRIED_STORE: _carried_store,
+    RequestGuard.LATE_RECORD: _late,
+}
+assert set(CLAIM_GUARDS) == set(Guard) and set(REQUEST_GUARDS) == set(RequestGuard)

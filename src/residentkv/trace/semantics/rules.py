@@ -11,10 +11,12 @@ from collections.abc import Callable
 from residentkv.model.automaton import (
     DECIDED_AGAIN,
     LIVE,
+    OUTCOME_ENDINGS,
     PRE,
+    RELEASES,
     Violation,
     failed_load,
-    opens_failure,
+    substrate_failure,
 )
 from residentkv.model.claim import OUTCOME_BEFORE_LOSS
 from residentkv.model.event_record import claim_names
@@ -22,6 +24,7 @@ from residentkv.model.events import IDENTITY_FIELDS
 from residentkv.model.vocabulary import Control as C
 from residentkv.model.vocabulary import Requirement as R
 from residentkv.model.vocabulary import StopCause
+from residentkv.trace.acceptor import ACCEPTED_FIELDS
 from residentkv.trace.requirements import (
     CONFORMANCE_GATE,
     CONFORMANCE_SHARED,
@@ -50,7 +53,6 @@ from residentkv.trace.semantics.stream import (
     first,
     seq_of,
 )
-from residentkv.trace.tracker import ACCEPTED_FIELDS, RELEASES
 
 
 # ----------------------------------------------------------------------------------- common
@@ -133,22 +135,22 @@ def no_observation_gap(c: ClaimView) -> Found:
 
 
 def no_open_failure(c: ClaimView) -> Found:
-    """SPEC §4.2: every failed load of the claim, and every scheduler failure branch naming
-    it, is followed, on its request, by a ``claim_restore_failed`` naming the claim as its
-    outcome; a later proper failure never makes up for an open one. SPEC §9.1: on a request
-    its incarnation's death cut off, the claim's ending at the next stream's head answers it."""
+    """SPEC §4.2–§4.3: every failure of the claim (a failed store or load, or a scheduler
+    failure branch naming it) is answered by an outcome before its request's first finish (a
+    refusal of that request naming the claim, or the mode's demotion, expiry or harm of it)
+    and closed by its record (a ``claim_restore_failed`` of that request naming the claim) or
+    by that ending; a later proper failure never makes up for an open one. A record of an
+    answered failure opens none. SPEC §9.1: on a request its incarnation's death cut off, the
+    claim's ending at the next stream's head answers it."""
     return None if any(True for _ in _open_failures(c)) else []
 
 
 def _open_failures(c: ClaimView) -> list[tuple[Event, bool | None]]:
-    """Each unanswered failure of the claim, with whether the next stream's head answers it
-    (None: the reading stopped in that head with the claim still open)."""
+    """Each unanswered or unclosed failure of the claim, with whether the next stream's head
+    answers it (None: the reading stopped in that head with the claim still open)."""
     found: list[tuple[Event, bool | None]] = []
     for lf in c.own:
-        if not opens_failure(lf) or any(
-                e.event == "claim_restore_failed" and e.seq > lf.seq
-                and e.request_id == lf.request_id and e.outcome_claim_id == c.id
-                for e in c.own):
+        if not substrate_failure(lf) or _record(c, lf) or _closed(c, lf):
             continue
         answered = legal.head_answered(c.stream, c.id, lf.seq)
         if answered is not True:
@@ -156,19 +158,82 @@ def _open_failures(c: ClaimView) -> list[tuple[Event, bool | None]]:
     return found
 
 
+def _record(c: ClaimView, failure: Event) -> bool:
+    """SPEC §4.3: a ``kv_load_failed`` of the claim after a refusal of its request naming the
+    claim that followed an earlier failure of the claim there: a record of the failure that
+    refusal answered (it opens none)."""
+    r = failure.request_id
+    if failure.event != "kv_load_failed" or r is None:
+        return False
+    return any(o.event == "active_request_refused" and o.request_id == r
+               and o.outcome_claim_id == c.id and o.seq < failure.seq
+               and any(substrate_failure(f) and f.request_id == r and f.seq < o.seq
+                       for f in c.own)
+               for o in c.stream.events)
+
+
+def _ending_of(c: ClaimView, e: Event, r: str) -> bool:
+    """The mode's demotion, expiry or harm of the claim, naming request *r* or none."""
+    return e.event in OUTCOME_ENDINGS and e.claim_id == c.id and e.request_id in (r, None)
+
+
+def _answers(c: ClaimView, e: Event, r: str) -> bool:
+    """SPEC §4.3: an outcome that answers a failure of the claim on *r*: a refusal of *r*
+    naming the claim, or the mode's demotion, expiry or harm of the claim."""
+    if e.event == "active_request_refused":
+        return e.request_id == r and e.outcome_claim_id == c.id
+    return _ending_of(c, e, r)
+
+
+def _answer_deadline(c: ClaimView, failure: Event) -> int:
+    """Where the failure's answer is due: its request's first finish, when that follows the
+    failure (a store completion after the finish has none), else its stream's end."""
+    fin = c.stream.first_finish(failure.request_id)
+    if fin is not None and fin.seq > failure.seq:
+        return fin.seq
+    return c.stream.stream_stop(failure.seq)
+
+
+def _answered(c: ClaimView, failure: Event) -> bool:
+    r, deadline = failure.request_id, _answer_deadline(c, failure)
+    return r is not None and any(failure.seq < e.seq < deadline and _answers(c, e, r)
+                                 for e in c.stream.events)
+
+
+def _closed(c: ClaimView, failure: Event) -> bool:
+    """Answered in time, and followed by its record or by the claim's ending (in its
+    stream)."""
+    r, stream = failure.request_id, c.stream
+    if r is None or not _answered(c, failure):
+        return False
+    stop = stream.stream_stop(failure.seq)
+    return any(failure.seq < e.seq < stop and (_ending_of(c, e, r) or (
+        e.event == "claim_restore_failed" and e.claim_id == c.id
+        and e.outcome_claim_id == c.id and e.request_id == r)) for e in stream.events)
+
+
+def _missed(c: ClaimView, failure: Event) -> bool:
+    """Its request finished (after it) with no outcome answering it, or it names none: it
+    can never be closed."""
+    if failure.request_id is None:
+        return True
+    fin = c.stream.first_finish(failure.request_id)
+    return fin is not None and fin.seq > failure.seq and not _answered(c, failure)
+
+
 def settled_open_failure(c: ClaimView) -> bool:
     """SPEC §9.1: an unanswered failure that stays so whatever follows the reading's stop. One
-    may still be answered while the claim is open (accepted, not ended) and either its request,
-    in the stream the reading stopped in, has not finished, or the reading stopped in the head
-    where the claim's ending would answer it."""
+    may still be answered or closed while the claim is open (accepted, not ended) and, in the
+    stream the reading stopped in, its request has not finished without answering it (SPEC
+    §4.3: the record of an answered failure may come after the finish), or the reading
+    stopped in the head where the claim's ending would answer it."""
     stream = c.stream
     live = legal.phase_at(stream, c.id, NEVER) in LIVE
     for lf, answered in _open_failures(c):
         if answered is None and live:
             continue
         last = stream.stream_of(lf.seq) == len(stream.spans) - 1
-        if (live and last and stream.last_open and lf.request_id is not None
-                and stream.first_finish(lf.request_id) is None):
+        if live and last and stream.last_open and not _missed(c, lf):
             continue
         return True
     return False

@@ -16,11 +16,11 @@ from typing import Any, TypeVar
 import msgspec
 from pydantic import BaseModel
 
-from residentkv.model.automaton import failed_load, proves
+from residentkv.model.automaton import PROMISE_ENDINGS, failed_load
 from residentkv.model.event_record import EventRecord, record_list, required_label
 from residentkv.model.events import CLAIM_EVENT_NAMES, Envelope
+from residentkv.model.predicate import AcceptedPredicate
 from residentkv.trace.streams import StreamCursor, StreamEnd, StreamSpan
-from residentkv.trace.tracker import ENDINGS
 
 #: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
 Event = EventRecord
@@ -188,7 +188,7 @@ class ClaimView:
     @cached_property
     def end(self) -> int:
         """Seq of the claim's first ending (released, expired, demoted, failed closed)."""
-        return seq_of(first(self.claim_events, lambda e: e.event in ENDINGS))
+        return seq_of(first(self.claim_events, lambda e: e.event in PROMISE_ENDINGS))
 
     @cached_property
     def mode(self) -> str | None:
@@ -203,21 +203,20 @@ class ClaimView:
         accepted before the event. A ``contiguous_range`` not
         starting at 0 holds only when the leading run covers it: the numbers show nothing else.
         """
-        a = self.accepted
-        if a is None or event.seq < a.seq:
+        a, p = self.accepted, self.predicate
+        if a is None or p is None or event.seq < a.seq:
             return False  # no accepted predicate yet: nothing to evaluate against
-        if not event.holds:
-            return False
-        p = a.predicate
-        return proves(str(p.kind), p.blocks, p.start or 0, a.footprint_blocks, event.leading,
-                      event.surviving)
+        return bool(event.holds) and p.proves(event.leading, event.surviving)
+
+    @cached_property
+    def predicate(self) -> AcceptedPredicate | None:
+        """The accepted predicate, judged in the accepted footprint."""
+        a = self.accepted
+        return None if a is None else AcceptedPredicate.of(a.predicate, a.footprint_blocks)
 
     def needs(self, position: int | None) -> bool:
         """Whether the predicate needs block *position* (unknown positions count: fail closed)."""
-        if position is None or self.accepted is None:
-            return True
-        start = self.accepted.predicate.start or 0
-        return bool(start <= position < start + self.accepted.predicate.blocks)
+        return self.predicate is None or self.predicate.needs(position)
 
     @cached_property
     def materialized(self) -> Event | None:
