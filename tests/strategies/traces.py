@@ -75,6 +75,13 @@ STYLES = (
     "deferred",             # a hard_protected conflict defers the request (then served)
     "rematerialized",       # a second evaluation that still holds
     "reoffload",            # stored and offloaded again after each reuse
+    # SPEC §4.3: vLLM's real failure order: the failed job's kv_load_failed after the failed
+    # request's finish (the refusal before it)
+    "late_records",
+    # with late_records: the claim_restore_failed and a repeated (harness) refusal after the
+    # finish too, as the research artifact records them
+    "late_outcome_records",
+    "saved_at_finish",      # SPEC §4.3: the resident request's store and offload after its finish
 )
 
 
@@ -374,7 +381,13 @@ class _Builder:
         r0 = self.request_id()
         self.start(r0)
         self.resident(r0)
-        self.finish(r0)
+        if "saved_at_finish" in p.styles and p.kind in OFFLOADED:
+            saves = self.out[-3:]  # kv_store_started, kv_store_finished, claim_offloaded
+            del self.out[-3:]
+            self.finish(r0)
+            self.out += saves
+        else:
+            self.finish(r0)
         for cycle in range(p.successes):
             r = self.request_id()
             self.cycle = cycle
@@ -388,9 +401,27 @@ class _Builder:
             self.restore_fails(r, p.successes)
             status = "refused" if "refused_status" in p.styles else "error"
             self.finish(r, status, status)
+            if "late_records" in p.styles:
+                self.late_records()
         self.cycle = None
         self.outcomes()
         return self.out
+
+    def late_records(self) -> None:
+        """SPEC §4.3: the records of the answered failure after the finish (vLLM reports the
+        invalid blocks after it); now and then the restore failure and a repeated refusal too."""
+        out = self.out
+        roles = ["load_failed"] + (["restore_failed", "refusal"]
+                                   if "late_outcome_records" in self.plan.styles else [])
+        late = [out.pop(next(i for i, e in enumerate(out) if e.role == role
+                             and e.cycle == self.plan.successes)) for role in roles]
+        if "refusal" in roles:  # the refusal stays before the finish; it is repeated after
+            first = late.pop()
+            out.insert(next(i for i, e in enumerate(out) if e.role == "finish"
+                            and e.cycle == self.plan.successes), first)
+            late.append(Ev(dict(first.body, arbiter="harness"), first.owner, "refusal_again",
+                           first.cycle))
+        out += late
 
     def outcomes(self) -> None:
         """What follows residency for the modes that do not restore."""
@@ -1091,6 +1122,92 @@ def open_obligation_pruned(t: GenTrace, p: Plan) -> bool:
     return True
 
 
+def _illegal(t: GenTrace, claim: str) -> None:
+    """The claim's history is illegal: every gate of it fails, and, a non-target with an
+    illegal history, every other claim's attribution (SPEC §4.2 Attribution)."""
+    _everything_broken(t, [claim])
+    _attribution_broken(t)
+
+
+def late_outcome(t: GenTrace, p: Plan) -> bool:
+    """The attributed refusal after the affected request's finish (SPEC §4.3): no outcome
+    answered the failure before it, so the refusal is no late record but an illegal step, and
+    the failure stays open."""
+    f = _failure_events(t, p)
+    if f is None:
+        return False
+    refusal = t.events.pop(f["refusal"])
+    refusal.touched = True
+    fin = next(i for i in t.find(p.claim_id, "finish", cycle=p.successes))
+    t.touch(fin)
+    t.events.insert(t.pos(fin + 1, len(t.events)), refusal)
+    _illegal(t, p.claim_id)
+    return True
+
+
+def start_after_acting(t: GenTrace, p: Plan) -> bool:
+    """A request of the claim starts only after its first event (SPEC §4.3: a request's first
+    event is its request_started): the request's run, so every claim it names, is illegal."""
+    starts = [i for i in t.find(p.claim_id, "start") if t.untouched(i)]
+    if not starts:
+        return False
+    i = t.rnd.choice(starts)
+    r = t.events[i].body["request_id"]
+    later = [j for j in t.find(request=r) if j > i]
+    if not later:
+        return False
+    start = t.events.pop(i)
+    start.touched = True
+    t.insert(later[0], start)  # just after the request's first other event
+    _illegal(t, p.claim_id)
+    return True
+
+
+def refusal_of_non_carrier(t: GenTrace, p: Plan) -> bool:
+    """A request that never carried the claim is refused naming it (SPEC §4.3: refusals name
+    carriers; another request only for a resident hard_protected claim)."""
+    if p.kind is Kind.HARD:
+        return False
+    c = p.claim_id
+    acc = t.one(c, "accept")
+    r, at = _new_request(t, acc + 1, len(t.events))
+    t.insert(at + 1, Ev(event("active_request_refused", c, r, outcome_claim_id=c,
+                              blocking_claim_ids=[c], feasibility="capacity",
+                              arbiter="admission"), c, "decoy"))
+    t.insert(at + 2, Ev(event("request_finished", None, r, status="refused",
+                              finish_reason="refused"), None, "finish"))
+    _illegal(t, c)
+    return True
+
+
+def offload_to_unstored_tier(t: GenTrace, p: Plan) -> bool:
+    """The claim is offloaded to a tier no store of it wrote (SPEC §4.3 Copies)."""
+    if p.kind not in OFFLOADED:
+        return False
+    i = t.one(p.claim_id, "offloaded")
+    if not t.untouched(i):
+        return False
+    t.events[i].body["to_tier"] = "disk"
+    t.touch(i)
+    _illegal(t, p.claim_id)
+    return True
+
+
+def unscoped_claim_scoped_restore(t: GenTrace, p: Plan) -> bool:
+    """The claim is accepted without an owner scope, and requests of a scope restore it (SPEC
+    §4.3 Unscoped claims: only requests without one)."""
+    if not p.cycles:
+        return False
+    decided = t.find(p.claim_id, "accept") + t.find(p.claim_id, "submitted")
+    if not t.untouched(*decided):
+        return False
+    for i in decided:
+        t.events[i].body["owner_scope"] = None
+        t.touch(i)
+    _illegal(t, p.claim_id)
+    return True
+
+
 DEFECTS: dict[str, Defect] = {d.name: d for d in (
     Defect("refusal_other_request", "failure_outcome (+lifecycle, attribution of the claim)",
            refusal_other_request),
@@ -1123,6 +1240,16 @@ DEFECTS: dict[str, Defect] = {d.name: d for d in (
     Defect("reused_before_restored", "observation (+lifecycle)", reused_before_restored),
     Defect("open_obligation_pruned", "lifecycle of the claim, attribution of the others",
            open_obligation_pruned),
+    Defect("late_outcome", "every gate of the claim, attribution of the others (§4.3)",
+           late_outcome),
+    Defect("start_after_acting", "every gate of the claim, attribution of the others (§4.3)",
+           start_after_acting),
+    Defect("refusal_of_non_carrier", "every gate of the claim, attribution of the others "
+           "(§4.3)", refusal_of_non_carrier),
+    Defect("offload_to_unstored_tier", "every gate of the claim, attribution of the others "
+           "(§4.3)", offload_to_unstored_tier),
+    Defect("unscoped_claim_scoped_restore", "every gate of the claim, attribution of the "
+           "others (§4.3)", unscoped_claim_scoped_restore),
 )}
 
 
@@ -1305,7 +1432,7 @@ def _stop(p: Plan, cause: StopCause, role: str) -> Ev:
 def _cut_chain(evs: list[Ev], p: Plan) -> list[Ev]:
     """The claim's events up to the failed load of its failing restore: the incarnation dies
     there (the request never finishes, the failure is answered at the next stream's head)."""
-    last = max(i for i, e in enumerate(evs) if e.role == "load_failed" and e.cycle == p.successes)
+    last = max(i for i, e in enumerate(evs) if e.role == "load_bad" and e.cycle == p.successes)
     return evs[:last + 1]
 
 

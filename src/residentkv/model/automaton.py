@@ -369,6 +369,8 @@ LATE_RECORDS: frozenset[str] = frozenset(
     {"kv_load_failed", "claim_restore_failed", "active_request_refused"})
 #: events a claim names in its claim fields too: a step of every claim they name
 REFUSALS: frozenset[str] = frozenset({"active_request_refused", "active_request_deferred"})
+#: events that may name claims beyond their envelope (outcome_claim_id, blocking_claim_ids)
+NAMING_KINDS: frozenset[str] = REFUSALS | {"claim_restore_failed"}
 #: the steps of a restore cycle, and a reuse: what only a started, unfinished request does
 CYCLE_KINDS: frozenset[str] = frozenset(
     {"kv_lookup", "claim_restore_required", "claim_restored", "claim_reused",
@@ -661,8 +663,8 @@ def failure_chain_event(event: object) -> bool:
 
 
 def refusal_names(event: object) -> list[str]:
-    """The claims a refusal or deferral names in any claim field (envelope, outcome, blocking),
-    each once, in that order (SPEC §4.3: it is a step of each)."""
+    """The claims an event names in any claim field (envelope, outcome, blocking), each once,
+    in that order (SPEC §4.3: a refusal or deferral is a step of each)."""
     names = [getattr(event, "claim_id", None), getattr(event, "outcome_claim_id", None),
              *getattr(event, "blocking_claim_ids", ())]
     return list(dict.fromkeys(n for n in names if n is not None))

@@ -9,8 +9,8 @@ O(claims + requests): no event is kept. The reference semantics reads the same t
 whole event list (:mod:`residentkv.trace.semantics.legal`); both must agree on every trace.
 
 Legality is per claim (SPEC §4.3): a claim's first violation is its own run's, or one of a
-request naming it (its envelope names both); another claim's illegal step on that request is
-that claim's, not this one's.
+request naming it (one of its events names both, the claim in any claim field); another
+claim's illegal step on that request is that claim's, not this one's.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from residentkv.model.automaton import (
     DECIDED_AGAIN,
     HEAD_ENDINGS,
     LIVE,
+    NAMING_KINDS,
     ON_DEVICE,
     PRE,
     REFUSALS,
@@ -638,11 +639,17 @@ class Acceptor:
                 kept = run.step(e, self) or kept
             if req is not None:
                 req.names(run)
-        if name in REFUSALS:
-            # SPEC §4.3: a refusal or deferral is a step of every claim it names
+        if name in NAMING_KINDS:
+            # SPEC §4.3: a refusal or deferral is a step of every claim it names; a request
+            # names every claim its events name, in any claim field
             for other in refusal_names(e):
-                if other != cid:
-                    kept = self.claim(other).step(e, self) or kept
+                if other == cid:
+                    continue
+                run = self.claim(other)
+                if name in REFUSALS:
+                    kept = run.step(e, self) or kept
+                if req is not None:
+                    req.names(run)
         return kept
 
 

@@ -1,4 +1,4 @@
-"""An independent, whole-list acceptor of v1 traces, written from SPEC §2–§4 (§4.1, §4.2) alone.
+"""An independent, whole-list acceptor of v1 traces, written from SPEC §2–§4 (§4.1–§4.3) alone.
 
 It shares nothing with the gates but the event schema (``residentkv.model.events``): no
 automaton table, no tracker, no reference semantics. For every claim named in a stream it
@@ -89,8 +89,10 @@ class Rule(StrEnum):
     SCOPE = "owner_scope"                         # §4.2 Requests
     FAILURE_NO_REQUEST = "failure_without_request"  # §4.2 Failures
     OUTCOME_ENVELOPE = "outcome_envelope"         # §4.1 Attribution
-    OPEN_FAILURE = "open_failure"                 # §4.2 Failures
-    CHAIN_ORDER = "failure_chain_order"           # reading: restore_failed and refusal follow
+    OPEN_FAILURE = "open_failure"                 # §4.2 Failures, §4.3 B4 is the outcome
+    RESTORED_BEFORE_RECORD = "restored_before_last_record"  # §4.3 B4: nothing restored between
+    REFUSAL_NOT_CARRIER = "refusal_not_carrier"   # §4.3 Refusals name carriers
+    OFFLOAD_NO_STORE = "offload_without_store"    # §4.3 Copies
     UNFINISHED = "failure_request_unfinished"     # §4.2 whole failure chain
     HARNESS_ONLY = "harness_only"                 # §4.2 Arbiters
     SMEAR = "blocking_claim_smear"                # §1 B4: blocking_claim_ids == [claim]
@@ -98,9 +100,9 @@ class Rule(StrEnum):
     NAMED_BY_FAILURE = "named_by_failure"         # §4.1 Attribution: failures name the target
     UNCLAIMED_FAILURE = "unclaimed_failure"       # §4.1 Attribution: ... or name no claim
     REQ_RESTART = "request_restarted"             # §4.2 Requests
-    REQ_LATE_START = "request_started_late"       # reading: a request starts before it acts
-    REQ_AFTER_FINISH = "after_request_finished"   # §4.1/§4.2 chain before the first finish
-    REQ_ACTS_AFTER_FINISH = "acts_after_finished"  # reading: a finished request does nothing
+    REQ_NOT_STARTED = "request_not_started"       # §4.3 Requests start first
+    REQ_AFTER_FINISH = "after_request_finished"   # §4.3 only late records after the finish
+    REQ_ACTS_AFTER_FINISH = "acts_after_finished"  # §4.3 only store completions after it
     REFUSED_SERVED = "refused_then_served"        # §4.1
     FAIL_BRANCH_SERVED = "fail_branch_then_served"  # reading of §4.1 (branch without refusal)
     OBSERVATION_GAP = "observation_gap"           # §4.2 via the v1 event: unknown, never pass
@@ -109,12 +111,19 @@ class Rule(StrEnum):
 #: rules the SPEC text does not state; the acceptor applies them, the property does not assert
 READINGS: frozenset[Rule] = frozenset({
     Rule.SUBMIT_ORDER, Rule.LOAD_AFTER_CYCLE, Rule.FAILURE_OUTSIDE_CYCLE,
-    Rule.LOST_BEFORE_RELEASE, Rule.REQ_LATE_START, Rule.REQ_ACTS_AFTER_FINISH,
-    Rule.FAIL_BRANCH_SERVED, Rule.RESTORE_NO_STORE, Rule.CHAIN_ORDER,
+    Rule.LOST_BEFORE_RELEASE, Rule.FAIL_BRANCH_SERVED, Rule.RESTORE_NO_STORE,
 })
 #: the failure chain of SPEC §4.2 (and a second finish, §4.1): these after the first finish
 CHAIN = frozenset({"kv_load_failed", "scheduler_load_failure", "claim_restore_failed",
                    "active_request_refused", "request_finished"})
+#: SPEC §4.3: a request carries a claim once "its claim_accepted, lookup, restore or reuse names
+#: that request"
+CARRYING = frozenset({"claim_accepted", "kv_lookup", "claim_restore_required", "claim_restored",
+                      "claim_reused"})
+#: SPEC §4.3: the store completions that may name a request after its first finish
+STORE_COMPLETIONS = frozenset({"kv_store_started", "kv_store_finished", "claim_offloaded"})
+#: SPEC §4.3: the mode's outcomes (beside a refusal) that answer a failure
+MODE_OUTCOMES = frozenset({"claim_demoted", "claim_expired", "claim_harmed"})
 
 
 @dataclass(frozen=True)
@@ -301,34 +310,80 @@ def _defining(e: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in e.items() if k not in NOT_DEFINING}
 
 
-def _repeated_accepts(events: Sequence[Mapping[str, Any]]) -> set[int]:
-    """Indexes of claim_accepted events identical to their claim's first in every defining
-    field: SPEC §4.2 says they change nothing, so the request rules do not see them either."""
-    first: dict[Any, dict[str, Any]] = {}
-    out: set[int] = set()
-    for index, e in enumerate(events):
-        if e.get("event") != "claim_accepted":
-            continue
+def _failed_here(e: Mapping[str, Any]) -> bool:
+    """A failure of the claim its envelope names (SPEC §4.1: store/load failure; §4.2: the
+    scheduler's failure branch)."""
+    kind = e.get("event")
+    if kind in ("kv_store_finished", "kv_load_finished"):
+        return e.get("success") is not True
+    if kind == "kv_load_failed":
+        return bool(e.get("invalid_block_ids"))
+    return kind == "scheduler_load_failure"
+
+
+def answered_failures(events: Sequence[Mapping[str, Any]], request: str,
+                      before: int) -> set[str]:
+    """SPEC §4.3: the claims whose failure on *request* an outcome answered before index
+    *before* (its finish): a failure of the claim named on the request, then a refusal of the
+    request naming the claim, or the claim's demotion, expiry or harm."""
+    failed: set[str] = set()
+    answered: set[str] = set()
+    for e in events[:before]:
         c = e.get("claim_id")
-        if c in first and first[c] == _defining(e):
-            out.add(index)
-        first.setdefault(c, _defining(e))
-    return out
+        if e.get("request_id") == request and isinstance(c, str) and _failed_here(e):
+            failed.add(c)
+        outcome = e.get("outcome_claim_id") if e.get("event") == "active_request_refused" \
+            else (c if e.get("event") in MODE_OUTCOMES else None)
+        mine = e.get("event") in MODE_OUTCOMES or e.get("request_id") == request
+        if mine and outcome in failed:
+            answered.add(outcome)
+    return answered
+
+
+def _late_record(events: Sequence[Mapping[str, Any]], index: int, request: str,
+                 finished_at: int) -> bool:
+    """SPEC §4.3: a late record of a failure an outcome answered before the request's finish:
+    ``kv_load_failed`` naming the failed job (a job the request loaded for that claim), the
+    claim's ``claim_restore_failed``, or a refusal of the request naming the claim repeated."""
+    e = events[index]
+    answered = answered_failures(events, request, finished_at)
+    kind = e.get("event")
+    if kind == "claim_restore_failed":
+        return e.get("claim_id") in answered
+    if kind == "active_request_refused":
+        return e.get("outcome_claim_id") in answered and any(
+            x.get("event") == "active_request_refused" and x.get("request_id") == request
+            and x.get("outcome_claim_id") == e.get("outcome_claim_id")
+            for x in events[:finished_at])
+    if kind != "kv_load_failed" or e.get("job_id") is None:
+        return False
+    loaded = {x.get("claim_id") for x in events[:finished_at]
+              if x.get("event") in ("kv_load_started", "kv_load_finished")
+              and x.get("request_id") == request and x.get("job_id") == e.get("job_id")}
+    return any(c in answered and e.get("claim_id") in (None, c) for c in loaded)
+
+
+def _carried_before(events: Sequence[Mapping[str, Any]], request: str, claim: Any,
+                    before: int) -> bool:
+    """SPEC §4.3: the request carried *claim* before index *before*."""
+    return any(x.get("event") in CARRYING and x.get("request_id") == request
+               and x.get("claim_id") == claim for x in events[:before])
 
 
 def _requests(events: Sequence[Mapping[str, Any]]) -> dict[str, _Request]:
     """Per request id: its scope (first declaration), first finish, and its own violations."""
     out: dict[str, _Request] = defaultdict(_Request)
     started: set[str] = set()
-    acted: set[str] = set()
     refused: dict[str, bool] = {}  # request -> refused (True) or only its fail branch fired
-    repeated = _repeated_accepts(events)
     for index, e in enumerate(events):
         r = e.get("request_id")
-        if not isinstance(r, str) or index in repeated:
+        if not isinstance(r, str):
             continue
         req, kind, seq = out[r], e.get("event"), _seq(e)
-        if req.finished_at is not None:
+        if req.finished_at is not None and not (
+                (kind in STORE_COMPLETIONS
+                 and _carried_before(events, r, e.get("claim_id"), req.finished_at))
+                or _late_record(events, index, r, req.finished_at)):
             late = kind in CHAIN or (kind == "kv_load_finished" and e.get("success") is not True)
             req.violations.append(Violation(
                 seq, Rule.REQ_AFTER_FINISH if late else Rule.REQ_ACTS_AFTER_FINISH,
@@ -336,14 +391,13 @@ def _requests(events: Sequence[Mapping[str, Any]]) -> dict[str, _Request]:
         if kind == "request_started":
             if r in started:
                 req.violations.append(Violation(seq, Rule.REQ_RESTART, f"{r} started again"))
-            elif r in acted:
-                req.violations.append(Violation(seq, Rule.REQ_LATE_START,
-                                                f"{r} started after it acted"))
-            if r not in started:
+            else:
                 req.scope, req.started_at = e.get("owner_scope"), index
             started.add(r)
             continue
-        acted.add(r)
+        if r not in started:
+            req.violations.append(Violation(seq, Rule.REQ_NOT_STARTED,
+                                            f"{kind} names {r} before its request_started"))
         if kind == "active_request_refused":
             refused[r] = True
         elif kind == "scheduler_load_failure" and e.get("policy") == "fail":
@@ -441,7 +495,6 @@ class _ClaimWalk:
         self.cycles: dict[str, _Cycle] = {}  # the latest cycle of each request
         self.failures: list[tuple[int, str]] = []  # (index, request) of substrate failures
         self.outcomes: dict[str, list[int]] = defaultdict(list)  # request -> restore_failed idx
-        self.closing_refusals: dict[str, list[int]] = defaultdict(list)
         self.failure_requests: set[str] = set()
         self.refusal_arbiters: list[Any] = []
         self.index = 0  # of the event being walked
@@ -549,6 +602,8 @@ class _ClaimWalk:
         mine = e.get("claim_id") == self.claim
         if is_failure_or_outcome(e):
             self.bad(e, Rule.NAMED_BY_FAILURE, f"{kind} names the claim", NON_TARGET_ONLY)
+        if kind in ("active_request_refused", "active_request_deferred"):
+            self.carrier(index, e)
         if kind == "active_request_refused":
             self.refusal(index, e)
             return
@@ -652,17 +707,19 @@ class _ClaimWalk:
     def offload(self, e: Mapping[str, Any]) -> None:
         if not self.materialized:
             self.bad(e, Rule.OFFLOAD_ORDER, "claim_offloaded before a holding claim_materialized")
+        elif e.get("to_tier") not in self.stored_tiers:
+            self.bad(e, Rule.OFFLOAD_NO_STORE, f"claim_offloaded to {e.get('to_tier')!r}, which "
+                     "no successful store of the claim wrote")
         self.copy_label(e)
         self.offloaded = True
         self.resident = False
 
     def scope_ok(self, e: Mapping[str, Any], r: Any, what: str) -> None:
-        if self.scope is None:
-            return
         req = self.requests.get(r) if isinstance(r, str) else None
         # the scope the request has declared by now (a later start declares it too late)
         scope = req.scope if req is not None and req.started_at is not None \
             and req.started_at < self.index else None
+        # SPEC §4.3: an unscoped claim is restored or reused only by unscoped requests
         if scope != self.scope:
             self.bad(e, Rule.SCOPE, f"{what} by a request of scope {scope!r}, claim's is "
                      f"{self.scope!r}")
@@ -694,7 +751,10 @@ class _ClaimWalk:
         if what == "load":
             branch = e.get("event") == "scheduler_load_failure"
             rule = Rule.FAILURE_OUTSIDE_CYCLE if branch else Rule.LOAD_OUTSIDE_CYCLE
-            if cycle is not None and cycle.state in ("reused", "failed"):
+            # SPEC §4.3: the failed job's kv_load_failed may follow the cycle's restore failure
+            record = e.get("event") == "kv_load_failed" and cycle is not None \
+                and cycle.state == "failed"
+            if cycle is not None and cycle.state in ("reused", "failed") and not record:
                 cycle = None
                 rule = Rule.FAILURE_OUTSIDE_CYCLE if branch else Rule.LOAD_AFTER_CYCLE
         if cycle is None:
@@ -790,8 +850,18 @@ class _ClaimWalk:
             self.terminal = self.terminal or "failed_closed"
             self.resident = False
 
-    def refusal(self, index: int, e: Mapping[str, Any]) -> None:
+    def carrier(self, index: int, e: Mapping[str, Any]) -> None:
+        """SPEC §4.3: a refusal or deferral naming the claim is on a request that carries it,
+        or, for hard_protected, on a conflicting request while the claim is resident."""
         r = e.get("request_id")
+        if isinstance(r, str) and _carried_before(self.events, r, self.claim, index):
+            return
+        if self.mode == "hard_protected" and self.resident and self.terminal is None:
+            return
+        self.bad(e, Rule.REFUSAL_NOT_CARRIER, f"{e.get('event')} of {r!r} names the claim, "
+                 "which the request does not carry")
+
+    def refusal(self, index: int, e: Mapping[str, Any]) -> None:
         if e.get("claim_id") != e.get("outcome_claim_id"):
             self.bad(e, Rule.OUTCOME_ENVELOPE, "refusal's envelope claim_id differs from its "
                      "outcome_claim_id")
@@ -800,26 +870,18 @@ class _ClaimWalk:
         if e.get("blocking_claim_ids") != [e.get("outcome_claim_id")]:
             self.bad(e, Rule.SMEAR, f"refusal blocks {e.get('blocking_claim_ids')}, its outcome "
                      f"names {e.get('outcome_claim_id')!r}", FAILURE_GATES)
-        if (isinstance(r, str) and e.get("outcome_claim_id") == self.claim
-                and e.get("blocking_claim_ids") == [self.claim]
-                and e.get("arbiter") == "scheduler_boundary"):
-            self.closing_refusals[r].append(index)
 
     def at_end(self) -> None:
         self.served_or_explained()
         for index, r in self.failures:
-            # the claim-scoped outcome: claim_restore_failed naming the claim, or the
-            # attributed refusal (B4); READING: the whole chain wants both after the failure
-            outcome = any(j > index for j in self.outcomes.get(r, ()))
-            refusal = any(k > index for k in self.closing_refusals.get(r, ()))
-            if not (outcome and refusal):
+            if self._record(index, r):
+                continue  # SPEC §4.3: the record of an answered failure opens none
+            why = self._unanswered(index, r)
+            if why is not None:
                 self.out.append(Violation(
-                    _seq(self.events[index]),
-                    Rule.CHAIN_ORDER if outcome or refusal else Rule.OPEN_FAILURE,
-                    f"{self.events[index].get('event')} on {r} not followed by "
-                    + ("both " if outcome or refusal else "")
-                    + "the claim's restore-failure outcome and attributed refusal on that "
-                    "request", FAILURE_GATES))
+                    _seq(self.events[index]), Rule.OPEN_FAILURE,
+                    f"{self.events[index].get('event')} on {r}: {why}", FAILURE_GATES))
+            self._restored_before_last_record(index, r)
         for r in sorted(self.failure_requests):
             req = self.requests.get(r)
             if req is None or req.finished_at is None:
@@ -830,6 +892,57 @@ class _ClaimWalk:
             self.out.append(Violation(-1, Rule.HARNESS_ONLY, "every refusal naming the claim "
                                       "is harness-arbitrated", frozenset({LIFECYCLE})))
 
+
+    def _answer(self, e: Mapping[str, Any], r: str) -> bool:
+        """SPEC §4.3: the attributed outcome: a refusal of the request naming the claim, or
+        the mode's demotion, expiry or harm of the claim."""
+        if e.get("event") == "active_request_refused":
+            return e.get("request_id") == r and e.get("outcome_claim_id") == self.claim
+        return e.get("event") in MODE_OUTCOMES and e.get("claim_id") == self.claim
+
+    def _record(self, index: int, r: str) -> bool:
+        """A kv_load_failed after an outcome answered an earlier failure on its request."""
+        if self.events[index].get("event") != "kv_load_failed":
+            return False
+        earlier = [i for i, q in self.failures if q == r and i < index]
+        return any(any(self._answer(self.events[j], r) for j in range(i + 1, index))
+                   for i in earlier)
+
+    def _unanswered(self, index: int, r: str) -> str | None:
+        """SPEC §4.3: "a failure is open when no outcome answered it before the finish, or when
+        a record it needs never comes" (its claim_restore_failed, unless the outcome ended the
+        claim)."""
+        req = self.requests.get(r)
+        finish = req.finished_at if req is not None and req.finished_at is not None \
+            and req.finished_at > index else len(self.events)
+        answers = [j for j in range(index + 1, finish) if self._answer(self.events[j], r)]
+        if not answers:
+            return "no outcome (refusal, demotion, expiry, harm) answered it before the finish"
+        if any(self.events[j].get("event") in MODE_OUTCOMES for j in answers):
+            return None
+        if any(j > index for j in self.outcomes.get(r, ())):
+            return None
+        return "its claim_restore_failed never comes"
+
+    def _restored_before_last_record(self, index: int, r: str) -> None:
+        """SPEC §4.3: nothing of the claim is restored or reused between the failure and its
+        last record (its restore failure, the failed job's report, a repeated refusal)."""
+        records = [j for j in range(index + 1, len(self.events))
+                   if self.events[j].get("request_id") == r and (
+                       j in self.outcomes.get(r, ())
+                       or (self.events[j].get("event") == "kv_load_failed"
+                           and self.events[j].get("claim_id") == self.claim)
+                       or (self.events[j].get("event") == "active_request_refused"
+                           and self.events[j].get("outcome_claim_id") == self.claim))]
+        if not records:
+            return
+        for k in range(index + 1, records[-1]):
+            e = self.events[k]
+            if e.get("claim_id") == self.claim and e.get("event") in ("claim_restored",
+                                                                       "claim_reused"):
+                self.out.append(Violation(_seq(e), Rule.RESTORED_BEFORE_RECORD,
+                                          f"{e.get('event')} before the last record of the "
+                                          f"failure on {r}"))
 
     def served_or_explained(self) -> None:
         """SPEC §4.2 Attribution: a request that carries the claim (READING: any request whose

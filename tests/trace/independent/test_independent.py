@@ -1,4 +1,4 @@
-"""The gates against an acceptor written from SPEC §4.1/§4.2 alone (see acceptor.py).
+"""The gates against an acceptor written from SPEC §4.1–§4.3 alone (see acceptor.py).
 
 (a) every shipped legal trace is legal for the acceptor (it is not simply strict);
 (b) on unconstrained mutants of legal traces, a gate that passes a claim never passes a history
@@ -235,8 +235,10 @@ class TestBeforeAcceptance:
     def test_identical_second_acceptance_changes_nothing(self) -> None:
         t = Trace().started("r-1").accept("c-1", "r-1").accept("c-1", "r-1")
         assert verdict(t).legal
-        t.finished("r-1").accept("c-1", "r-1")  # not even after its request finished
-        assert verdict(t).legal
+        # but SPEC §4.3: after its first finish only store completions and late records may
+        # name a request
+        t.finished("r-1").accept("c-1", "r-1")
+        assert rules(t) == {Rule.REQ_ACTS_AFTER_FINISH}
 
     @pytest.mark.parametrize("change", [
         {"predicate": {**PRED, "blocks": 1}}, {"owner_scope": SCOPE},
@@ -390,12 +392,36 @@ class TestFailures:
         # as a non-target: r-2 failed with nothing naming c-1, and failures name it
         assert {x.rule for x in v.as_non_target} == {Rule.NOT_SERVED, Rule.NAMED_BY_FAILURE}
 
-    def test_the_branch_after_the_outcome_is_a_reading(self) -> None:
+    def test_the_branch_after_the_restore_failure_is_a_failure_again(self) -> None:
+        """SPEC §4.3: the refusal answers it, but no claim_restore_failed follows it (a record
+        it needs never comes); the branch outside the cycle is a reading."""
         events = claimed_load_failure().events
         events[13], events[14] = ({**events[14], "seq": 13}, {**events[13], "seq": 14})
         v = verdict(events)
-        assert {x.rule for x in v.violations} == {Rule.FAILURE_OUTSIDE_CYCLE, Rule.CHAIN_ORDER}
-        assert v.legal_for(FAILURE_OUTCOME) and v.against(FAILURE_OUTCOME, readings=True)
+        assert {x.rule for x in v.violations} == {Rule.FAILURE_OUTSIDE_CYCLE, Rule.OPEN_FAILURE}
+        assert not v.legal_for(FAILURE_OUTCOME)
+
+    def test_vllm_order_is_legal(self) -> None:
+        """SPEC §4.3: the refusal before the finish; the failed job's kv_load_failed, the
+        restore failure and a repeated refusal after it."""
+        def ordered(*late_kinds: str) -> Trace:
+            t = resident().started("r-2").restore_fails("c-1", "r-2")
+            late = [e for e in t.events if e["event"] in late_kinds and e["request_id"] == "r-2"]
+            t.events = [e for e in t.events if e not in late]
+            t.finished("r-2", "error", "error")
+            t.events += late
+            if "active_request_refused" not in late_kinds:
+                refusal = next(e for e in t.events if e["event"] == "active_request_refused")
+                t.events.append(dict(refusal, arbiter="harness"))
+            for i, e in enumerate(t.events):
+                e["seq"] = i
+            return t
+
+        t = ordered("kv_load_failed", "claim_restore_failed")
+        assert verdict(t).legal, verdict(t).pairs()
+        # the refusal after the finish too: nothing answered the failure
+        t = ordered("kv_load_failed", "claim_restore_failed", "active_request_refused")
+        assert {Rule.OPEN_FAILURE, Rule.REQ_AFTER_FINISH} <= rules(t)
 
     def test_a_textbook_failure_is_legal(self) -> None:
         assert verdict(claimed_load_failure()).legal
@@ -460,6 +486,10 @@ class TestRequests:
         assert rules(self._scoped({"accepted": SCOPE}, "tenant:b/session:1")) == {Rule.SCOPE}
         assert rules(self._scoped({"accepted": SCOPE}, None)) == {Rule.SCOPE}
 
+    def test_an_unscoped_claim_restored_by_a_scoped_request(self) -> None:
+        """SPEC §4.3 Unscoped claims: only requests without one."""
+        assert rules(self._scoped({}, SCOPE)) == {Rule.SCOPE}
+
     def test_a_scope_declared_after_the_restore_is_too_late(self) -> None:
         t = self._scoped({"accepted": SCOPE}, SCOPE)
         start = next(i for i, e in enumerate(t.events)
@@ -467,8 +497,9 @@ class TestRequests:
         t.events.insert(start + 3, t.events.pop(start))  # after the lookup and the restore
         for i, e in enumerate(t.events):
             e["seq"] = i
-        assert rules(t) == {Rule.SCOPE, Rule.REQ_LATE_START}
-        assert [v.rule for v in verdict(t).against(OBSERVATION)] == [Rule.SCOPE]
+        assert rules(t) == {Rule.SCOPE, Rule.REQ_NOT_STARTED}
+        assert {v.rule for v in verdict(t).against(OBSERVATION)} == {Rule.SCOPE,
+                                                                     Rule.REQ_NOT_STARTED}
 
     def test_scope_declared_on_submission_only(self) -> None:
         assert rules(self._scoped({"submitted": SCOPE}, "tenant:b/session:1")) == {Rule.SCOPE}
@@ -515,7 +546,9 @@ class TestModesTiersArbiters:
         assert rules(t.restore_ok("c-1", "r-2")) == {Rule.RESTORE_NO_COPY}
         t = offloaded(mat(Trace().started("r-1").accept("c-1", "r-1"))).finished("r-1")
         t.started("r-2").restore_ok("c-1", "r-2")
-        assert rules(t) == {Rule.RESTORE_NO_STORE} and verdict(t).legal_for(OBSERVATION)
+        # SPEC §4.3 Copies: the offload needs a stored copy in its tier
+        assert rules(t) == {Rule.OFFLOAD_NO_STORE, Rule.RESTORE_NO_STORE}
+        assert not verdict(t).legal_for(OBSERVATION)
 
     def _evicted(self, t: Trace, position: int | None = 0) -> Trace:
         return t.add("block_evicted", "c-1", None, block_id=5, protected=False, reason="lru",

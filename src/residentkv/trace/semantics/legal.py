@@ -7,8 +7,8 @@ event that names it. Each guard is a function of the step (:data:`CLAIM_GUARDS`,
 :data:`REQUEST_GUARDS`) that asks the steps accepted so far and the whole stream — quadratic
 and obvious. Where each stream of a file ends (SPEC §9.1) the accepting conditions are asked,
 and a claim left open vanishes. Legality is per claim: a claim's violations are its own run's
-and those of the runs of the requests its envelope events name. The streaming acceptor
-(:mod:`residentkv.trace.acceptor`) keeps running answers instead; the two must agree.
+and those of the runs of the requests its events name (in any claim field). The streaming
+acceptor (:mod:`residentkv.trace.acceptor`) keeps running answers instead; the two must agree.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from residentkv.trace.streams import CLOSER, OPENER, StreamEnd
 
 __all__ = ["Stream", "Window", "claim_found", "claim_run", "claim_steps", "claim_violation",
            "head_answered", "head_windows", "phase_at", "request_cut_live", "request_found",
-           "request_run"]
+           "request_run", "requests_naming"]
 
 
 def _memo(stream: Stream) -> dict[tuple[str, str], Any]:
@@ -84,15 +84,15 @@ def _first(steps: Any) -> Step | None:
 def _claim_violations(stream: Stream, claim_id: str) -> list[Found]:
     """SPEC §4.3 per claim: the claim's own run, and the runs of the requests it names."""
     found = list(claim_found(stream, claim_id))
-    for rid in _requests_naming(stream, claim_id):
+    for rid in requests_naming(stream, claim_id):
         found += request_found(stream, rid)
     return found
 
 
-def _requests_naming(stream: Stream, claim_id: str) -> set[str]:
-    """The requests an event names together with the claim (in its envelope)."""
+def requests_naming(stream: Stream, claim_id: str) -> set[str]:
+    """The requests an event names together with the claim (in any claim field)."""
     return {e.request_id for e in stream.events
-            if e.claim_id == claim_id and e.request_id is not None}
+            if e.request_id is not None and claim_id in refusal_names(e)}
 
 
 def request_run(stream: Stream, request_id: str) -> tuple[RequestPhase, Step | None]:

@@ -563,8 +563,8 @@ def live(c: ClaimView) -> bool:
     if any(not done for step, done in legal.claim_found(stream, c.id)
            if step.violation is Violation.NEVER_DECIDED):
         return True
-    return any(legal.request_cut_live(stream, rid) for rid in
-               {e.request_id for e in c.own if e.request_id is not None})
+    return any(legal.request_cut_live(stream, rid)
+               for rid in legal.requests_naming(stream, c.id))
 
 
 # -------------------------------------------------------------------------------- controls
