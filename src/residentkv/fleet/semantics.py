@@ -35,6 +35,7 @@ from residentkv.fleet.model import (
     FleetStream,
 )
 from residentkv.fleet.view import Event
+from residentkv.model.automaton import refusal_names
 from residentkv.trace.gates import check_events
 from residentkv.trace.streams import StreamCursor, StreamEnd
 
@@ -371,7 +372,7 @@ def cross_tenant(streams: list[Stream], homes: dict[str, Accept]) -> list[FleetP
 
 
 def legal_transitions(streams: list[Stream]) -> list[FleetProblem]:
-    """SPEC §4.2, per replica: every claim the file names has a legal history there, as the
+    """SPEC §4.2–§4.3, per replica: every claim the file names has a legal history there, as the
     single-stream gates judge it (their ``legal_transitions``, on that file alone, its
     incarnations' streams followed as SPEC §9.1 says). One problem per file and claim, at the
     claim's first illegal step (its seq a position in the file)."""
@@ -379,7 +380,9 @@ def legal_transitions(streams: list[Stream]) -> list[FleetProblem]:
     for s in streams:
         events = [e for _, e in s.events]
         lines = {p: line for p, (line, _) in zip(s.positions, s.events, strict=True)}
-        for c in dict.fromkeys(e.claim_id for e in events if e.claim_id is not None):
+        # every claim an event names, in any claim field (SPEC §4.3: a refusal or deferral is
+        # a step of each claim it names)
+        for c in dict.fromkeys(c for e in events for c in refusal_names(e)):
             (result,) = check_events(events, ("observation",), claim_id=c)
             if result.illegal is not None:
                 out.append(v.illegal_transition(s.path, lines.get(result.illegal.seq),

@@ -24,9 +24,11 @@ _WHY: dict[str, str] = {
     R.RESTORE_CONTENT_VERIFIED: "the store of the restored copy recorded a content_digest but "
                                 "the restore does not carry content_verified: true",
     R.NO_OPEN_FAILURE: "a failed store or load of the claim, or a scheduler_load_failure "
-                       "naming it, has no later claim_restore_failed naming it on that "
-                       "request (an open "
-                       "failure; a later proper one never makes up for it)",
+                       "naming it, has no outcome answering it before its request's first "
+                       "finish (a refusal of that request naming the claim, or the mode's "
+                       "demotion, expiry or harm), or no record closing it after (a "
+                       "claim_restore_failed of that request naming the claim, or that ending): "
+                       "an open failure; a later proper one never makes up for it",
     R.NO_BLOCKING_SMEAR: "a refusal or deferral naming the claim blocks other claims too (or "
                          "not it): the control blocking_claim_smear fired",
     R.MATERIALIZED: "no claim_materialized whose leading/surviving numbers satisfy the "
@@ -56,9 +58,9 @@ _WHY: dict[str, str] = {
     R.NO_RESTORE_AFTER_FAILURE: "the claim was restored after its load failed (fallback "
                                 "recompute is no satisfaction), or no load failed",
     R.LEGAL_TRANSITIONS: "an event of the claim, or of a request naming it, is a step the "
-                         "automaton does not allow (SPEC §4.2; the result names the seq, the "
-                         "state and the violation), or a loss was not preceded by the outcome "
-                         "its mode promises",
+                         "automaton does not allow (SPEC §4.2–§4.3; the result names the seq, "
+                         "the state and the violation), or a loss was not preceded by the "
+                         "outcome its mode promises",
     R.SUCCESS_GENERATION: "no restore cycle meets the whole observation chain",
     R.FAILURE_GENERATION: "the claim's failure cycle does not meet the whole failure chain",
     R.GENERATIONS_ORDERED: "no complete success cycle with its own generation label precedes "
