@@ -15,7 +15,7 @@ from itertools import chain
 from pathlib import Path
 from typing import BinaryIO
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from residentkv.findings import Finding
 from residentkv.model.automaton import Violation
@@ -32,6 +32,7 @@ from residentkv.trace.results import IllegalStep as IllegalStep
 from residentkv.trace.results import illegal_step as illegal_step
 from residentkv.trace.results import trusted_result, verdict
 from residentkv.trace.tracker import StreamFacts, collect
+from residentkv.trace.verdict_words import ClaimStory, claim_stories
 
 #: the requirement groups as plain strings (see :mod:`residentkv.trace.requirements`)
 COMMON: tuple[str, ...] = _groups.ids(_groups.COMMON)
@@ -60,6 +61,9 @@ class TraceCheck(BaseModel):
     results: list[GateResult]
     #: the stream's ``stream_started`` event, when it opens with one (SPEC §4.1)
     provenance: StreamStarted | None = None
+    #: what happened to each claim with a failed result (the facts its words need)
+    stories: SkipValidation[dict[str, ClaimStory]] = Field(default_factory=dict, exclude=True,
+                                                           repr=False)
 
     @property
     def passed(self) -> bool:
@@ -162,6 +166,7 @@ def check_trace(
         facts = collect(chain.from_iterable(reader.event_chunks()))
         problems = _stream_problems(reader, facts, path, claim_id)
         results = _judge_all(facts, gates, claim_id, reader.problem_count == 0)
+        stories = claim_stories(facts, {r.claim_id for r in results if not r.passed})
         # the facts go while the collector is paused: re-enabling it then walks only the
         # results, not every object of the pass
         del facts
@@ -172,6 +177,7 @@ def check_trace(
         problem_count=reader.problem_count + len(problems) - len(reader.problems),
         results=results,
         provenance=reader.provenance,
+        stories=stories,
     )
 
 
