@@ -119,7 +119,7 @@ def run_block(block: Block, s: Scratch) -> list[str]:
     for step in block.steps:
         command = s.substitute(step.command)
         script = "set -e -o pipefail\n" + command if block.kind == "script" else command
-        code, out = _run(script, s)
+        code, out = run_command(script, s)
         outputs.append(out)
         where = f"{block.where()}: {command!r} exited {code}"
         if step.shown:
@@ -130,7 +130,7 @@ def run_block(block: Block, s: Scratch) -> list[str]:
     return outputs
 
 
-def _run(script: str, s: Scratch) -> tuple[int, str]:
+def run_command(script: str, s: Scratch) -> tuple[int, str]:
     """Run *script* in bash (its own process group, ended whole if it hangs): exit code and
     output (standard output and error together, as a terminal shows them)."""
     proc = subprocess.Popen(["bash", "-c", script], cwd=s.folder, env=s.env,

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 from docblocks import Block, blocks
-from docrunner import Scratch, run_block, scratch, wait_http
+from docrunner import Scratch, run_block, run_command, scratch, wait_http
 
 from residentkv.adapters.vllm.engine import free_port
 
@@ -100,9 +100,13 @@ def _served_a_restore_and_a_refusal(s: Scratch, outputs: list[str]) -> None:
 
 def _signed_verdict_accepted(s: Scratch, outputs: list[str]) -> None:
     """The newcomer of the CI recipe: a verdict signed by the policy's key that `attest
-    verify` accepts (its shown output checked it; here: it names the verdict and PASSED)."""
-    assert (s.folder / "verdict.intoto.json").is_file()
-    assert any("verdict.intoto.json" in o and "PASSED" in o for o in outputs), outputs
+    verify` accepts (its shown output checked it) -- and refuses once a descriptor it names
+    has changed."""
+    assert any(o.startswith("ok   verdict.intoto.json") and "PASSED" in o for o in outputs)
+    with (s.folder / "descriptors" / "vllm-0.32.0.yaml").open("a", encoding="utf-8") as fh:
+        fh.write("# edited after signing\n")
+    code, out = run_command("residentkv attest verify verdict.intoto.json --trust policy.yaml", s)
+    assert code == 1 and "descriptors/vllm-0.32.0.yaml" in out, out
 
 
 #: every page with a block that runs, and its marked setup
