@@ -4,7 +4,8 @@ A fence opens with three backticks and an info string at the start of a line and
 three backticks alone. Of those:
 
 - ```` ```sh ````, ```` ```bash ````, ```` ```shell ```` hold a **script**: every line is shell
-  input, run as one ``bash`` script that must succeed (no output is shown, none is checked);
+  input, run as pasted, as one ``bash`` script; it must end with exit status 0 and bash must not
+  complain about any line (a missing command or file, bad syntax); no output is shown;
 - ```` ```console ```` and ```` ```shell-session ````, and ```` ```text ```` or an unlabelled fence
   whose first non-blank line starts with ``$ ``, hold a **transcript**: a line starting with
   ``$ `` is a command (a line ending in ``\\`` continues it), the lines after it until the next

@@ -29,6 +29,8 @@ SERVERS = ("python -m vllm.entrypoints.openai.api_server", "residentkv observe")
 KEPT_ENV = ("HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "CI",
             "XDG_CACHE_HOME", "RESIDENTKV_CACHE")
 COMMAND_TIMEOUT = 600.0
+#: what bash itself says when a pasted line cannot run (a missing command or file, bad syntax)
+SHELL_ERROR = re.compile(r"^bash: (line \d+: )?")
 
 
 def newcomer_env() -> dict[str, str]:
@@ -118,15 +120,15 @@ def run_block(block: Block, s: Scratch) -> list[str]:
     outputs = []
     for step in block.steps:
         command = s.substitute(step.command)
-        script = "set -e -o pipefail\n" + command if block.kind == "script" else command
-        code, out = run_command(script, s)
+        code, out = run_command(command, s)
         outputs.append(out)
         where = f"{block.where()}: {command!r} exited {code}"
         if step.shown:
             assert matches(step.shown, out), (
                 f"{where}; the page shows:\n" + "\n".join(step.shown) + f"\nit printed:\n{out}")
         else:
-            assert code == 0, f"{where}:\n{out}"
+            shell_errors = [ln for ln in out.splitlines() if SHELL_ERROR.match(ln)]
+            assert code == 0 and not shell_errors, f"{where}:\n{out}"
     return outputs
 
 
@@ -143,6 +145,10 @@ def run_command(script: str, s: Scratch) -> tuple[int, str]:
         out, _ = proc.communicate()
         raise AssertionError(f"{script!r} did not end within {COMMAND_TIMEOUT:.0f}s:\n"
                              + out.decode("utf-8", errors="replace")) from None
+    finally:
+        # whatever the script left running in the background (a server it did not stop)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
     return proc.returncode, out.decode("utf-8", errors="replace")
 
 
@@ -150,7 +156,7 @@ def _start(block: Block, s: Scratch) -> None:
     command = s.substitute(block.steps[0].command)
     log = s.folder / f".server-{len(s.servers)}.log"
     with log.open("wb") as fh:
-        proc = subprocess.Popen(["bash", "-c", "set -e\n" + command], cwd=s.folder, env=s.env,
+        proc = subprocess.Popen(["bash", "-c", command], cwd=s.folder, env=s.env,
                                 stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     server = Background(_last_command(command), proc, log)
     s.servers.append(server)
