@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from residentkv.errors import UsageError, UserInputError
+from residentkv.errors import UsageError, UserInputError, install_hint
 from residentkv.findings import Finding
 from residentkv.limits import read_stdin
 from residentkv.model.events import Envelope, event_to_dict
@@ -226,6 +226,5 @@ def timeline_cmd(traces: tuple[str, ...], out: str) -> None:
     try:
         path = timeline_picture([timeline(t) for t in traces], Path(out))
     except ImportError:
-        raise UsageError("trace timeline needs matplotlib: pip install 'residentkv[plot]'") \
-            from None
+        raise UsageError(f"trace timeline needs matplotlib: {install_hint('plot')}") from None
     click.echo(f"picture: {path}")

@@ -21,7 +21,7 @@ from residentkv.adapters.vllm.control_answers import (
     release_answer,
 )
 from residentkv.adapters.vllm.engine import SHAPES
-from residentkv.errors import UsageError
+from residentkv.errors import UsageError, install_hint
 from residentkv.jsontext import json_text, write_json
 from residentkv.report.registry import emit, output_options
 from residentkv.trust.attest import attest_recorded
@@ -80,7 +80,7 @@ def run(scenarios: tuple[str, ...], repeat: int, out_dir: str, load_mode: str, s
         )
     if importlib.util.find_spec("vllm") is None:
         raise UsageError(
-            "vLLM is not installed; install the extra: pip install 'residentkv[vllm]'"
+            f"vLLM is not installed; install the extra: {install_hint('vllm')}"
         )
     if shape in ("server", "tp2") and importlib.util.find_spec("openai") is None:
         raise UsageError(f"--shape {shape} drives the server with the openai client: "
