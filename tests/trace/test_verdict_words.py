@@ -107,3 +107,12 @@ def test_every_failed_result_of_the_shipped_traces_has_words_about_its_claim() -
             words = first_cause(r.model_dump(mode="json"), check.stories.get(r.claim_id))
             assert words and (r.claim_id in words or "the trace has problems" in words
                               or "observation gap" in words), (path, r.gate, words)
+
+
+def test_a_vanished_claim_says_when_it_vanished() -> None:
+    step = {"seq": 8, "event": "stream_closed", "state": "offloaded", "violation": "vanished",
+            "why": "the claim was open when its stream closed gracefully"}
+    result = {"gate": "conformance", "claim_id": "c-1", "passed": False,
+              "missing": ["legal_transitions", "not_vanished"], "illegal": step}
+    assert first_cause(result, ClaimStory(accepted=1)).startswith(
+        "c-1 vanished: it was still offloaded when its stream closed (seq 8)")

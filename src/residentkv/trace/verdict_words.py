@@ -108,6 +108,11 @@ def _legal(c: str, s: ClaimStory, r: Mapping[str, Any]) -> str | None:
     step = r.get("illegal")
     said = (f"seq {step['seq']}: {step['event']} is not allowed while {c} is {step['state']} "
             f"({step['violation']}: {step['why']})") if step else None
+    if step and step["violation"] == "vanished":
+        stop = ("its stream closed" if step["event"] == "stream_closed"
+                else "its engine's next incarnation started")
+        return (f"{c} vanished: it was still {step['state']} when {stop} (seq {step['seq']}) "
+                "and no outcome ended it; a claim held at a stop ends with one naming it")
     if s.lost is not None and s.mode in _PROMISE and (not step or s.lost < step["seq"]):
         # the loss is what put the claim where the step was refused: say it first
         loss = (f"{c} lost a needed block at seq {s.lost} and nothing said so first: "
@@ -233,6 +238,10 @@ _WORDS: dict[str, Cause] = {
     R.CLAIM_ACCEPTED_BEFORE_LIFECYCLE: _registered,
     R.LEGAL_TRANSITIONS: _legal,
     R.NO_BLOCKING_SMEAR: _smear,
+    R.NO_UNSEEN_WINDOW: _gap,
+    R.LOSSES_ANNOUNCED: lambda c, s, r: (
+        f"{c} lost a needed block at seq {s.lost} before any outcome naming it announced the "
+        "loss" if s.lost is not None else None),
     R.RESTORE_REQUIRED: _no_cycle,
     R.TRACE_WELL_FORMED: lambda c, s, r: (
         "the trace has problems (listed above): no gate passes on a trace with a bad line"),
@@ -275,6 +284,10 @@ _ORDER: dict[str, tuple[str, ...]] = {
         *_COMMON, R.MATERIALIZED, R.NO_HARM, R.EXPIRY_BEFORE_LOSS, R.DEMOTION_BEFORE_LOSS,
         R.CONFLICT_ATTRIBUTED, R.SUCCESS_GENERATION, R.FAILURE_GENERATION,
         R.GENERATIONS_ORDERED),
+    "conformance": (
+        R.TRACE_WELL_FORMED, R.CLAIM_EVENTS_PRESENT, R.NO_UNSEEN_WINDOW, R.IDENTITY_COMPLETE,
+        R.STABLE_IDENTITY, R.PREDICATE_FIXED, R.LEGAL_TRANSITIONS, R.LOSSES_ANNOUNCED,
+        R.NOT_VANISHED, R.DECIDED_ONCE, R.NO_OPEN_FAILURE, R.NO_BLOCKING_SMEAR),
     "attribution": (
         *_COMMON, R.MULTIPLE_CLAIMS, R.TARGET_FAILURE_OUTCOME, R.FAILURES_NAME_ONLY_TARGET,
         R.NON_TARGETS_SERVED),
