@@ -39,8 +39,8 @@ def trace() -> None:
 @click.argument("traces", nargs=-1, required=True,
                 type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--gate", "gates", multiple=True, type=click.Choice(ALL_GATE_NAMES),
-              help="Gate to run (repeatable; default: the four scenario gates of SPEC §4). "
-                   "conformance: the health verdict of a long-running stream (SPEC §9.1), "
+              help="Gate to run (repeatable; default: the four scenario gates). "
+                   "conformance: the health verdict of a long-running stream, "
                    "with the claims open where the reading stops listed as live.")
 @click.option("--claim", "claim_id", default=None, help="Judge only this claim id.")
 @output_options("trace")
