@@ -192,3 +192,33 @@ def test_install_from_a_clone_is_the_makefile_s() -> None:
     done = [re.sub(r"\s+(--quiet|\|\| true)", "", ln.strip().replace("$(PY) -m ", ""))
             for recipe in recipes for ln in recipe.splitlines() if "-m pip" in ln]
     assert shown == done
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    return {_slug(m) for m in re.findall(r"^#+ (.*)$", text, re.M)}
+
+
+def test_no_page_cites_a_document_the_reader_does_not_have() -> None:
+    """The contract's rules are stated in docs/concepts.md; no page sends the reader to SPEC."""
+    citing = [f"{p.relative_to(ROOT)}:{n}" for p in PAGE_FILES
+              for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+              if re.search(r"\bSPEC\b", line)]
+    assert citing == []
+
+
+def test_every_link_into_a_page_lands_on_a_heading() -> None:
+    broken = []
+    for page in PAGE_FILES:
+        for target, anchor in re.findall(r"\]\(([\w./-]*\.md)?#([\w-]+)\)",
+                                         page.read_text(encoding="utf-8")):
+            dest = (page.parent / target).resolve() if target else page
+            if not dest.is_file() or anchor not in _anchors(dest):
+                broken.append(f"{page.relative_to(ROOT)}: {target}#{anchor}")
+    assert broken == []
