@@ -25,6 +25,8 @@ from docblocks import Block, blocks
 from docrunner import Scratch, run_block, run_command, scratch, wait_http
 
 from residentkv.adapters.vllm.engine import free_port
+from residentkv.trace.gates import check_trace
+from residentkv.trace.verdict_words import first_cause
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -109,12 +111,23 @@ def _signed_verdict_accepted(s: Scratch, outputs: list[str]) -> None:
     assert code == 1 and "descriptors/vllm-0.32.0.yaml" in out, out
 
 
+def _saw_a_claim_lost(s: Scratch, outputs: list[str]) -> None:
+    """The newcomer of the observe page: the observer's trace shows a claim lost with no outcome
+    (a needed block removed after it materialized), and the gates say so in those words."""
+    check = check_trace(s.folder / "observed.jsonl", ["lifecycle"])
+    lost = {c: story.lost for c, story in check.stories.items() if story.lost is not None}
+    assert lost, [r.model_dump(mode="json") for r in check.results]
+    words = [first_cause(r.model_dump(mode="json"), check.stories.get(r.claim_id))
+             for r in check.results if r.claim_id in lost]
+    assert all("lost a needed block" in w for w in words), words
+
+
 #: every page with a block that runs, and its marked setup
 PAGES: dict[str, Page] = {
     "README.md": Page(),
     "docs/fleet-view.md": Page(),
     "docs/lowering.md": Page(after=_signed_verdict_accepted),
-    "docs/observe.md": Page(vllm=True, setup=_vllm_server),
+    "docs/observe.md": Page(vllm=True, setup=_vllm_server, after=_saw_a_claim_lost),
     "docs/runtimes.md": Page(releases=True),
     SERVING_PAGE: Page(vllm=True, setup=_vllm_server, after=_served_a_restore_and_a_refusal),
 }
