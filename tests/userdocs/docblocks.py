@@ -14,7 +14,8 @@ three backticks alone. Of those:
 
 A transcript's shown output must be the command's output (standard output and error, as a
 terminal shows them), line for line, trailing spaces ignored; a line ``...`` stands for any
-number of lines. A transcript command that shows no output must exit 0.
+number of lines, and ``…`` inside a line for any text (a figure that differs from run to run).
+A transcript command that shows no output must exit 0.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ TRANSCRIPT_LANGS = frozenset({"console", "shell-session"})
 MAYBE_TRANSCRIPT_LANGS = frozenset({"text", ""})
 PROMPT = "$ "
 ELISION = frozenset({"...", "…"})
+#: inside a shown line: any text
+INLINE = "…"
 _FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
 
 
@@ -115,6 +118,12 @@ def matches(shown: tuple[str, ...] | list[str], output: str) -> bool:
     return _match(want, got)
 
 
+def _same(shown: str, line: str) -> bool:
+    if INLINE not in shown:
+        return shown == line
+    return re.fullmatch(".*".join(map(re.escape, shown.split(INLINE))), line) is not None
+
+
 def _match(want: list[str], got: list[str]) -> bool:
     """Wildcard matching over lines (an elision is ``*``), with the usual backtracking to the
     last elision."""
@@ -124,7 +133,7 @@ def _match(want: list[str], got: list[str]) -> bool:
         if w < len(want) and want[w] in ELISION:
             star, resume = w, g
             w += 1
-        elif w < len(want) and want[w] == got[g]:
+        elif w < len(want) and _same(want[w], got[g]):
             w += 1
             g += 1
         elif star >= 0:

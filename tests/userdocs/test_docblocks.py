@@ -62,3 +62,5 @@ def test_shown_output_is_exact_but_for_trailing_spaces_and_elisions() -> None:
     assert not matches(["...", "x"], out)
     assert matches(["...", "b", "...", "d", "..."], out)
     assert matches([], "") and not matches([], "x\n")
+    assert matches(["a", "...", "lost at seq … of c-1"], "a\nb\nlost at seq 17 of c-1\n")
+    assert not matches(["lost at seq … of c-1"], "lost at seq 17 of c-2\n")

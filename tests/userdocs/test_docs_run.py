@@ -54,6 +54,15 @@ SKIPPED: dict[tuple[str, str], str] = {
                       "--http-port 8000 \\"):
         "what make fleet runs inside its network namespace and .venv-fleet (Dynamo is not "
         "installed in the test environment)",
+    ("docs/observe.md", "curl -s http://127.0.0.1:8000/tokenize -H 'content-type: "
+                        "application/json' \\"):
+        "asks a real model's server for token ids (MODEL: its name); the tiny model has no "
+        "tokenizer, and the page's run names its prompts as token ids",
+    ("docs/observe.md", "residentkv observe --kv-events ipc:///run/vllm/kv-events.sock --topic "
+                        "kv \\"):
+        "the command with every option, at a deployment's paths (/run/vllm, claims.yaml, "
+        "port 9464); the page's 'Try it' block runs the observer on a live server (with "
+        "--server), and tests/observe runs these options",
     (SERVING_PAGE, "make witness-tp      # --shape tp2 --scenario all (make test runs three "
                    "scenarios at TP=2)"):
         "every witness scenario at tensor parallelism 2 (about ten minutes); make test runs "

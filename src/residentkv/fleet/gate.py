@@ -103,8 +103,6 @@ class _Pass:
         #: claim-carrying requests that finished (their verdict can only get worse)
         self.closed: dict[str, _Req] = {}
         self.accepts: dict[str, _Accept] = {}
-        #: claims a claim_rejected naming them decided in this stream
-        self.rejected: set[str] = set()
         self.handovers: dict[tuple[str | None, str], _Handover] = {}
         self.legal = StreamLegality()
 
@@ -176,8 +174,7 @@ class _Pass:
         kind = v.DECISION_OF.get(e.event)
         if kind is None:
             return
-        if not v.names_claim(e, row.claim, row.claim in self.accepts
-                             or row.claim in self.rejected):
+        if not v.names_claim(e, row.claim):
             self.gate.add(v.other_claim(self.path, line, row.request_id, row.claim, e.event,
                                         e.claim_id), row)
             return
@@ -203,8 +200,6 @@ class _Pass:
             return
         if name == "claim_accepted" and c not in self.accepts:
             self.accepts[c] = _Accept(c, self.index, self.path, line, int(e.ts_ns), e.owner_scope)
-        elif name == "claim_rejected":
-            self.rejected.add(c)
         elif name in v.ENDINGS and c in self.accepts:
             self.accepts[c].ended = True
         elif name in v.HANDOVERS:

@@ -258,7 +258,7 @@ def judge_row(row: Row, rows: list[Row]) -> list[FleetProblem]:
             continue
         if e.event not in v.DECISION_OF:
             continue
-        if not v.names_claim(e, c, _decided_before(s, line, c)):
+        if not v.names_claim(e, c):
             out.append(v.other_claim(s.path, line, r, c, e.event, e.claim_id))
             continue
         named.append((line, e))
@@ -272,11 +272,6 @@ def judge_row(row: Row, rows: list[Row]) -> list[FleetProblem]:
     if other is not None:
         out.append(v.in_two_streams(s.path, row.line, r, c, other.stream.path))
     return out
-
-
-def _decided_before(s: Stream, line: int, claim: str) -> bool:
-    return any(e.event in ("claim_accepted", "claim_rejected") and e.claim_id == claim
-               for ln, e in s.events if ln < line)
 
 
 def _kinds(row: Row, named: Lines) -> list[FleetProblem]:
