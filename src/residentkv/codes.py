@@ -465,7 +465,7 @@ _CODES: list[Code] = [
     Code("T050", "observe_out_exists",
          "observe's --out already holds a trace",
          "a second observation appended to a trace would be a second stream accepting the same "
-         "claims again, and a claim id is decided once (SPEC §9.1): every claim would fail, "
+         "claims again, and a claim id is decided once: every claim would fail, "
          "whatever the runtime did; the observer writes a new file or, when asked to, replaces "
          "the old one",
          "residentkv observe ... --out observed.jsonl (run twice)"),
