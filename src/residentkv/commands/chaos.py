@@ -99,6 +99,7 @@ def run(out_dir: str, seed: int, clients: int, tenants: int, sessions: int, ops:
     """
     if (url is None) != (control_socket is None):
         raise UsageError("--url and --control-socket go together (attach to a running server)")
+    kinds = _faults(faults)
     _require("openai", "the chaos clients are the official openai client: pip install openai")
     if url is None:
         _require("vllm", "vLLM is not installed; install the extra: "
@@ -111,7 +112,7 @@ def run(out_dir: str, seed: int, clients: int, tenants: int, sessions: int, ops:
         workload=Workload(seed=seed, clients=clients, tenants=tenants,
                           sessions_per_tenant=sessions, ops=ops, rate_per_client=rate,
                           stream_share=stream_share),
-        duration_s=duration, faults=_faults(faults), faults_per_kind=faults_per_kind,
+        duration_s=duration, faults=kinds, faults_per_kind=faults_per_kind,
         pressure_burst=pressure_burst)
     attach = Attach(url, control_socket) if url and control_socket else None
     try:

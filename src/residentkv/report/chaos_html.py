@@ -11,6 +11,7 @@ from typing import Any
 
 from residentkv.findings import Finding
 from residentkv.report.chaos_report import (
+    FAULT_COLUMNS,
     LATENCY_COLUMNS,
     fault_rows,
     figure_rows,
@@ -151,11 +152,12 @@ def render_html(doc: dict[str, Any], _opts: RenderOptions | None = None) -> str:
         _table(("figure", "value"), figure_rows(doc, must=False)),
         f'<p>conformance: <b>{_e(conf["status"])}</b> ({_e(conf["detail"])})</p>',
         f'<h2 id="latency">Latency (ms)</h2><p>{doc["load"]["requests_per_s"]} requests/s, '
-        f'{doc["load"]["served_per_s"]} served/s over {doc["load"]["seconds"]} s</p>',
+        f'{doc["load"]["served_per_s"]} served/s over {doc["load"]["seconds"]} s of serving '
+        f'load ({doc["load"]["wall_seconds"]} s wall)</p>',
         _table(("answer", *LATENCY_COLUMNS), latency_rows(doc)),
         '<h2 id="faults">Server incarnations and faults</h2>',
         _table(("#", "started", "ready", "stopped", "by", "pid"), incarnation_rows(doc)),
-        _table(("t (s)", "fault", "target", "applied", "what happened"), fault_rows(doc)),
+        _table(FAULT_COLUMNS, fault_rows(doc)),
         f'<h2 id="findings">Findings ({len(doc["findings"])})</h2><ul class="mono">',
         *(f"<li>{_e(Finding.model_validate(f).render())}</li>" for f in doc["findings"]),
         "</ul></body></html>",

@@ -14,6 +14,8 @@ from residentkv.report.text import render_table
 TEXT_FINDINGS = 40
 #: the latency columns, in order
 LATENCY_COLUMNS = ("count", "p50", "p95", "p99", "max")
+FAULT_COLUMNS = ("due (s of load)", "started (s)", "fault", "target", "applied",
+                 "what happened")
 
 
 def _cell(value: Any) -> str:
@@ -56,10 +58,11 @@ def figure_rows(doc: dict[str, Any], *, must: bool) -> list[list[str]]:
 
 
 def fault_rows(doc: dict[str, Any]) -> list[list[str]]:
-    """Each fault: when, what, at whom, applied, what happened."""
-    return [[f"{f['started_at'] if f['started_at'] is not None else f['planned_at']:.1f}",
-             f["kind"], f["claim_id"] or f["target_session"] or "-",
-             "yes" if f["applied"] else "no", f["detail"]] for f in doc["faults"]]
+    """Each fault: due after how many seconds of load, started when (seconds since the run
+    started), what, at whom, applied, what happened."""
+    return [[f"{f['due_after_s']:.1f}", _cell(f["started_at"]), f["kind"],
+             f["claim_id"] or f["target_session"] or "-", "yes" if f["applied"] else "no",
+             f["detail"]] for f in doc["faults"]]
 
 
 def incarnation_rows(doc: dict[str, Any]) -> list[list[str]]:
@@ -88,15 +91,15 @@ def render_text(doc: dict[str, Any], _opts: RenderOptions | None = None) -> str:
                         ("#", "started", "ready", "stopped", "by", "pid"),
                         incarnation_rows(doc)).rstrip()]
     if doc["faults"]:
-        out.append(render_table("faults", ("t (s)", "fault", "target", "applied", "what happened"),
-                                fault_rows(doc)).rstrip())
+        out.append(render_table("faults", FAULT_COLUMNS, fault_rows(doc)).rstrip())
     out.append(render_table("figures that must be zero", ("figure", "value", "result"),
                             figure_rows(doc, must=True)).rstrip())
     out.append(render_table("other figures", ("figure", "value"),
                             figure_rows(doc, must=False)).rstrip())
     out.append(render_table(
-        f"latency (ms) over {load['seconds']} s of load: {load['requests_per_s']} requests/s, "
-        f"{load['served_per_s']} served/s", ("answer", *LATENCY_COLUMNS),
+        f"latency (ms) over {load['seconds']} s of serving load ({load['wall_seconds']} s wall):"
+        f" {load['requests_per_s']} requests/s, {load['served_per_s']} served/s",
+        ("answer", *LATENCY_COLUMNS),
         latency_rows(doc)).rstrip())
     conf = doc["conformance"]
     out.append(f"conformance: {conf['status']} ({conf['detail']})")

@@ -29,7 +29,7 @@ from residentkv.adapters.vllm.chaos.model import Incarnation, StopCause
 from residentkv.adapters.vllm.control_socket import ControlClient, ControlError
 from residentkv.errors import UsageError
 
-__all__ = ["AttachedDeployment", "Deployment", "ManagedDeployment", "ServerShape",
+__all__ = ["AttachedDeployment", "Deployment", "LoadWindow", "ManagedDeployment", "ServerShape",
            "engine_core_pid", "loopback_url"]
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -97,6 +97,29 @@ class Deployment:
         self.incarnations: list[Incarnation] = []
         self._lock = threading.Lock()
         self._t0 = time.monotonic()
+        self._down_at: float | None = None
+        self._downtime = 0.0
+
+    def went_down(self) -> None:
+        """The server stops serving (a fault began)."""
+        with self._lock:
+            if self.up.is_set():
+                self.up.clear()
+                self._down_at = self.now()
+
+    def came_up(self) -> None:
+        """The server serves (again)."""
+        with self._lock:
+            if self._down_at is not None:
+                self._downtime += self.now() - self._down_at
+                self._down_at = None
+            self.up.set()
+
+    def downtime(self) -> float:
+        """Seconds the server has not served since it first came up."""
+        with self._lock:
+            current = self.now() - self._down_at if self._down_at is not None else 0.0
+            return self._downtime + current
 
     def set_clock(self, t0: float) -> None:
         """Times recorded from now on are seconds since *t0* (``time.monotonic``)."""
@@ -144,6 +167,31 @@ class Deployment:
             self.incarnations[-1] = last.model_copy(update=changes)
 
 
+class LoadWindow:
+    """The load's time: seconds the deployment *served* since the load began (a restart's
+    downtime does not count), bounded by a wall-clock limit."""
+
+    def __init__(self, deployment: Deployment, duration_s: float, wall_limit_s: float) -> None:
+        self.deployment = deployment
+        self.duration_s = duration_s
+        self.start = deployment.now()
+        self.wall_end = self.start + wall_limit_s
+        self._downtime0 = deployment.downtime()
+
+    def served(self) -> float:
+        """Seconds of serving since the load began."""
+        d = self.deployment
+        return d.now() - self.start - (d.downtime() - self._downtime0)
+
+    def wall_left(self) -> float:
+        """Wall-clock seconds before the limit."""
+        return self.wall_end - self.deployment.now()
+
+    def over(self) -> bool:
+        """The load has served its duration, or the wall-clock limit passed."""
+        return self.served() >= self.duration_s or self.wall_left() <= 0
+
+
 class AttachedDeployment(Deployment):
     """A server someone else runs: the harness sends requests and operator commands, never
     signals."""
@@ -156,7 +204,7 @@ class AttachedDeployment(Deployment):
         self.control_socket = control_socket
         self.model = _served_model(self.base_url)
         self.incarnations = [Incarnation(index=0, started_at=0.0, ready_at=0.0)]
-        self.up.set()
+        self.came_up()
 
     def stop_at_end(self) -> None:
         self._replace_last(stopped_by=StopCause.ATTACHED)
@@ -224,7 +272,7 @@ class ManagedDeployment(Deployment):
             raise
         ready = self.now()
         self._replace_last(ready_at=round(ready, 3))
-        self.up.set()
+        self.came_up()
         return f"incarnation {index} (pid {self.server.proc.pid}) ready in {ready - started:.1f} s"
 
     def _ended(self, cause: StopCause) -> None:
@@ -240,7 +288,7 @@ class ManagedDeployment(Deployment):
 
     def kill_engine(self) -> str:
         """SIGKILL the EngineCore; the API server notices and exits."""
-        self.up.clear()
+        self.went_down()
         core = engine_core_pid(self.server.proc.pid)
         if core is None:
             self._ended(StopCause.DIED)
@@ -253,7 +301,7 @@ class ManagedDeployment(Deployment):
 
     def terminate(self) -> str:
         """SIGTERM to the API server process (a graceful stop), as an operator would."""
-        self.up.clear()
+        self.went_down()
         pid = self.server.proc.pid
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)

@@ -453,8 +453,10 @@ def _load_figures(c: _Check) -> dict[str, Any]:
         1 for x in load if x.transport in (Transport.LOST, Transport.TIMEOUT))
     served = sum(1 for x in load if _category(x) not in (None, "refused", "error"))
     c.figures[Figure.SERVED.value] = served
-    seconds = max(c.history.load_ended_at - c.history.load_started_at, 1e-9)
-    return {"seconds": round(seconds, 2), "requests_per_s": round(len(load) / seconds, 2),
+    seconds = max(c.history.load_served_s, 1e-9)
+    return {"seconds": round(seconds, 2),
+            "wall_seconds": round(c.history.load_ended_at - c.history.load_started_at, 2),
+            "requests_per_s": round(len(load) / seconds, 2),
             "served_per_s": round(served / seconds, 2),
             "latency_ms": {k: _percentiles(v) for k, v in by.items()}}
 
@@ -496,8 +498,8 @@ def _faults(c: _Check) -> None:
         if f.applied:
             c.figures[Figure.FAULTS_APPLIED.value] += 1
         else:
-            c.add(Figure.FAULTS_NOT_APPLIED, "C011", f"{f.kind} planned at {f.planned_at:.1f} s:"
-                  f" {f.detail}", on_sink=False, severity="note")
+            c.add(Figure.FAULTS_NOT_APPLIED, "C011", f"{f.kind} due after {f.due_after_s:.1f} s of "
+                  f"load: {f.detail}", on_sink=False, severity="note")
 
 
 def _sink_lines(c: _Check) -> None:

@@ -161,7 +161,8 @@ class FaultRecord(_Record):
     """One fault of the schedule and what applying it did."""
 
     kind: FaultKind
-    planned_at: float
+    #: seconds of serving load after which the schedule applies it
+    due_after_s: float
     #: the session it aims at (its claim at that moment is ``claim_id``)
     target_session: str | None = None
     claim_id: str | None = None
@@ -222,6 +223,8 @@ class History(_Record):
     #: seconds from the run's start to the first load request and to the end of the load
     load_started_at: float
     load_ended_at: float
+    #: seconds of the load during which the server served (restarts excluded)
+    load_served_s: float
     #: the harness stopped the deployment at the end (graceful SIGTERM); claims still open in
     #: the last stream then vanished, instead of being live
     stopped_at_end: bool

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from residentkv.adapters.vllm.chaos.deployment import Deployment
+from residentkv.adapters.vllm.chaos.deployment import Deployment, LoadWindow
 from residentkv.adapters.vllm.chaos.model import FaultKind, FaultRecord
 from residentkv.adapters.vllm.control_socket import ControlError
 
@@ -31,7 +31,8 @@ CLAIM_FAULTS = frozenset({FaultKind.INJECT_FAILURE, FaultKind.CORRUPT_COPY,
 
 @dataclass(frozen=True)
 class PlannedFault:
-    """One fault of the schedule: what, when (seconds after the load starts), at whom."""
+    """One fault of the schedule: what, when (after how many seconds of serving load), at
+    whom."""
 
     kind: FaultKind
     at: float
@@ -44,9 +45,10 @@ class PlannedFault:
 def plan_faults(seed: int, kinds: tuple[FaultKind, ...], duration_s: float,
                 sessions: list[str], per_kind: int = 1, burst: int = 12) -> list[PlannedFault]:
     """The schedule: *per_kind* of each kind, spread over the middle of the load in a seeded
-    order, each at a seeded second of its own slot."""
+    order, each at a seeded second of its own slot (the order *kinds* are listed in does not
+    matter)."""
     rng = random.Random(f"{seed}/nemesis")
-    order = [k for k in kinds for _ in range(per_kind)]
+    order = [k for k in FaultKind if k in kinds for _ in range(per_kind)]
     rng.shuffle(order)
     if not order:
         return []
@@ -74,13 +76,12 @@ class Nemesis:
 
     def __init__(self, plan: list[PlannedFault], deployment: Deployment, *,
                  current_claim: CurrentClaim, pressure: PressureBurst,
-                 load_start: float, deadline: float) -> None:
+                 window: LoadWindow) -> None:
         self.plan = plan
         self.deployment = deployment
         self.current_claim = current_claim
         self.pressure = pressure
-        self.load_start = load_start
-        self.deadline = deadline
+        self.window = window
         self.records: list[FaultRecord] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="chaos-nemesis", daemon=True)
@@ -94,10 +95,10 @@ class Nemesis:
 
     def _run(self) -> None:
         for index, fault in enumerate(self.plan):
-            wait = min(self.load_start + fault.at, self.deadline) - self.deployment.now()
-            if wait > 0:
-                self.stop.wait(wait)
-            if self.deployment.now() >= self.deadline or self.stop.is_set():
+            while self.window.served() < fault.at and not self.window.over() \
+                    and not self.stop.is_set():
+                self.stop.wait(min(fault.at - self.window.served(), 0.5))
+            if self.window.over() or self.stop.is_set():
                 self.records.append(self._record(fault, applied=False,
                                                  detail="not applied: the load had ended"))
                 continue
@@ -105,7 +106,7 @@ class Nemesis:
 
     def _record(self, fault: PlannedFault, *, applied: bool, detail: str,
                 claim: str | None = None, started: float | None = None) -> FaultRecord:
-        return FaultRecord(kind=fault.kind, planned_at=round(self.load_start + fault.at, 3),
+        return FaultRecord(kind=fault.kind, due_after_s=fault.at,
                            target_session=fault.target_session, claim_id=claim,
                            started_at=None if started is None else round(started, 3),
                            ended_at=round(self.deployment.now(), 3) if applied else None,

@@ -23,6 +23,7 @@ from residentkv.adapters.vllm.chaos.client import Request, WireClient
 from residentkv.adapters.vllm.chaos.deployment import (
     AttachedDeployment,
     Deployment,
+    LoadWindow,
     ManagedDeployment,
     ServerShape,
 )
@@ -72,6 +73,12 @@ class ChaosConfig:
     block_size: int = 128
     request_timeout_s: float = 60.0
 
+    @property
+    def wall_limit_s(self) -> float:
+        """The load's wall-clock bound: its serving duration plus room for the restarts of
+        two process faults per kind (a restart takes 20-50 s on a shared 2-core machine)."""
+        return self.duration_s + 2 * self.faults_per_kind * 120.0 + 60.0
+
 
 class _Run:
     """The state the client threads and the nemesis share during one run."""
@@ -91,7 +98,7 @@ class _Run:
                                max_tokens=config.max_tokens, timeout=config.request_timeout_s,
                                clock=deployment.now, incarnation=lambda: deployment.incarnation,
                                request_prefix=f"chaos{w.seed}-op")
-        self.deadline = 0.0
+        self.window: LoadWindow | None = None
 
     def op_id(self) -> int:
         with self._lock:
@@ -118,13 +125,11 @@ class _Run:
                 out[name] = ex.tokens
         return out
 
-    def client(self, plan: list[Op]) -> None:
+    def client(self, plan: list[Op], window: LoadWindow) -> None:
         for op in plan:
-            pause = min(op.think_s, self.deadline - self.deployment.now())
-            if pause > 0:
-                time.sleep(pause)
-            left = self.deadline - self.deployment.now()
-            if left <= 0 or not self.deployment.wait_up(left):
+            time.sleep(max(min(op.think_s, window.wall_left()), 0.0))
+            if window.over() or not self.deployment.wait_up(max(window.wall_left(), 0.0)) \
+                    or window.over():
                 return
             ex = self.send(self.sessions.request(op))
             self.sessions.learn(ex)
@@ -168,30 +173,30 @@ class _Driven:
     faults: list[FaultRecord]
     load_start: float
     load_end: float
+    served_s: float
 
 
 def _drive(run: _Run, config: ChaosConfig) -> _Driven:
     """Steps 2 and 3: references, then the clients and the nemesis until the load ends."""
     deployment = run.deployment
     references = run.references()
-    load_start = deployment.now()
-    run.deadline = load_start + config.duration_s
+    window = LoadWindow(deployment, config.duration_s, config.wall_limit_s)
     w = config.workload
     plan = plan_faults(w.seed, config.faults, config.duration_s,
                        session_names(w.tenants, w.sessions_per_tenant),
                        per_kind=config.faults_per_kind, burst=config.pressure_burst)
     nemesis = Nemesis(plan, deployment, current_claim=run.sessions.current_claim,
-                      pressure=run.pressure, load_start=load_start, deadline=run.deadline)
-    threads = [threading.Thread(target=run.client, args=(p,), name=f"chaos-client-{i}",
+                      pressure=run.pressure, window=window)
+    threads = [threading.Thread(target=run.client, args=(p, window), name=f"chaos-client-{i}",
                                 daemon=True) for i, p in enumerate(run.plans)]
     nemesis.start()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    load_end = deployment.now()
+    load_end, served = deployment.now(), window.served()
     nemesis.join()
-    return _Driven(references, nemesis.records, load_start, load_end)
+    return _Driven(references, nemesis.records, window.start, load_end, served)
 
 
 def run_chaos(config: ChaosConfig, out_dir: str | Path, *, shape: ServerShape | None = None,
@@ -225,7 +230,7 @@ def run_chaos(config: ChaosConfig, out_dir: str | Path, *, shape: ServerShape | 
             run.exchanges, key=lambda x: (x.sent_at, x.op_id)),
         faults=driven.faults, incarnations=deployment.incarnations,
         reference_tokens=driven.references, load_started_at=round(driven.load_start, 3),
-        load_ended_at=round(driven.load_end, 3),
+        load_ended_at=round(driven.load_end, 3), load_served_s=round(driven.served_s, 3),
         stopped_at_end=deployment.managed)
     write_json(out / "history.json", history.to_json(), indent=1)
     verdict = check_history(history, sink, str(out / "history.json"))
