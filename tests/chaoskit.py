@@ -80,7 +80,9 @@ def exchange(op_id: int, kind: OpKind, ticket: str | None, *, status: int | None
                     status=status, transport=transport, outcome=body, outcome_header=outcome,
                     claim_header=claim if outcome else None, would_retry=would_retry,
                     error_type=error_type,
-                    tokens=TOKENS if tokens is None and status == 200 else tokens or [])
+                    tokens=TOKENS if tokens is None and status == 200 else tokens or [],
+                    finish_reason=("length" if status == 200 and transport is None
+                                   and error_type is None else None))
 
 
 def history(sink: Path, exchanges: list[Exchange], *, stopped_at_end: bool = True,

@@ -76,7 +76,7 @@ def chaos() -> None:
               type=click.Choice([ALL, NONE, *(k.value for k in FaultKind)]),
               help="Nemesis fault to schedule (repeatable), 'all' or 'none'.")
 @click.option("--faults-per-kind", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--pressure-burst", type=click.IntRange(min=1), default=12, show_default=True,
+@click.option("--pressure-burst", type=click.IntRange(min=1), default=16, show_default=True,
               help="Registrations of one host-tier pressure fault.")
 @click.option("--device-blocks", type=click.IntRange(min=4), default=16, show_default=True,
               help="vLLM KV cache blocks of the started server (--num-gpu-blocks-override).")

@@ -91,6 +91,23 @@ def test_an_anonymous_500_on_a_claimed_request_is_counted_twice(tmp_path: Path) 
     assert doc["figures"]["not_delivered"] == 1 and doc["figures"]["connection_lost"] == 1
 
 
+def test_a_claimed_stream_that_ends_in_an_anonymous_error_is_anonymous(tmp_path: Path) -> None:
+    hist, sink = clean_run(tmp_path)
+    cut = exchange(1, OpKind.REUSE_REF, "rkv-b", outcome="restored", seq=7, tokens=[11, 12],
+                   error_type="InternalServerError")
+    cut = cut.model_copy(update={"outcome": None, "stream": True})  # the header said it
+    lost = cut.model_copy(update={"op_id": 3, "error_type": None,
+                                  "transport": Transport.LOST})
+    doc = check_history(hist.model_copy(update={"exchanges": [hist.exchanges[0], cut, lost]}),
+                        sink, conformance=PASS)
+    assert doc["figures"]["anonymous_claimed_responses"] == 2
+    assert "began with outcome 'restored' and ended in an error" in doc["findings"][0]["message"]
+    # a cut stream is no completion: its tokens are not compared with the recompute
+    assert doc["figures"]["restored_outputs_compared"] == 0
+    assert doc["figures"]["restored_output_differs"] == 0
+    assert doc["load"]["latency_ms"]["error"]["count"] == 2
+
+
 def test_a_refusal_the_client_will_not_retry_counts_nothing(tmp_path: Path) -> None:
     lines = [stream("s0"), *served(1, "rkv-a", "c-1", ("claim_accepted", "claim_offloaded")),
              ev(5, "request_started", rid("rkv-r"), claim_ref="c-1"),

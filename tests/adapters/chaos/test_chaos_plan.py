@@ -110,6 +110,10 @@ def test_a_request_that_never_reached_the_server_teaches_nothing() -> None:
 def test_foreign_requests_name_the_owners_claim_under_the_senders_scope() -> None:
     s = _sessions()
     other = session_names(2, 1)[1]
+    early = s.request(_op(OpKind.FOREIGN_FULL, target=other))
+    assert early.op.kind is OpKind.FOREIGN_REF  # nothing to quote yet: never a registration
+    assert early.kv_transfer_params == {CLAIM_REF_PARAM: {"claim_id": claim_id(5, other, 1),
+                                                          "owner_scope": OWNER}}
     reg = s.request(_op(OpKind.REGISTER, session=other))
     ref = s.request(_op(OpKind.FOREIGN_REF, target=other))
     assert ref.kv_transfer_params == {CLAIM_REF_PARAM: {"claim_id": reg.claim_id,

@@ -36,7 +36,7 @@ SEED = 3
 FAULTS = ("corrupt_copy", "kill_engine", "host_tier_pressure", "inject_failure",
           "operator_release")
 ARGS = ["--seed", str(SEED), "--clients", "3", "--tenants", "2", "--sessions", "2",
-        "--requests", "240", "--rate", "3", "--duration", "50", "--pressure-burst", "8",
+        "--requests", "240", "--rate", "3", "--duration", "50", "--pressure-burst", "14",
         *(x for f in FAULTS for x in ("--fault", f))]
 
 
@@ -60,7 +60,7 @@ def test_the_run_is_the_seeds_plan_and_every_request_is_recorded(
     assert h.ops == [op for plan in plan_ops(w) for op in plan]
     load = [x for x in h.exchanges if x.kind != "reference"]
     assert len(load) >= 40
-    assert all((x.status is None) != (x.transport is None) for x in h.exchanges)
+    assert all(x.status is not None or x.transport is not None for x in h.exchanges)
     assert len(h.reference_tokens) == 4  # the recompute of every session prompt
     planned = plan_faults(SEED, tuple(FaultKind(f) for f in FAULTS), 50.0,
                           session_names(2, 2))

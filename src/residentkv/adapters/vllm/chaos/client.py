@@ -151,9 +151,11 @@ class WireClient:
             except openai.APIConnectionError:
                 raise
             except Exception as exc:  # the connection ended inside the stream
-                wire.transport = Transport.LOST
                 wire.error_message = f"stream cut: {type(exc).__name__}: {exc}"
-                wire.would_retry = False  # the client does not retry a stream it began reading
+                wire.transport = Transport.LOST
+            if wire.finish_reason is None and wire.stream_error is None:
+                wire.transport = Transport.LOST  # it ended before its finish
+            wire.would_retry = False  # the client does not retry a stream it began reading
 
 
 def _json_object(text: str) -> dict[str, Any] | None:

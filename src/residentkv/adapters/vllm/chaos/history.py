@@ -252,15 +252,41 @@ def _check_unfinished(c: _Check) -> None:
 # ------------------------------------------------------------------ 2. answers
 
 
+def _failed(ex: Exchange) -> bool:
+    """The response ended in an error: an error status, an error in the stream, or the
+    connection lost under it."""
+    return (ex.status is not None and ex.status >= 400) or ex.error_type is not None \
+        or ex.transport in (Transport.LOST, Transport.TIMEOUT)
+
+
+def _complete(ex: Exchange) -> bool:
+    """A whole completion: 2xx, finished, no error."""
+    return ex.status is not None and 200 <= ex.status < 300 and not _failed(ex) \
+        and ex.finish_reason is not None
+
+
+def _anonymity(ex: Exchange) -> str | None:
+    """Why a claimed response does not carry its outcome, or None when it does: it names no
+    outcome at all, or it ended in an error that names no claim (whatever its start said)."""
+    how = (f"HTTP {ex.status}" + (f" {ex.error_type}" if ex.error_type else "")
+           + (f" then {ex.transport}" if ex.transport else "")
+           if ex.status is not None else str(ex.transport))
+    told = client_outcome(ex)
+    if told is None:
+        return f"{how} names no claim outcome"
+    if _failed(ex) and ex.outcome is None:
+        return f"began with outcome {told!r} and ended in an error ({how}) that names no claim"
+    return None
+
+
 def _check_answers(c: _Check) -> None:
     for ex in _load(c.history):
         if ex.kind not in CLAIMED_KINDS or not _delivered(ex):
             continue
-        if client_outcome(ex) is None:
-            how = (f"HTTP {ex.status}" + (f" {ex.error_type}" if ex.error_type else "")
-                   if ex.status is not None else str(ex.transport))
-            c.add(Figure.ANONYMOUS, "C004", f"{_who(ex)}: {how} names no claim outcome",
-                  on_sink=False, notes=[ex.error_message] if ex.error_message else ())
+        why = _anonymity(ex)
+        if why is not None:
+            c.add(Figure.ANONYMOUS, "C004", f"{_who(ex)}: {why}", on_sink=False,
+                  notes=[ex.error_message] if ex.error_message else ())
         if ex.would_retry:
             c.add(Figure.RETRIED, "C005",
                   f"{_who(ex)}: the official client would retry "
@@ -377,8 +403,7 @@ def _check_registrations(c: _Check) -> None:
 def _check_content(c: _Check) -> None:
     refs = c.history.reference_tokens
     for ex in _load(c.history):
-        if ex.status is None or not 200 <= ex.status < 300 or not ex.tokens \
-                or ex.prompt not in refs or ex.transport is not None:
+        if not _complete(ex) or ex.prompt not in refs:
             continue
         same = ex.tokens == refs[ex.prompt]
         if client_outcome(ex) == "restored":
@@ -416,7 +441,7 @@ def _category(ex: Exchange) -> str | None:
         return None
     if ex.status == 409 or told == "refused":
         return "refused"
-    if not 200 <= ex.status < 300 or ex.error_type is not None or ex.transport is not None:
+    if _failed(ex):
         return "error"
     if ex.kind in REUSE_KINDS:
         return "restored" if told == "restored" else "not_restored"

@@ -43,7 +43,7 @@ class PlannedFault:
 
 
 def plan_faults(seed: int, kinds: tuple[FaultKind, ...], duration_s: float,
-                sessions: list[str], per_kind: int = 1, burst: int = 12) -> list[PlannedFault]:
+                sessions: list[str], per_kind: int = 1, burst: int = 16) -> list[PlannedFault]:
     """The schedule: *per_kind* of each kind, spread over the middle of the load in a seeded
     order, each at a seeded second of its own slot (the order *kinds* are listed in does not
     matter)."""

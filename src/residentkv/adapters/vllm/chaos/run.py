@@ -67,7 +67,7 @@ class ChaosConfig:
     duration_s: float
     faults: tuple[FaultKind, ...]
     faults_per_kind: int = 1
-    pressure_burst: int = 12
+    pressure_burst: int = 16
     prompt_tokens: int = 297
     max_tokens: int = 8
     block_size: int = 128

@@ -5,7 +5,8 @@ a registration or reuse answered ``accepted``, ``offloaded`` or ``restored`` mea
 held; any other answer to its own claim (refused, rejected, no outcome at all, a connection
 lost under the request) means it is not, and the session's next reuse becomes a registration
 of a fresh claim id -- an id, once decided, is never registered again. A request that never
-reached the server (connection refused) teaches nothing.
+reached the server (connection refused) teaches nothing. A foreign request quotes another
+session's current claim; before that session registered one it only references the id.
 """
 
 from __future__ import annotations
@@ -72,9 +73,12 @@ class Sessions:
         owner = op.session
         if op.kind in (OpKind.FOREIGN_REF, OpKind.FOREIGN_FULL):
             target = op.target_session or ""
-            cid = self.current_claim(target) or claim_id(self.seed, target, 1)
-            if op.kind is OpKind.FOREIGN_REF:
-                return self._ref(op, tokens, owner, cid)
+            current = self.current_claim(target)
+            cid = current or claim_id(self.seed, target, 1)
+            if op.kind is OpKind.FOREIGN_REF or current is None:
+                # before the owner registered, only a reference: it can never register the id
+                return self._ref(op.model_copy(update={"kind": OpKind.FOREIGN_REF}), tokens,
+                                 owner, cid)
             return Request(op, tokens, owner, cid, "full", self._body(cid, owner, target))
         with self._lock:
             state = self._state[owner]
