@@ -108,6 +108,23 @@ def test_a_claimed_stream_that_ends_in_an_anonymous_error_is_anonymous(tmp_path:
     assert doc["load"]["latency_ms"]["error"]["count"] == 2
 
 
+def test_a_claim_scoped_answer_when_the_engine_stopped_counts_nothing(tmp_path: Path) -> None:
+    lines = [stream("s0"), *served(1, "rkv-a", "c-1", ("claim_accepted", "claim_offloaded")),
+             ev(5, "request_started", rid("rkv-s"), claim_ref="c-1"),
+             ev(6, "kv_lookup", rid("rkv-s"), "c-1"),
+             stream("s1"), ev(1, "claim_harmed", None, "c-1", cause="engine_restarted"),
+             ev(2, "stream_closed", reason="shutdown")]
+    sink = write_sink(tmp_path / "trace.jsonl", lines)
+    stopped = exchange(1, OpKind.REUSE_REF, "rkv-s", status=503, outcome="engine_stopped",
+                       error_type="resident_claim_engine_stopped")
+    doc = check_history(history(sink, [
+        exchange(0, OpKind.REGISTER, "rkv-a", outcome="offloaded", seq=3), stopped],
+        incarnations=2), sink, conformance=PASS)
+    assert doc["passed"], doc["findings"]
+    assert doc["load"]["latency_ms"]["engine_stopped"]["count"] == 1
+    assert doc["figures"]["unfinished_requests"] == 1
+
+
 def test_a_refusal_the_client_will_not_retry_counts_nothing(tmp_path: Path) -> None:
     lines = [stream("s0"), *served(1, "rkv-a", "c-1", ("claim_accepted", "claim_offloaded")),
              ev(5, "request_started", rid("rkv-r"), claim_ref="c-1"),

@@ -188,13 +188,15 @@ def _read_chunks(lines: Iterable[str], wire: Wire) -> None:
 
 
 def _delivered_outcome(wire: Wire) -> dict[str, Any] | None:
-    """The claim outcome the response carried in its body or error object, verbatim."""
+    """The claim outcome the response carried in its body, its error object or the error
+    that ended its stream (the last word wins), verbatim."""
     body = wire.body or {}
+    for error in (wire.stream_error, body.get("error")):
+        found = error.get(CLAIM_PARAM) if isinstance(error, dict) else None
+        if isinstance(found, dict):
+            return found
     params = body.get("kv_transfer_params")
     found = params.get(CLAIM_PARAM) if isinstance(params, dict) else None
-    if found is None:
-        error = body.get("error")
-        found = error.get(CLAIM_PARAM) if isinstance(error, dict) else None
     return found if isinstance(found, dict) else None
 
 

@@ -104,8 +104,11 @@ ENDINGS = frozenset({"claim_released", "claim_expired", "claim_demoted", "claim_
 #: events of a restore: none may appear on a request naming another owner's claim
 RESTORE_EVENTS = frozenset({"claim_restore_required", "kv_load_started", "kv_load_finished",
                             "claim_restored", "claim_reused"})
+#: the outcome the claim outcome middleware gives a claimed request its engine stopped under
+#: (claim-scoped, not retried); the trace ends the claim at the stop or the next start
+ENGINE_STOPPED = "engine_stopped"
 LATENCY_KINDS = ("restored", "not_restored", "refused", "registration", "unclaimed", "foreign",
-                 "error")
+                 ENGINE_STOPPED, "error")
 
 
 def trace_outcome(req: TraceRequest) -> str | None:
@@ -196,6 +199,13 @@ def _check_outcome(c: _Check, ex: Exchange, req: TraceRequest) -> None:
         return
     if told is None:
         return  # no outcome at all: step 2 counts it
+    if told == ENGINE_STOPPED:
+        finished = req.finished
+        if finished is not None and finished.data.get("status") == "served":
+            c.add(Figure.DISAGREEMENTS, "C001",
+                  f"{_who(ex)}: client told {told!r}, the trace served the request",
+                  line=finished.line)
+        return
     if told != traced:
         c.add(Figure.DISAGREEMENTS, "C001",
               f"{_who(ex)}: client told {told!r}, the trace says {traced!r}", line=line)
@@ -441,6 +451,8 @@ def _category(ex: Exchange) -> str | None:
         return None
     if ex.status == 409 or told == "refused":
         return "refused"
+    if told == ENGINE_STOPPED:
+        return ENGINE_STOPPED
     if _failed(ex):
         return "error"
     if ex.kind in REUSE_KINDS:
