@@ -82,6 +82,9 @@ def chaos() -> None:
               help="vLLM KV cache blocks of the started server (--num-gpu-blocks-override).")
 @click.option("--host-tier-bytes", type=click.IntRange(min=1), default=4 << 20,
               show_default=True, help="The started server's host tier.")
+@click.option("--shutdown-timeout", type=click.IntRange(min=0), default=30, show_default=True,
+              help="The started server's --shutdown-timeout: > 0 makes SIGTERM a graceful "
+                   "stop (vLLM drains); 0 (vLLM's default) kills the EngineCore at once.")
 @click.option("--url", default=None, help="Attach to this server (http://127.0.0.1:PORT) "
               "instead of starting one; needs --control-socket.")
 @click.option("--control-socket", default=None, type=click.Path(dir_okay=False),
@@ -90,7 +93,8 @@ def chaos() -> None:
 def run(out_dir: str, seed: int, clients: int, tenants: int, sessions: int, ops: int,
         duration: float, rate: float, stream_share: float, faults: tuple[str, ...],
         faults_per_kind: int, pressure_burst: int, device_blocks: int, host_tier_bytes: int,
-        url: str | None, control_socket: str | None, fmt: str, output: str | None) -> None:
+        shutdown_timeout: int, url: str | None, control_socket: str | None, fmt: str,
+        output: str | None) -> None:
     """Drive a vLLM deployment with claimed sessions under a fault schedule and judge it.
 
     Exit 0 only when every figure that must be zero is zero and gate conformance passes on
@@ -118,7 +122,8 @@ def run(out_dir: str, seed: int, clients: int, tenants: int, sessions: int, ops:
     try:
         _, verdict = run_chaos(config, out_dir, attach=attach,
                                shape=ServerShape(device_blocks=device_blocks,
-                                                 host_tier_bytes=host_tier_bytes))
+                                                 host_tier_bytes=host_tier_bytes,
+                                                 shutdown_timeout_s=shutdown_timeout))
     except RuntimeError as exc:
         raise UsageError(f"the server could not be run: {exc}") from None
     _finish(verdict, fmt, output, Path(out_dir))

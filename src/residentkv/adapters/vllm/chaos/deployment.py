@@ -4,11 +4,13 @@ restart on the same event sink), or one it attaches to by URL and control socket
 A managed server is the documented one -- ``python -m vllm.entrypoints.openai.api_server`` with
 ``ResidentClaimConnector``, the claim outcome middleware and a control socket -- on 127.0.0.1,
 with a small device cache (``--num-gpu-blocks-override``) so that claimed prefixes leave the
-device and reuses restore from the host tier, and ``--enable-request-id-headers`` so every
-response names its request's ticket. Each start is one *incarnation* on the same sink and port.
-Every process is stopped by its own id: the server by its pid (and its process group, which
-holds the EngineCore and Worker it started), the EngineCore by the pid found among the server's
-descendants. An attached server is never signalled.
+device and reuses restore from the host tier, ``--shutdown-timeout`` so that SIGTERM is a
+graceful stop (vLLM drains; its default 0 kills the EngineCore at once), and
+``--enable-request-id-headers`` so every response names its request's ticket. Each start is
+one *incarnation* on the same sink and port. Every process is stopped by its own id: the server
+by its pid (and its process group, which holds the EngineCore and Worker it started), the
+EngineCore by the pid found among the server's descendants. An attached server is never
+signalled.
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ class ServerShape:
     host_tier_bytes: int = 4 << 20
     max_num_seqs: int = 4
     max_model_len: int = 1024
+    #: vLLM's ``--shutdown-timeout``: > 0 drains on SIGTERM (a graceful stop, in which the
+    #: connector ends its claims); 0, vLLM's default, aborts and kills the EngineCore at once
+    shutdown_timeout_s: int = 30
     ready_timeout_s: float = 300.0
 
 
@@ -251,7 +256,7 @@ class ManagedDeployment(Deployment):
         s = self.shape
         return ["--num-gpu-blocks-override", str(s.device_blocks),
                 "--max-model-len", str(s.max_model_len), "--max-num-seqs", str(s.max_num_seqs),
-                "--enable-request-id-headers"]
+                "--shutdown-timeout", str(s.shutdown_timeout_s), "--enable-request-id-headers"]
 
     def start(self) -> str:
         """Start one incarnation and wait until it serves."""
@@ -305,7 +310,7 @@ class ManagedDeployment(Deployment):
         pid = self.server.proc.pid
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
-        code = self._wait_exit(60.0)
+        code = self._wait_exit(self.shape.shutdown_timeout_s + 60.0)
         self._ended(StopCause.TERMINATED)
         return (f"SIGTERM to the API server (pid {pid}); "
                 + (f"exited with {code}" if code is not None else "did not exit, was killed"))

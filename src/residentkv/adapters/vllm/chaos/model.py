@@ -206,6 +206,7 @@ class RunSettings(_Record):
     control_socket: str
     device_blocks: int | None = None
     host_tier_bytes: int | None = None
+    shutdown_timeout_s: int | None = None
 
 
 class History(_Record):

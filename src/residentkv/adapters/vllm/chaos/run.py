@@ -162,7 +162,8 @@ def _settings(config: ChaosConfig, deployment: Deployment,
         block_size=config.block_size, model=deployment.model, managed=deployment.managed,
         base_url=deployment.base_url, control_socket=deployment.control_socket,
         device_blocks=shape.device_blocks if shape and deployment.managed else None,
-        host_tier_bytes=shape.host_tier_bytes if shape and deployment.managed else None)
+        host_tier_bytes=shape.host_tier_bytes if shape and deployment.managed else None,
+        shutdown_timeout_s=shape.shutdown_timeout_s if shape and deployment.managed else None)
 
 
 @dataclass(frozen=True)
