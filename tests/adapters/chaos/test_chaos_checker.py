@@ -123,6 +123,13 @@ def test_a_claim_scoped_answer_when_the_engine_stopped_counts_nothing(tmp_path: 
     assert doc["passed"], doc["findings"]
     assert doc["load"]["latency_ms"]["engine_stopped"]["count"] == 1
     assert doc["figures"]["unfinished_requests"] == 1
+    # the same answer for a request the trace served is one disagreement
+    lines.insert(6, ev(7, "request_finished", rid("rkv-s"), status="served"))
+    write_sink(sink, lines)
+    doc = check_history(history(sink, [stopped], incarnations=2), sink, conformance=PASS)
+    assert doc["figures"]["disagreements"] == 1
+    assert "HTTP 503 (engine_stopped), the trace finished the request 'served'" in \
+        doc["findings"][0]["message"]
 
 
 def test_a_refusal_the_client_will_not_retry_counts_nothing(tmp_path: Path) -> None:

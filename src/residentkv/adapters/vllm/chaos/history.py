@@ -183,68 +183,61 @@ def _check_requests(c: _Check) -> None:
                       f"{_who(ex)}: answered HTTP {ex.status} but the sink has no request "
                       "with this ticket", on_sink=False)
             continue
-        _check_outcome(c, ex, req)
-        _check_finish(c, ex, req)
+        found = _outcome_disagrees(c, ex, req) or _finish_disagrees(ex, req)
+        if found is not None:
+            c.add(Figure.DISAGREEMENTS, "C001", f"{_who(ex)}: {found[0]}", line=found[1])
 
 
-def _check_outcome(c: _Check, ex: Exchange, req: TraceRequest) -> None:
+#: a disagreement: what, and the sink line that shows the trace's side
+Disagreement = tuple[str, int]
+
+
+def _outcome_disagrees(c: _Check, ex: Exchange, req: TraceRequest) -> Disagreement | None:
     told = client_outcome(ex)
     traced = trace_outcome(req)
     line = (req.started or req.events[0]).line
     if ex.kind not in CLAIMED_KINDS:
         if told is not None or traced is not None:
-            c.add(Figure.DISAGREEMENTS, "C001",
-                  f"{_who(ex)}: an unclaimed request; client told {told!r}, trace {traced!r}",
-                  line=line)
-        return
-    if told is None:
-        return  # no outcome at all: step 2 counts it
-    if told == ENGINE_STOPPED:
-        finished = req.finished
-        if finished is not None and finished.data.get("status") == "served":
-            c.add(Figure.DISAGREEMENTS, "C001",
-                  f"{_who(ex)}: client told {told!r}, the trace served the request",
-                  line=finished.line)
-        return
+            return f"an unclaimed request; client told {told!r}, trace {traced!r}", line
+        return None
+    if told is None or told == ENGINE_STOPPED:
+        return None  # no outcome: step 2 counts it; a stop: the finish is checked
     if told != traced:
-        c.add(Figure.DISAGREEMENTS, "C001",
-              f"{_who(ex)}: client told {told!r}, the trace says {traced!r}", line=line)
-        return
+        return f"client told {told!r}, the trace says {traced!r}", line
     named = (ex.outcome or {}).get("claim_id", ex.claim_header)
     if named is not None and str(named) != ex.claim_id:
-        c.add(Figure.DISAGREEMENTS, "C001",
-              f"{_who(ex)}: the outcome names claim {named!r}, the request named "
-              f"{ex.claim_id!r}", line=line)
-        return
-    _check_cited_seq(c, ex, req, told, line)
+        return f"the outcome names claim {named!r}, the request named {ex.claim_id!r}", line
+    return _cited_seq_disagrees(c, ex, req, told, line)
 
 
-def _check_cited_seq(c: _Check, ex: Exchange, req: TraceRequest, told: str, line: int) -> None:
+def _cited_seq_disagrees(c: _Check, ex: Exchange, req: TraceRequest, told: str,
+                         line: int) -> Disagreement | None:
     seq = (ex.outcome or {}).get("seq")
     if not isinstance(seq, int):
-        return
-    stream = c.sink.streams[req.stream]
-    cited = next((e for e in stream.events if e.seq == seq), None)
+        return None
+    cited = c.sink.streams[req.stream].by_seq.get(seq)
     if cited is None or cited.request != req.request_id \
             or cited.name not in OUTCOME_EVENTS.get(told, frozenset()):
         what = f"{cited.name} of {cited.request}" if cited else "no event"
-        c.add(Figure.DISAGREEMENTS, "C001",
-              f"{_who(ex)}: outcome {told!r} cites seq {seq}, which is {what}",
-              line=cited.line if cited else line)
+        return f"outcome {told!r} cites seq {seq}, which is {what}", \
+            cited.line if cited else line
+    return None
 
 
-def _check_finish(c: _Check, ex: Exchange, req: TraceRequest) -> None:
+def _finish_disagrees(ex: Exchange, req: TraceRequest) -> Disagreement | None:
+    """The HTTP answer against the request's ``request_finished``: a success the trace did not
+    serve, a refusal it did not refuse, an error (a stop included) for a request it served."""
     finished = req.finished
     if ex.status is None or finished is None:
-        return
+        return None
     status = finished.data.get("status")
     ok = 200 <= ex.status < 300 and ex.transport is None and ex.error_type is None
     if (ok and status != "served") or (ex.status == 409 and status != "refused") \
             or (ex.status >= 500 and status == "served"):
-        c.add(Figure.DISAGREEMENTS, "C001",
-              f"{_who(ex)}: client got HTTP {ex.status}"
-              + (f" ({ex.error_type})" if ex.error_type else "")
-              + f", the trace finished the request {status!r}", line=finished.line)
+        told = client_outcome(ex)
+        return (f"client got HTTP {ex.status}" + (f" ({told})" if told else "")
+                + f", the trace finished the request {status!r}", finished.line)
+    return None
 
 
 def _check_unfinished(c: _Check) -> None:

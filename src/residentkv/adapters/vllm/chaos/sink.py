@@ -80,6 +80,7 @@ class SinkStream:
     events: list[Event] = field(default_factory=list)
     requests: dict[str, TraceRequest] = field(default_factory=dict)
     claims: dict[str, list[Event]] = field(default_factory=dict)
+    by_seq: dict[int, Event] = field(default_factory=dict)
 
     @property
     def stream_id(self) -> str | None:
@@ -104,6 +105,8 @@ class SinkStream:
 
     def add(self, event: Event) -> None:
         self.events.append(event)
+        if event.seq is not None:
+            self.by_seq.setdefault(event.seq, event)
         if event.request is not None:
             self.requests.setdefault(
                 event.request, TraceRequest(event.request, self.index)).events.append(event)
