@@ -76,6 +76,16 @@ def test_a_served_response_the_sink_never_saw_is_a_disagreement(tmp_path: Path) 
     assert "no request with this ticket" in doc["findings"][0]["message"]
 
 
+def test_an_error_the_engine_never_saw_is_anonymous_not_a_disagreement(tmp_path: Path) -> None:
+    hist, sink = clean_run(tmp_path)
+    never = exchange(3, OpKind.REUSE_REF, "rkv-never", tokens=[],
+                     error_type="InternalServerError")  # HTTP 200, an error chunk, no tokens
+    doc = check_history(hist.model_copy(update={"exchanges": [*hist.exchanges, never]}), sink,
+                        conformance=PASS)
+    assert doc["figures"]["disagreements"] == 0
+    assert doc["figures"]["anonymous_claimed_responses"] == 1
+
+
 def test_an_anonymous_500_on_a_claimed_request_is_counted_twice(tmp_path: Path) -> None:
     hist, sink = clean_run(tmp_path)
     dead = exchange(3, OpKind.REUSE_REF, "rkv-c", status=500, would_retry=True,

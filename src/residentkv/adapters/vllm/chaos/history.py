@@ -164,6 +164,19 @@ def _delivered(ex: Exchange) -> bool:
     return ex.status is not None or ex.transport in (Transport.LOST, Transport.TIMEOUT)
 
 
+def _failed(ex: Exchange) -> bool:
+    """The response ended in an error: an error status, an error in the stream, or the
+    connection lost under it."""
+    return (ex.status is not None and ex.status >= 400) or ex.error_type is not None \
+        or ex.transport in (Transport.LOST, Transport.TIMEOUT)
+
+
+def _complete(ex: Exchange) -> bool:
+    """A whole completion: 2xx, finished, no error."""
+    return ex.status is not None and 200 <= ex.status < 300 and not _failed(ex) \
+        and ex.finish_reason is not None
+
+
 def _who(ex: Exchange) -> str:
     return (f"op {ex.op_id} ({ex.kind}, {'stream' if ex.stream else 'plain'}, "
             f"claim {ex.claim_id}, ticket {ex.ticket})")
@@ -178,14 +191,22 @@ def _check_requests(c: _Check) -> None:
             continue
         req = c.sink.find_request(ex.ticket) if ex.ticket else None
         if req is None:
-            if ex.status is not None and (200 <= ex.status < 300 or ex.status == 409):
+            if _needs_the_engine(ex):
                 c.add(Figure.DISAGREEMENTS, "C001",
-                      f"{_who(ex)}: answered HTTP {ex.status} but the sink has no request "
-                      "with this ticket", on_sink=False)
+                      f"{_who(ex)}: answered HTTP {ex.status}"
+                      + (f" ({client_outcome(ex)})" if client_outcome(ex) else "")
+                      + " but the sink has no request with this ticket", on_sink=False)
             continue
         found = _outcome_disagrees(c, ex, req) or _finish_disagrees(ex, req)
         if found is not None:
             c.add(Figure.DISAGREEMENTS, "C001", f"{_who(ex)}: {found[0]}", line=found[1])
+
+
+def _needs_the_engine(ex: Exchange) -> bool:
+    """Whether the answer says the engine took the request in: a whole completion, a
+    refusal, or a claim outcome other than the stop's."""
+    told = client_outcome(ex)
+    return _complete(ex) or ex.status == 409 or (told is not None and told != ENGINE_STOPPED)
 
 
 #: a disagreement: what, and the sink line that shows the trace's side
@@ -253,19 +274,6 @@ def _check_unfinished(c: _Check) -> None:
 
 
 # ------------------------------------------------------------------ 2. answers
-
-
-def _failed(ex: Exchange) -> bool:
-    """The response ended in an error: an error status, an error in the stream, or the
-    connection lost under it."""
-    return (ex.status is not None and ex.status >= 400) or ex.error_type is not None \
-        or ex.transport in (Transport.LOST, Transport.TIMEOUT)
-
-
-def _complete(ex: Exchange) -> bool:
-    """A whole completion: 2xx, finished, no error."""
-    return ex.status is not None and 200 <= ex.status < 300 and not _failed(ex) \
-        and ex.finish_reason is not None
 
 
 def _anonymity(ex: Exchange) -> str | None:
