@@ -35,6 +35,7 @@ FIXTURES ?= ../shared/fixtures/paper-traces
 # witness on real vLLM, run the suite, classify every row and write the reports.
 demo: $(VLLM_STAMP)
 	$(RKV) --version
+	rm -rf demo-out/report  # a live run writes into folders it creates empty
 	$(RKV) audit --live --html --out demo-out/report
 	$(RKV) check --examples
 	$(RKV) witness run --scenario all --out demo-out/witness

@@ -252,6 +252,35 @@ _CODES: list[Code] = [
          "a signature vouches only for the trace, emitter, runtime, claims and modes it "
          "names, and only through the trust policy",
          "t.jsonl.intoto.json signed by a key the policy lists for another emitter"),
+    # --- identity from verified facts (SPEC §7.2) ---
+    Code("A051", "emitter_not_shipped_by_runtime",
+         "a native row cites a trace whose emitter's module is not shown to ship inside the "
+         "runtime's own distribution (its RECORD, verified in a source root)",
+         "an emitter is native only where the runtime's distribution ships it; a plugin "
+         "distribution is an adapter however it is named",
+         "mechanism: native on a trace by vllm_ascend, a distribution of its own"),
+    Code("A052", "trace_binds_another_row",
+         "the (runtime, adapter, version) a trace's root of trust gives it is not the row's",
+         "an adapter's trace shows nothing about another adapter of the same runtime, nor "
+         "about the runtime itself; a+b is runtime a with adapter b",
+         "runtime: {name: vllm+other} citing residentkv's own witness trace"),
+    Code("A053", "package_trace_not_as_recorded",
+         "a trace the package's manifest lists as a recorded run is not what the manifest "
+         "says (another digest, emitter or runtime), or the manifest itself is not the "
+         "package's",
+         "the package root vouches for recorded runs as its manifest lists them; suite cases "
+         "and examples are hand-written and have no root at all (A030)",
+         "a package trace whose stream_started names another runtime than its manifest entry"),
+    Code("O016", "bundle_loosens_requirement",
+         "a user bundle requires less than the shipped bundle of the same mode",
+         "user bundles may only tighten: a weaker bundle would grant on less evidence than "
+         "the mode requires (e.g. B4 on a success-path gate)",
+         "claim_scoped_outcomes: {satisfied_by: [[observation]]} for offloadable"),
+    Code("L033", "live_folder_not_fresh",
+         "a live run's output folder is not empty, or a file outside it was offered as live",
+         "live evidence is only what the run's own processes wrote into a folder the run "
+         "created empty; anything already there could have been planted",
+         "residentkv audit --live --out a-folder-that-holds-a-trace"),
     Code("O014", "bundle_admits_source_for_behaviour",
          "a bundle admits source (or doc) evidence for B3 or B4",
          "ordered lifecycle and claim-scoped outcomes are behaviour: only a passing trace shows "

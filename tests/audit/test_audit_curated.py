@@ -153,13 +153,14 @@ def test_adapter_traces_are_witness_output_and_pass_their_gates() -> None:
 @pytest.mark.parametrize("anchor", ["t_fail", "t_attr"])
 def test_a_tampered_adapter_trace_drops_the_policy_row(tmp_path: Path, anchor: str,
                                                        pinned_cache: Path) -> None:
-    shutil_copy = __import__("shutil").copytree
-    shutil_copy(runtimes_dir(), tmp_path / "rt")
+    # the copies have no package root: stand in for the witness run that produced them, in a
+    # folder the run created empty
+    trust = TraceTrust()
+    trust.live.create(tmp_path / "rt")
+    __import__("shutil").copytree(runtimes_dir(), tmp_path / "rt", dirs_exist_ok=True)
     desc = tmp_path / "rt" / "residentkv_vllm_adapter.yaml"
     name = {"t_fail": "claimed_load_failure", "t_attr": "multi_claim_targeted_failure"}[anchor]
     trace = tmp_path / "rt" / "traces" / "witness" / f"{name}.jsonl"
-    # the copies have no package root: stand in for the witness run that produced them
-    trust = TraceTrust()
     for produced in trace.parent.glob("*.jsonl"):
         trust.add_live(produced, "the witness (test stand-in)")
     lines = trace.read_text().splitlines()

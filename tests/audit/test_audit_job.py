@@ -13,6 +13,7 @@ import pytest
 
 from residentkv.audit import AuditOptions, run_audit
 from residentkv.audit.job import ADAPTER_SCENARIOS, WITNESS_SCENARIOS, suite_summary
+from residentkv.errors import UsageError
 from residentkv.lowering.classify import GRANTING
 from residentkv.report.registry import render
 from residentkv.sources import PINS
@@ -35,12 +36,18 @@ class FakeRun:
     latency_ms: float | None = 1.0
 
 
-def _replay(matched: bool = True) -> Callable[..., list[Any]]:
+def _replay(matched: bool = True, plant: bool = False) -> Callable[..., list[Any]]:
     """A witness stub replaying the shipped witness traces (test plumbing, not new evidence):
-    the package ships the adapter's scenarios only, so only those are replayed."""
+    the package ships the adapter's scenarios only, so only those are replayed. With *plant*,
+    a hand-typed trace also appears beside the output the run will copy."""
     def runner(scenarios: Any, repeat: int, out: Path) -> list[Any]:
         assert tuple(scenarios) == WITNESS_SCENARIOS
         out.mkdir(parents=True, exist_ok=True)
+        if plant:
+            folder = out.parent / "live" / "traces" / "witness"
+            folder.mkdir(parents=True)
+            (folder / "planted.jsonl").write_text(
+                (runtimes_dir() / "traces" / "witness" / "success_path.jsonl").read_text())
         runs = []
         for s in ADAPTER_SCENARIOS:
             dest = out / f"{s}.jsonl"
@@ -256,16 +263,41 @@ def test_live_audit_signs_the_traces_it_records(tmp_path: Path, pinned_cache: Pa
                                     trace_signer=load_private_key(tmp_path / "k")))
     # the HTML report names the root of every granting trace: here, this run
     page = render("audit", "html", result)
-    assert "roots of trust: t_obs: live (produced in this run" in page
+    assert "roots of trust: t_obs: live (written in this run" in page
     folder = tmp_path / "r" / "witness" / "live" / "traces" / "witness"
     signed = sorted(folder.glob("*.jsonl.intoto.json"))
     assert [p.name for p in signed] == sorted(f"{s}.jsonl.intoto.json" for s in ADAPTER_SCENARIOS)
     policy = tmp_path / "policy.yaml"
     policy.write_text("schema: residentkv.trust/v1\nkeys:\n  ci: {public_key: k.pub, "
-                      "emitters: [residentkv.vllm], runtimes: [vllm]}\n")
+                      "emitters: [residentkv.vllm], runtimes: [vllm-cpu]}\n")
     code, out, err = cli_run("attest", "verify", *map(str, signed), "--trust", str(policy))
     assert code == 0, out + err
     assert out.count("attested (signed by key 'ci'") == len(ADAPTER_SCENARIOS)
+
+
+def test_a_live_run_refuses_a_folder_that_already_holds_files(tmp_path: Path,
+                                                             pinned_cache: Path) -> None:
+    # a trace committed where the run would write (a pull request's planted file) is never
+    # taken for the run's output: the run refuses to start
+    planted = tmp_path / "r" / "witness" / "live" / "traces" / "witness" / "success_path.jsonl"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("{}\n")
+    with pytest.raises(UsageError) as info:
+        run_audit(AuditOptions(out=tmp_path / "r", cache=pinned_cache, fetch=False, live=True,
+                               observe=False, witness_runner=_replay()))
+    assert info.value.code == "L033" and "is not empty" in info.value.message
+
+
+def test_a_live_run_signs_and_grants_only_what_it_wrote(tmp_path: Path, pinned_cache: Path,
+                                                        no_suite: None) -> None:
+    generate_key_pair(tmp_path / "k")
+    result = run_audit(AuditOptions(out=tmp_path / "r", cache=pinned_cache, fetch=False,
+                                    live=True, observe=False, witness_runner=_replay(plant=True),
+                                    trace_signer=load_private_key(tmp_path / "k")))
+    folder = tmp_path / "r" / "witness" / "live" / "traces" / "witness"
+    assert (folder / "planted.jsonl").is_file()
+    assert not (folder / "planted.jsonl.intoto.json").exists()
+    assert result.witness["found"] == [str(folder / "planted.jsonl")]
 
 
 def test_witness_run_refuses_a_bad_key_before_any_run(

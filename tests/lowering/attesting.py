@@ -37,12 +37,13 @@ keys:
 
 def attested(folder: Path, traces: Iterable[Path],
              emitters: Iterable[str] = ("toyrt.scheduler",),
-             runtimes: Iterable[str] = ("toyrt",), name: str = "key") -> TraceTrust:
+             runtimes: Iterable[str] = ("toyrt",), name: str = "key",
+             emitter_distribution: str | None = None) -> TraceTrust:
     """Attest every trace with a new key; the roots of trust that trust it for these names."""
     key, policy = policy_file(folder, emitters, runtimes, name=name)
     signer = load_private_key(key)
     for t in traces:
-        attest_trace(t, signer, ARTIFACT)
+        attest_trace(t, signer, ARTIFACT, emitter_distribution)
     return TraceTrust(policy=load_policy(policy))
 
 

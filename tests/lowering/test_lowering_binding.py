@@ -64,7 +64,7 @@ def soft_priority_trace(path: Path, provenance: Provenance | None = TOY) -> str:
 
 def descriptor(tmp_path: Path, lowers: str, trace: str, sha: str | None, *,
                mechanism: str = "native", gate: str = "lifecycle", claim: str = "c-s",
-               with_source: bool = True) -> Path:
+               with_source: bool = True, runtime: str = "toyrt") -> Path:
     pin = f", sha256: {sha}" if sha else ""
     sources = (f"""
       s_emit: {{kind: source, package: toyrt, version: "0.1", path: toyrt/events.py,
@@ -74,7 +74,7 @@ def descriptor(tmp_path: Path, lowers: str, trace: str, sha: str | None, *,
     path.write_text(f"""schema: residentkv.descriptor/v1
 rows:
   - id: r
-    runtime: {{name: toyrt, version: "0.1"}}
+    runtime: {{name: {runtime}, version: "0.1"}}
     mode: "m"
     mechanism: {mechanism}
     lowers: {lowers}
@@ -180,21 +180,29 @@ def test_a_release_no_source_of_the_descriptor_verifies_never_grants(tmp_path: P
     assert anchors["t"] == ("unverifiable", "A012")
 
 
-@pytest.mark.parametrize(("emitter", "code"), [
-    ("ResidentKV.vllm.scheduler", "A009"), (" residentkv_vllm", "A009"),
-    ("someone.else", "A013"),  # trusted by the key, but not named after the runtime
-    ("toyrt.recorder", None),  # named after it, and the key vouches for it as its own
+@pytest.mark.parametrize(("emitter", "dist", "native", "bound"), [
+    # the module ships in toyrt's RECORD: native, and binds the plain toyrt row
+    ("toyrt.scheduler", None, None, {"toyrt": None, "toyrt+toyrt-plugin": "A052"}),
+    # named after the runtime, trusted by the key, but toyrt ships no such module
+    ("toyrt.recorder", None, "A051", {"toyrt": "A052", "toyrt+toyrt-plugin": "A052"}),
+    ("ResidentKV.vllm.scheduler", None, "A051", {"toyrt": "A052"}),
+    # a plugin distribution: an adapter however it is named, bound to toyrt+its distribution
+    ("toyrt_plugin.emit", "toyrt-plugin", "A009",
+     {"toyrt": "A052", "toyrt+toyrt_plugin": None, "toyrt+other": "A052"}),
+    ("toyrt.plugin", "toyrt-plugin", "A009", {"toyrt": "A052", "toyrt+toyrt.plugin": None}),
 ])
-def test_a_native_row_needs_the_runtimes_own_emitter(tmp_path: Path, emitter: str,
-                                                     code: str | None) -> None:
+def test_native_is_where_the_emitter_ships_and_a_trace_binds_its_own_row(
+        tmp_path: Path, emitter: str, dist: str | None, native: str | None,
+        bound: dict[str, str | None]) -> None:
     sha = soft_priority_trace(tmp_path / "t.jsonl", Provenance(emitter, "1", "toyrt", "0.1"))
-    trust = attested(tmp_path, [tmp_path / "t.jsonl"], emitters=[emitter.strip()])
+    trust = attested(tmp_path, [tmp_path / "t.jsonl"], emitters=[emitter.strip()],
+                     emitter_distribution=dist)
     _, anchors = check(descriptor(tmp_path, "soft_priority", "t.jsonl", sha), trust)
-    assert anchors["t"] == ("verified" if code is None else "unverifiable", code)
-    # the same attested trace is usable evidence for an adapter row
-    _, anchors = check(descriptor(tmp_path, "soft_priority", "t.jsonl", sha,
-                                  mechanism="adapter"), trust)
-    assert anchors["t"] == ("verified", None)
+    assert anchors["t"] == ("verified" if native is None else "unverifiable", native)
+    for runtime, code in bound.items():  # adapter rows: (runtime, adapter, version) equal
+        _, anchors = check(descriptor(tmp_path, "soft_priority", "t.jsonl", sha,
+                                      mechanism="adapter", runtime=runtime), trust)
+        assert anchors["t"] == ("verified" if code is None else "unverifiable", code), runtime
 
 
 def test_a_key_trusted_for_another_emitter_vouches_for_nothing(tmp_path: Path) -> None:
@@ -223,7 +231,6 @@ def test_provenance_is_reported_in_the_json(tmp_path: Path) -> None:
 
 
 def test_microruntime_traces_carry_its_provenance_and_never_grant(tmp_path: Path) -> None:
-    from residentkv.lowering.anchors import Verifier
     from residentkv.lowering.descriptor import TraceAnchor
     from residentkv.microruntime.scenario import CLAIM_ID, Reference, run_reference
 
@@ -233,5 +240,6 @@ def test_microruntime_traces_carry_its_provenance_and_never_grant(tmp_path: Path
     assert first["emitter"]["name"] == "residentkv.microruntime"
     anchor = TraceAnchor(kind="trace", path="mr.jsonl", gate="lifecycle", claim=CLAIM_ID,
                          sha256=hashlib.sha256(trace.read_bytes()).hexdigest())
-    r = Verifier().verify("t", anchor, tmp_path)
-    assert (r.result, r.code) == ("unverifiable", "A003")
+    _, anchors = check(descriptor(tmp_path, "hard_protected", "mr.jsonl", anchor.sha256,
+                                  claim=CLAIM_ID))
+    assert anchors["t"] == ("unverifiable", "A003")

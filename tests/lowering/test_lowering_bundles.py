@@ -62,9 +62,51 @@ def test_offloadable_b3_needs_lifecycle_or_both_paths() -> None:
     assert b3.satisfied_by == [["lifecycle"], ["observation", "failure_outcome"]]
 
 
-def test_user_bundle_dir_replaces_a_shipped_mode(tmp_path: Path) -> None:
-    (tmp_path / "offloadable.yaml").write_text(GOOD)
+SHIPPED_OFFLOADABLE = shipped_bundle_dir().joinpath("offloadable.yaml").read_text(
+    encoding="utf-8")
+B3_ALTS = "satisfied_by: [[lifecycle], [observation, failure_outcome]]"
+B4_ALTS = "satisfied_by: [[failure_outcome], [attribution]]"
+
+
+def test_user_bundle_dir_replaces_a_shipped_mode_when_it_tightens(tmp_path: Path) -> None:
+    tight = SHIPPED_OFFLOADABLE.replace("version: 1", "version: 2").replace(
+        B4_ALTS, "satisfied_by: [[failure_outcome, attribution]]").replace(
+        "outcomes: [refusal, harm]", "outcomes: [refusal]")
+    (tmp_path / "offloadable.yaml").write_text(tight)
     assert load_bundles(tmp_path)["offloadable"].version == 2
+
+
+@pytest.mark.parametrize(("old", "new", "what", "line"), [
+    (B4_ALTS, "satisfied_by: [[failure_outcome], [observation]]", "admits ['observation']",
+     24),
+    (B3_ALTS, "satisfied_by: [[lifecycle], [observation]]", "admits ['observation']", 19),
+    ("refusal_attributed, ", "", "drops requirement(s) refusal_attributed", 24),
+    ("outcomes: [refusal, harm]", "outcomes: [refusal, harm, demotion]",
+     "outcomes admit demotion", 7),
+    ("refines: B4", "refines: B3", "refines B3", 24),
+])
+def test_a_user_bundle_that_loosens_is_refused_where_it_loosens(
+        tmp_path: Path, old: str, new: str, what: str, line: int) -> None:
+    assert old in SHIPPED_OFFLOADABLE
+    (tmp_path / "offloadable.yaml").write_text(SHIPPED_OFFLOADABLE.replace(old, new, 1))
+    with pytest.raises(DescriptorError) as exc:
+        load_bundles(tmp_path)
+    assert exc.value.code == "O016" and what in exc.value.message
+    assert exc.value.path == str(tmp_path / "offloadable.yaml") and exc.value.line == line
+
+
+def test_a_new_mode_shows_b4_only_on_an_outcome_gate(tmp_path: Path) -> None:
+    weak = SHIPPED_OFFLOADABLE.replace("mode: offloadable", "mode: mine").replace(
+        B4_ALTS, "satisfied_by: [[observation]]").replace(
+        "claim_load_failed, restore_failed_scoped, refusal_attributed, outcome_before_finish, "
+        "no_restore_after_failure", "claim_events_present")
+    (tmp_path / "mine.yaml").write_text(weak)
+    with pytest.raises(DescriptorError) as exc:
+        load_bundles(tmp_path)
+    assert exc.value.code == "O016" and "for B4" in exc.value.message
+    (tmp_path / "mine.yaml").write_text(SHIPPED_OFFLOADABLE.replace("mode: offloadable",
+                                                                    "mode: mine"))
+    assert "mine" in load_bundles(tmp_path)
 
 
 def test_every_shipped_file_parses_alone() -> None:

@@ -108,7 +108,9 @@ def test_example_vllm_anchors_verify_against_the_installed_release(run_cli) -> N
     assert out.count(" verified: ") == 3
 
 
-def test_user_bundles_change_what_satisfies(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_lenient_user_bundle_is_refused(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # B3 by observation alone (no failure path) would make the observe-only row's B3
+    # established: a bundle may only tighten, so the run cannot evaluate (exit 2), located
     from residentkv.lowering.bundles import shipped_bundle_dir
 
     text = shipped_bundle_dir().joinpath("offloadable.yaml").read_text(encoding="utf-8")
@@ -116,17 +118,11 @@ def test_user_bundles_change_what_satisfies(run_cli, tmp_path: Path) -> None:  #
                            "satisfied_by: [[lifecycle], [observation]]")
     assert lenient != text
     (tmp_path / "offloadable.yaml").write_text(lenient.replace("version: 1", "version: 9"))
-    code, out, _ = run_cli("check", SIX, "--trust", TRUST, "--source", TOY, "--bundles",
-                           str(tmp_path),
-                           "--format", "json")
-    doc = json.loads(out)
-    row = next(r for r in doc["rows"] if r["id"] == "toy/adapter-observe/offloadable")
-    assert row["bundle"] == "offloadable@v9"
-    assert row["obligations"]["ordered_lifecycle"]["established"] is True
-    assert row["class"] == "adapter_observational_evidence"  # B4 still unestablished
-    assert any(i["path"].endswith("offloadable.yaml") and str(tmp_path) in i["path"]
-               for i in doc["inputs"])
-    assert code == 0
+    code, _, err = run_cli("check", SIX, "--trust", TRUST, "--source", TOY, "--bundles",
+                           str(tmp_path), "--format", "json")
+    assert code == 2
+    assert f"{tmp_path / 'offloadable.yaml'}:19:3: error[O016 bundle_loosens_requirement]" in err
+    assert "ordered_lifecycle: admits ['observation']" in err
 
 
 def test_invalid_user_bundle_is_exit_2(run_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

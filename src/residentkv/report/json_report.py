@@ -35,7 +35,7 @@ def to_json(result: CheckResult) -> dict[str, Any]:
 
 def evidence_summary(result: CheckResult) -> dict[str, int]:
     """Anchors by what the run could do with them: verified, only cited, unusable."""
-    results = [a.result for r in result.rows for a in r.anchors]
+    results = [str(a.result) for r in result.rows for a in r.anchors]
     return {"anchors": len(results), "verified": results.count("verified"),
             "cited": results.count("unverifiable"),
             "unusable": sum(x in ("drifted", "missing", "failed") for x in results)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ from securesystemslib.signer._crypto_signer import CryptoSigner
 
 from residentkv.errors import UsageError, UserInputError
 from residentkv.jsontext import json_text
+from residentkv.limits import regular_file
 from residentkv.sources.fetch import sha256_file
 from residentkv.trust.envelope import (
     EnvelopeError,
@@ -22,6 +23,7 @@ from residentkv.trust.envelope import (
     read_envelope_bytes,
     sign_statement,
 )
+from residentkv.trust.manifest import OWN_DISTRIBUTION
 from residentkv.trust.policy import TrustPolicy
 from residentkv.trust.roots import ATTESTATION_SUFFIX, Grant, TraceTrust, trace_facts
 from residentkv.trust.statements import (
@@ -30,6 +32,7 @@ from residentkv.trust.statements import (
     trace_statement,
     verdict_statement,
 )
+from residentkv.trust.verdicts import shown, verdict_problems
 
 __all__ = ["INSTALLED", "Checked", "artifact_digest", "attest_recorded", "attest_trace",
            "attest_verdict", "verify_attestation"]
@@ -63,8 +66,14 @@ def artifact_digest(spec: str, runtime: str) -> str:
     return sha256_file(path)
 
 
-def attest_trace(trace: Path, signer: CryptoSigner, artifact: str) -> Path:
-    """Sign *trace*'s Statement; write and return ``TRACE.intoto.json`` beside it."""
+def attest_trace(trace: Path, signer: CryptoSigner, artifact: str,
+                 emitter_distribution: str | None = None) -> Path:
+    """Sign *trace*'s Statement; write and return ``TRACE.intoto.json`` beside it.
+
+    *emitter_distribution* is the distribution that ships the emitter, when the signer knows
+    it (SPEC §7.2: an emitter is the runtime's own only if the runtime's distribution ships
+    its module; otherwise the statement's distribution is the adapter the trace binds)."""
+    regular_file(trace, "trace")  # a FIFO or a device is refused before it is opened
     try:
         sha, facts = trace_facts(trace)
     except OSError as e:
@@ -75,7 +84,8 @@ def attest_trace(trace: Path, signer: CryptoSigner, artifact: str) -> Path:
                              "that opens with stream_started (emitter and runtime)",
                              code="A011", path=str(trace), line=1, col=1)
     digest = artifact_digest(artifact, facts.provenance.runtime)
-    statement = trace_statement(trace.name, sha, facts.provenance, facts.modes, digest)
+    statement = trace_statement(trace.name, sha, facts.provenance, facts.modes, digest,
+                                emitter_distribution)
     return _write(trace.with_name(trace.name + ATTESTATION_SUFFIX),
                   sign_statement(statement, signer))
 
@@ -85,7 +95,7 @@ def attest_recorded(traces: Iterable[Path], signer: CryptoSigner,
     """Sign the traces a run just recorded on the runtime installed here (``witness run
     --attest``, ``audit --live --attest``): one ``TRACE.intoto.json`` beside each, so that
     whoever trusts the key may later grant on them (SPEC §7.1 *attested*)."""
-    return [attest_trace(t, signer, artifact) for t in traces]
+    return [attest_trace(t, signer, artifact, str(OWN_DISTRIBUTION)) for t in traces]
 
 
 def attest_verdict(doc: Mapping[str, Any], command: str, signer: CryptoSigner,
@@ -104,53 +114,62 @@ def _write(path: Path, envelope: dict[str, Any]) -> Path:
 
 @dataclass(frozen=True)
 class Checked:
-    """What ``attest verify`` established about one attestation file."""
+    """What ``attest verify`` established about one attestation file (lines escaped)."""
 
-    kind: str  # "trace" or "verdict"
+    kind: str  # "trace", "verdict" or "unknown"
     ok: bool
     lines: list[str]
 
 
-def verify_attestation(path: Path, policy: TrustPolicy) -> Checked:
+def verify_attestation(path: Path, policy: TrustPolicy,
+                       resources: Sequence[Path] = (),
+                       resource_uri: str | None = None) -> Checked:
     """Check one attestation (trace or verdict) against *policy*.
 
     A trace attestation is checked exactly as ``check`` would: the trace beside it
     (``X.intoto.json`` -> ``X``) must hash to its subject, match its predicate, and be by a key
-    trusted for its emitter and runtime. A verdict needs a key the policy lets sign verdicts.
-    Unreadable or malformed files raise (exit 2); a signature or binding that does not hold is
-    ``ok=False`` (exit 1).
+    trusted for its emitter and runtime. A verdict is verified as a verdict
+    (:func:`residentkv.trust.verdicts.verdict_problems`): a key the policy lets sign verdicts,
+    result ``PASSED``, and every resource it names matching the file given (*resources*) or
+    found at the path it names. Unreadable or malformed files raise (exit 2); a signature,
+    binding or verdict that does not hold is ``ok=False`` (exit 1).
     """
     data = read_envelope_bytes(path)
     try:
         statement, keyid = open_envelope(data, policy.key_list(), str(path))
     except VerificationError as e:
-        return Checked("unknown", False, [f"{path}: not signed by any key of {policy.path} "
-                                          f"({e})"])
+        return Checked("unknown", False, [f"{shown(path)}: not signed by any key of "
+                                          f"{shown(policy.path)} ({shown(e)})"])
     kind = statement.get("predicateType")
     key = policy.keys[keyid]
     if kind == TRACE_PREDICATE:
-        if not path.name.endswith(ATTESTATION_SUFFIX):
-            raise EnvelopeError(f"a trace attestation is named TRACE{ATTESTATION_SUFFIX}, "
-                                "beside its trace", path=str(path))
-        trace = path.with_name(path.name.removesuffix(ATTESTATION_SUFFIX))
-        if not trace.is_file():
-            raise UserInputError(f"the trace {trace.name} is not beside its attestation",
-                                 code="L001", path=str(trace))
-        sha, _ = trace_facts(trace)
-        root = TraceTrust(policy=policy).root_of(trace, sha)
-        if isinstance(root, Grant):
-            return Checked("trace", True, [f"{trace}: {root.label}"])
-        return Checked("trace", False, [f"{trace}: {root.reason}"])
+        return _trace_checked(path, policy)
     if kind == VERDICT_PREDICATE:
         if not key.verdicts:
-            return Checked("verdict", False, [f"{path}: signed by key {key.label!r}, which "
-                                              f"{policy.path} does not trust for verdicts"])
-        pred = statement.get("predicate") or {}
-        lines = [f"{path}: verdict signed by key {key.label!r}: "
-                 f"{pred.get('verificationResult')}"]
-        lines += [f"  {r.get('id')}: {r.get('class')}"
-                  + (f" (roots: {', '.join(r['roots'])})" if r.get("roots") else "")
-                  for r in pred.get("residentkv.dev/rows", [])]
-        return Checked("verdict", True, lines)
-    raise EnvelopeError(f"predicateType {kind!r}; expected {TRACE_PREDICATE} or "
+            return Checked("verdict", False, [f"{shown(path)}: signed by key "
+                                              f"{shown(key.label)}, which {shown(policy.path)} "
+                                              "does not trust for verdicts"])
+        problems, lines = verdict_problems(statement, resources, resource_uri)
+        head = f"{shown(path)}: verdict signed by key {shown(key.label)}"
+        if problems:
+            return Checked("verdict", False, [f"{head}, but it does not hold:",
+                                              *(f"  {shown(p, None)}" for p in problems)])
+        return Checked("verdict", True, [f"{head}: PASSED", *lines])
+    raise EnvelopeError(f"predicateType {shown(kind)}; expected {TRACE_PREDICATE} or "
                         f"{VERDICT_PREDICATE}", path=str(path))
+
+
+def _trace_checked(path: Path, policy: TrustPolicy) -> Checked:
+    if not path.name.endswith(ATTESTATION_SUFFIX):
+        raise EnvelopeError(f"a trace attestation is named TRACE{ATTESTATION_SUFFIX}, "
+                            "beside its trace", path=str(path))
+    trace = path.with_name(path.name.removesuffix(ATTESTATION_SUFFIX))
+    if not trace.exists():
+        raise UserInputError(f"the trace {trace.name} is not beside its attestation",
+                             code="L001", path=str(trace))
+    regular_file(trace, "trace")
+    _, facts = trace_facts(trace)
+    root = TraceTrust(policy=policy).root_of(trace, facts)
+    if isinstance(root, Grant):
+        return Checked("trace", True, [f"{shown(trace)}: {shown(root.label)}"])
+    return Checked("trace", False, [f"{shown(trace)}: {shown(root.reason)}"])

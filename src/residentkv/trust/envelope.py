@@ -31,7 +31,7 @@ from securesystemslib.signer._crypto_signer import CryptoSigner
 from securesystemslib.signer._key import Key, SSlibKey
 
 from residentkv.errors import UserInputError
-from residentkv.limits import read_bounded
+from residentkv.limits import MAX_JSON_DEPTH, json_depth_ok, read_bounded
 
 __all__ = [
     "PAYLOAD_TYPE",
@@ -49,6 +49,9 @@ STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 #: a key file or an envelope is small; anything larger is not one
 _MAX_KEY_BYTES = 64 * 1024
 _MAX_ENVELOPE_BYTES = 16 * 1024 * 1024
+#: an envelope is an object holding a list of signature objects: three levels deep
+_MAX_ENVELOPE_DEPTH = 4
+_MAX_SIGNATURES = 16
 
 
 class KeyFileError(UserInputError):
@@ -147,9 +150,13 @@ def open_envelope(data: bytes, keys: list[Key], where: str) -> tuple[dict[str, A
     Raises :class:`EnvelopeError` when the file is not an envelope of an in-toto Statement,
     and :class:`VerificationError` when no key given verifies its signature.
     """
+    if not json_depth_ok(data, _MAX_ENVELOPE_DEPTH):
+        raise EnvelopeError(f"nested deeper than {_MAX_ENVELOPE_DEPTH} levels; expected a DSSE "
+                            "envelope (an object of strings and a list of signatures)",
+                            path=where)
     try:
         doc = json.loads(data)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise EnvelopeError(f"not JSON: {e}; expected a DSSE envelope", path=where) from None
     problem = _envelope_shape_problem(doc)
     if problem is not None:
@@ -165,10 +172,16 @@ def open_envelope(data: bytes, keys: list[Key], where: str) -> tuple[dict[str, A
                             path=where)
     if not keys:
         raise VerificationError("no trusted key to verify it with")
+    if len(doc["signatures"]) > _MAX_SIGNATURES:
+        raise EnvelopeError(f"{len(doc['signatures'])} signatures; expected at most "
+                            f"{_MAX_SIGNATURES}", path=where)
     accepted = env.verify(keys, 1)
+    if not json_depth_ok(env.payload, MAX_JSON_DEPTH):
+        raise EnvelopeError(f"the signed statement is nested deeper than {MAX_JSON_DEPTH} "
+                            "levels; expected an in-toto Statement", path=where)
     try:
         statement = json.loads(env.payload)
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise EnvelopeError(f"the signed payload is not JSON: {e}", path=where) from None
     if not isinstance(statement, dict) or statement.get("_type") != STATEMENT_TYPE:
         raise EnvelopeError(f"the signed payload is not an in-toto Statement; expected _type "

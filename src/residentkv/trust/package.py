@@ -20,7 +20,7 @@ from pathlib import Path
 
 import residentkv
 
-__all__ = ["package_data_dir", "package_match"]
+__all__ = ["package_data_dir", "package_digest_match", "package_match"]
 
 #: seconds for one ``git ls-tree`` of the package data (a local read; bounded all the same)
 _GIT_TIMEOUT_S = 30
@@ -101,3 +101,20 @@ def package_match(path: Path, data: bytes) -> str | None:
     if listed is None or listed != _digest_of(data, how):
         return None
     return how
+
+
+def package_digest_match(path: Path, sha256: str, git_blob: str | None) -> str | None:
+    """:func:`package_match` from digests already computed in the one pass over the file:
+    its sha256 (hex) and, for an editable install's index, its git blob digest."""
+    try:
+        where = path.resolve()
+    except OSError:
+        return None
+    if not where.is_relative_to(package_data_dir()):
+        return None
+    how, index = _index()
+    listed = index.get(where)
+    if how == "RECORD":
+        raw = base64.urlsafe_b64encode(bytes.fromhex(sha256)).rstrip(b"=").decode()
+        return how if listed == f"sha256={raw}" else None
+    return how if git_blob is not None and listed == f"git-blob={git_blob}" else None

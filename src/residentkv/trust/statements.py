@@ -21,12 +21,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from residentkv import __version__
-from residentkv.lowering.provenance import Provenance, normalise_name, runtime_identity
+from residentkv.lowering.identity import EmitterName, RuntimeId, TraceOrigin
+from residentkv.lowering.provenance import Provenance
 from residentkv.trust.envelope import STATEMENT_TYPE
 
 __all__ = [
     "TRACE_PREDICATE",
     "VERDICT_PREDICATE",
+    "statement_origin",
     "trace_statement",
     "trace_statement_problem",
     "verdict_statement",
@@ -43,8 +45,17 @@ def _claims(modes: Mapping[str, set[str]]) -> dict[str, list[str]]:
 
 
 def trace_statement(name: str, sha256: str, provenance: Provenance,
-                    modes: Mapping[str, set[str]], artifact_sha256: str) -> dict[str, Any]:
-    """The Statement a trace attestation signs (see the module docstring)."""
+                    modes: Mapping[str, set[str]], artifact_sha256: str,
+                    emitter_distribution: str | None = None) -> dict[str, Any]:
+    """The Statement a trace attestation signs (see the module docstring).
+
+    *emitter_distribution* names the distribution that ships the emitter, when the signer
+    knows it: without it the trace binds only a row of a runtime whose own distribution is
+    shown to ship the emitter (SPEC §7.2)."""
+    emitter: dict[str, Any] = {"name": provenance.emitter,
+                               "version": provenance.emitter_version}
+    if emitter_distribution is not None:
+        emitter["distribution"] = str(RuntimeId.parse(emitter_distribution))
     return {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": name, "digest": {"sha256": sha256}}],
@@ -52,7 +63,7 @@ def trace_statement(name: str, sha256: str, provenance: Provenance,
         "predicate": {
             "runtime": {"name": provenance.runtime, "version": provenance.runtime_version,
                         "artifact": {"sha256": artifact_sha256}},
-            "emitter": {"name": provenance.emitter, "version": provenance.emitter_version},
+            "emitter": emitter,
             "claims": _claims(modes),
             "attested_with": {"name": "residentkv", "version": __version__},
         },
@@ -79,12 +90,16 @@ def trace_statement_problem(statement: dict[str, Any], sha256: str,
     if provenance is None:
         return "the trace carries no stream_started provenance to compare with"
     pred = statement.get("predicate")
+    names = [_get(pred, "runtime", "name"), _get(pred, "emitter", "name")]
+    if not all(isinstance(n, str) and n.strip() for n in names):
+        return "it names no runtime or no emitter"
+    dist = _get(pred, "emitter", "distribution")
+    if dist is not None and not (isinstance(dist, str) and dist.strip()):
+        return "its emitter distribution is not a name"
     want = {
-        "runtime name": (runtime_identity(str(_get(pred, "runtime", "name"))),
-                         runtime_identity(provenance.runtime)),
+        "runtime name": (RuntimeId.parse(names[0]), provenance.runtime_id),
         "runtime version": (_get(pred, "runtime", "version"), provenance.runtime_version),
-        "emitter name": (normalise_name(str(_get(pred, "emitter", "name"))),
-                         normalise_name(provenance.emitter)),
+        "emitter name": (EmitterName.parse(names[1]), provenance.emitter_name),
         "emitter version": (_get(pred, "emitter", "version"), provenance.emitter_version),
         "claims and modes": (_get(pred, "claims"), _claims(modes)),
     }
@@ -96,6 +111,17 @@ def trace_statement_problem(statement: dict[str, Any], sha256: str,
         return "it names no runtime artifact digest (sha256)"
     return None
 
+
+def statement_origin(statement: dict[str, Any]) -> TraceOrigin:
+    """Who emitted the trace, as a checked trace Statement says (after
+    :func:`trace_statement_problem` found no problem)."""
+    pred = statement["predicate"]
+    dist = _get(pred, "emitter", "distribution")
+    return TraceOrigin(EmitterName.parse(pred["emitter"]["name"]),
+                       str(pred["emitter"]["version"]),
+                       RuntimeId.parse(dist) if isinstance(dist, str) else None,
+                       RuntimeId.parse(pred["runtime"]["name"]),
+                       str(pred["runtime"]["version"]))
 
 
 def verdict_statement(doc: Mapping[str, Any], command: str) -> dict[str, Any]:

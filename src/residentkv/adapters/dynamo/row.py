@@ -85,7 +85,8 @@ def classify_row(out: Path, traces: Mapping[str, Path], homes: Mapping[str, str 
     """
     from residentkv.trust.roots import TraceTrust
 
-    folder = out / "row"
+    trust = TraceTrust()
+    folder = trust.live.create(out / "row")  # a folder this run creates empty (SPEC §7.2)
     (folder / TRACE_DIR).mkdir(parents=True, exist_ok=True)
     copies = {}
     for name, path in traces.items():
@@ -95,7 +96,6 @@ def classify_row(out: Path, traces: Mapping[str, Path], homes: Mapping[str, str 
     shutil.copyfile(runtimes_dir() / ROW_FILE, desc)
     _aim_at_homes(desc, {c: h for c, h in homes.items() if h in copies})
     pin_trace_digests(desc)
-    trust = TraceTrust()
     if held:
         for copy in copies.values():
             trust.add_live(copy, PRODUCER)

@@ -1,0 +1,1 @@
+"""toyrt: a toy serving runtime used by the residentkv suite (test data)."""
