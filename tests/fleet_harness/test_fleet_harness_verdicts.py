@@ -9,6 +9,7 @@ from typing import Any
 
 from residentkv.adapters.dynamo import verdicts as vd
 from residentkv.adapters.dynamo.driver import Sent
+from residentkv.adapters.dynamo.tracefacts import Served
 from residentkv.fleet import FleetClaim, FleetJudgement, FleetRequest
 
 
@@ -89,6 +90,24 @@ def test_owner_restore_holds_when_the_home_restores_from_its_host_tier() -> None
     assert v.held, v.checks
     assert v.figures["routed_to_owner"] == "1/1" and v.figures["routed_to_owner_kv_only"] == "0/1"
     assert v.figures["router_over_direct_ratio"] == 1.25
+    assert v.figures["router_over_direct_paired"] == 1.25
+    assert v.figures["router_minus_direct_ms_paired"] == 2.0
+    assert v.figures["router_direct_pairs"] == 1
+
+
+def test_router_and_direct_reuses_pair_by_claim_and_round_only() -> None:
+    def row(label: str, ms: float) -> tuple[Sent, Served]:
+        s = Sent(label=label, scenario="owner_restore", via="router", claim_id="c",
+                    owner_scope="o", form="ref", session=None, marks={}, ms=ms)
+        return s, Served("A", label)
+
+    router = [row("owner_restore/reuse-router-0-0", 30.0),
+              row("owner_restore/reuse-router-1-0", 20.0),
+              row("owner_restore/reuse-router-0-1", 11.0)]
+    direct = [row("owner_restore/reuse-direct-0-1", 10.0),
+              row("owner_restore/reuse-direct-0-0", 24.0)]
+    # round 0 of claim 1 has no direct half (not restored, say): it is left out, never guessed
+    assert vd.paired_ms(router, direct) == [(30.0, 24.0), (11.0, 10.0)]
 
 
 def test_owner_restore_fails_on_the_wrong_replica_or_a_silent_recompute() -> None:

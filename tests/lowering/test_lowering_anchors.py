@@ -243,7 +243,8 @@ def _trace(gate: str, claim: str, path: str = "traces/witness.jsonl", *, pin: bo
     (_trace("attribution", "c-1"), ("failed", "A004")),
     (_trace("failure_outcome", "c-obs", "traces/observe_only.jsonl"), ("failed", "A004")),
     (_trace("failure_outcome", "c-fb", "traces/fallback.jsonl"), ("failed", "A008")),
-    (_trace("observation", "c-404"), ("failed", "A008")),
+    # no event concerns an absent claim: no control fires for it (SPEC §9.1), the gate fails
+    (_trace("observation", "c-404"), ("failed", "A004")),
     (_trace("observation", "c-1", "traces/nope.jsonl"), ("missing", "A002")),
 ])
 def test_trace_anchors_run_their_gate(anchor: TraceAnchor, expected: tuple[str, str]) -> None:

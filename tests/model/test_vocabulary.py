@@ -11,7 +11,8 @@ def test_every_requirement_is_reported_by_some_gate_and_nothing_else() -> None:
 
 
 def test_gate_word_lists_are_the_vocabulary() -> None:
-    assert tuple(gates.REQUIREMENTS) == v.GATE_NAMES
+    assert tuple(gates.REQUIREMENTS) == v.ALL_GATE_NAMES
+    assert (*v.GATE_NAMES, v.GateName.CONFORMANCE.value) == v.ALL_GATE_NAMES
     assert gates.GATE_NAMES is v.GATE_NAMES
     assert gates.CONTROLS is v.CONTROLS
     assert descriptor.CLASSES is v.CLASSES
@@ -20,6 +21,6 @@ def test_gate_word_lists_are_the_vocabulary() -> None:
 
 def test_tuples_hold_plain_strings() -> None:
     # plain str, so YAML/JSON serializers never meet an enum member
-    for words in (v.GATE_NAMES, v.CONTROLS, v.CLASSES, v.OBLIGATIONS, v.ANCHOR_KINDS,
-                  *gates.REQUIREMENTS.values()):
+    for words in (v.GATE_NAMES, v.ALL_GATE_NAMES, v.CONTROLS, v.CLASSES, v.OBLIGATIONS,
+                  v.ANCHOR_KINDS, *gates.REQUIREMENTS.values()):
         assert all(type(w) is str for w in words)

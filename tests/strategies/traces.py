@@ -37,10 +37,11 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from hypothesis import strategies as st
 
 from residentkv.model.events import EVENT_MODELS, SCHEMA_ID
-from residentkv.model.vocabulary import GATE_NAMES, GateName
+from residentkv.model.vocabulary import ALL_GATE_NAMES, GATE_NAMES, GateName, StopCause
 
 OBSERVATION, FAILURE_OUTCOME = GateName.OBSERVATION.value, GateName.FAILURE_OUTCOME.value
 LIFECYCLE, ATTRIBUTION = GateName.LIFECYCLE.value, GateName.ATTRIBUTION.value
+CONFORMANCE = GateName.CONFORMANCE.value
 BLOCK_TOKENS = 128
 HAS_PROVENANCE = "stream_started" in EVENT_MODELS
 
@@ -91,6 +92,12 @@ class Plan:
     loss: bool              # EXPIRING/DEMOTABLE: lost after the ending; SOFT: harm, then loss
     release: bool           # SUCCESS/RESIDENT/HARD/SOFT without loss: released at the end
     styles: frozenset[str] = frozenset()  # legal variations, see STYLES
+    #: SPEC §9.1: its process stopped while it was open: harmed (engine_restarted at the next
+    #: stream's head, or shutdown before its stream_closed)
+    stopped: bool = False
+    #: its last restore fails and the incarnation dies right after the failed load (the chain
+    #: cut off, answered by the harm at the next stream's head)
+    cut: bool = False
 
     @property
     def cycles(self) -> int:
@@ -104,8 +111,14 @@ class Plan:
 
     def quiet(self) -> bool:
         """A non-target that leaves attribution passing: restored and served, or untouched."""
-        return self.kind in (Kind.SUCCESS, Kind.RESIDENT) or (
-            self.kind is Kind.SOFT and not self.loss)
+        return not self.stopped and (self.kind in (Kind.SUCCESS, Kind.RESIDENT) or (
+            self.kind is Kind.SOFT and not self.loss))
+
+    def open_at_end(self) -> bool:
+        """Accepted and not ended when its events end (its stream's stop must end it)."""
+        return self.cut or (not self.release and (
+            self.kind in (Kind.SUCCESS, Kind.RESIDENT, Kind.HARD)
+            or (self.kind is Kind.SOFT and not self.loss)))
 
 
 @dataclass(slots=True)
@@ -137,6 +150,8 @@ class GenTrace:
     raw: dict[int, str] = field(default_factory=dict)
     jobs: Iterator[int] = field(default_factory=lambda: itertools.count(10_000))
     fresh: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    #: SPEC §9.1: the claims open where the reading stops (None: not promised)
+    live: set[str] | None = None
 
     def __repr__(self) -> str:
         return f"GenTrace<{self.describe()}>"
@@ -147,10 +162,15 @@ class GenTrace:
 
     # --- output ---------------------------------------------------------------------------
     def records(self) -> list[dict[str, Any]]:
-        """The events as v1 objects, seq and ts_ns assigned in list order."""
+        """The events as v1 objects, ts_ns assigned in list order, seq in each stream's
+        (SPEC §9.1: it starts afresh at every stream_started after the first)."""
         out = []
+        seq = 0
         for i, e in enumerate(self.events):
-            rec = {"schema": SCHEMA_ID, "seq": i, "ts_ns": 1000 * (i + 1)}
+            if e.role == "opener" and i:
+                seq = 0
+            rec = {"schema": SCHEMA_ID, "seq": seq, "ts_ns": 1000 * (i + 1)}
+            seq += 1
             rec.update(e.body)
             out.append(rec)
         return out
@@ -191,8 +211,15 @@ class GenTrace:
         return self.find(owner, role, cycle)[0]
 
     def pos(self, lo: int, hi: int) -> int:
-        """A random insertion index in ``[lo, hi]`` (insert before that index)."""
-        return self.rnd.randint(lo, max(lo, hi))
+        """A random insertion index in ``[lo, hi]`` (insert before that index), inside the
+        body of the stream holding index *lo* (before its stop events, SPEC §9.1)."""
+        return self.rnd.randint(lo, max(lo, min(hi, self.body_end(lo))))
+
+    def body_end(self, i: int) -> int:
+        """The index of the first stop event (an opener, a shutdown harm, a closer) at or
+        after *i*: a defect's events stay in the stream of what it changes."""
+        return next((j for j in range(max(i, 1), len(self.events))
+                     if self.events[j].role in _STOPS), len(self.events))
 
     def insert(self, at: int, ev: Ev) -> int:
         ev.touched = True
@@ -440,6 +467,10 @@ def _interleave(rnd: random.Random, queues: list[list[Ev]], shuffle: bool) -> li
     return out
 
 
+#: roles that bound a stream's body (events a defect inserts stay before them)
+_STOPS = frozenset({"opener", "shutdown", "closer"})
+
+
 def legal_expectations(plans: list[Plan]) -> dict[Key, bool]:
     """(claim, gate) -> must pass (True) or must fail (False), from SPEC §4 alone.
 
@@ -455,13 +486,17 @@ def legal_expectations(plans: list[Plan]) -> dict[Key, bool]:
         others = [q for q in plans if q is not p]
         c = p.claim_id
         expect[c, OBSERVATION] = p.kind in SUCCEEDS
-        expect[c, FAILURE_OUTCOME] = p.kind in FAILS
+        expect[c, FAILURE_OUTCOME] = p.kind in FAILS and not p.cut
         # a soft_priority claim here is only materialized: its lifecycle asks for both
-        # generations, like offloadable's (SPEC §4)
+        # generations, like offloadable's (SPEC §4); a claim its process's stop harmed has
+        # no harmless lifecycle
         expect[c, LIFECYCLE] = p.kind not in (Kind.SUCCESS, Kind.FAILURE, Kind.RESIDENT,
-                                              Kind.SOFT)
-        expect[c, ATTRIBUTION] = (p.kind in FAILS and bool(others)
+                                              Kind.SOFT) and not p.stopped
+        expect[c, ATTRIBUTION] = (p.kind in FAILS and not p.cut and bool(others)
                                   and all(q.quiet() for q in others))
+        # SPEC §9.1: a legal history, decided once, every failure answered (a cut chain by the
+        # harm at the next stream's head), every loss announced, nothing vanished
+        expect[c, CONFORMANCE] = True
     return expect
 
 
@@ -534,13 +569,19 @@ def build_legal(shape: Shape, variant: int = 0) -> GenTrace:
     queues.append(_noise(rnd, jobs))
     events = _interleave(rnd, queues, shape.interleaved)
     if HAS_PROVENANCE:
-        events.insert(0, Ev(event("stream_started", None, None, emitter={
-            "name": "residentkv.tests", "version": "0"}, runtime={"name": "generated",
-            "version": "0"}, stream_id="generated", replica=None, rank=None), None, "provenance"))
+        events.insert(0, _opener(None))
     t = GenTrace(claim_plans, events, random.Random(shape.seed * 7919 + variant),
                  shape.interleaved)
     t.expect = legal_expectations(claim_plans)
+    t.live = {p.claim_id for p in claim_plans if p.open_at_end()}
     return t
+
+
+def _opener(incarnation: str | None) -> Ev:
+    return Ev(event("stream_started", None, None, emitter={
+        "name": "residentkv.tests", "version": "0"}, runtime={"name": "generated",
+        "version": "0"}, stream_id="generated", replica=None, rank=None,
+        **({"incarnation": incarnation} if incarnation else {})), None, "opener")
 
 
 # --- the defect grammar ----------------------------------------------------------------------
@@ -575,8 +616,9 @@ def _observation_broken(t: GenTrace, p: Plan) -> None:
 
 
 def _everything_broken(t: GenTrace, claims: list[str]) -> None:
+    """Illegal or not well formed: every gate, conformance included, fails for *claims*."""
     for c in claims:
-        t.must_fail(c, *GATE_NAMES)
+        t.must_fail(c, *ALL_GATE_NAMES)
 
 
 def _attribution_broken(t: GenTrace) -> None:
@@ -587,7 +629,7 @@ def _attribution_broken(t: GenTrace) -> None:
 
 def _failure_events(t: GenTrace, p: Plan) -> dict[str, int] | None:
     """Indices of the claim's failed restore cycle, by role, if all are untouched."""
-    if p.kind not in FAILS:
+    if p.kind not in FAILS or p.cut:  # a chain its incarnation's death cut off has no rest
         return None
     cycle = p.successes
     found = {t.events[i].role: i for i in t.find(p.claim_id, cycle=cycle)}
@@ -1084,20 +1126,23 @@ DEFECTS: dict[str, Defect] = {d.name: d for d in (
 )}
 
 
-def apply_defects(t: GenTrace, names: list[str]) -> GenTrace:
+def apply_defects(t: GenTrace, names: list[str],
+                  registry: dict[str, Defect] | None = None) -> GenTrace:
     """Apply each named defect to a claim no earlier defect picked; the oracle becomes the
     union of the declared breaks (a legal pass is no longer promised)."""
+    registry = DEFECTS if registry is None else registry
     for name in names:
         candidates = [p for p in t.plans if p.claim_id not in t.subjects]
         t.rnd.shuffle(candidates)
         for p in candidates:
             t.defects.append(f"{name}({p.claim_id})")
-            if DEFECTS[name].apply(t, p):
+            if registry[name].apply(t, p):
                 t.subjects.add(p.claim_id)
                 break
             t.defects.pop()
     if t.defects:
         t.expect = {k: False for k in t.breaks}
+        t.live = None
     return t
 
 
@@ -1195,7 +1240,8 @@ def build_raw(shape: Shape, variant: int, defects: int, lines: int) -> GenTrace:
         name = t.rnd.choice(sorted(RAW_DEFECTS))
         t.defects.append(name)
         RAW_DEFECTS[name](t)
-    t.expect = {(c, g): False for c in t.claims() for g in GATE_NAMES}
+    t.expect = {(c, g): False for c in t.claims() for g in ALL_GATE_NAMES}
+    t.live = None
     return t
 
 
@@ -1211,4 +1257,267 @@ def families(draw: st.DrawFn, max_claims: int = 4, defective: int = 4, min_claim
     out = [build_legal(shape)]
     out += [build_defective(shape, v + 1, draw(_WANTED)) for v in range(defective)]
     out.append(build_raw(shape, defective + 1, draw(st.integers(0, 3)), draw(st.integers(1, 2))))
+    return out
+
+
+# --- several incarnations in one file (SPEC §9.1) ---------------------------------------------
+#
+# A sink holds one stream per engine incarnation. Each stream is a legal build of its own claims
+# (job ids and noise request ids start afresh in each, as a restarted engine's do); a claim open
+# when its stream ends is ended by its process's stop: harmed (``shutdown``) before a graceful
+# ``stream_closed``, or harmed (``engine_restarted``) at the head of the next stream when the
+# incarnation died. The last stream may be left open (the reading stops mid-run): its open
+# claims are live.
+
+
+@dataclass(frozen=True)
+class Life:
+    """What hypothesis draws for a file of several streams."""
+
+    shape: Shape                # every claim of the file
+    streams: tuple[int, ...]    # the stream of each claim
+    ends: tuple[str, ...]       # per stream: "closed", "crashed", or (the last) "open"
+    seed: int
+
+
+@st.composite
+def lives(draw: st.DrawFn, max_claims: int = 5, max_streams: int = 3) -> Life:
+    """2..max_streams streams; each but the last closed or crashed, the last closed or open."""
+    shape = draw(shapes(max_claims))
+    n = draw(st.integers(2, max_streams))
+    streams = tuple(draw(st.integers(0, n - 1)) for _ in shape.claims)
+    ends = (*(draw(st.sampled_from(("closed", "crashed"))) for _ in range(n - 1)),
+            draw(st.sampled_from(("closed", "open"))))
+    return Life(shape, streams, ends, draw(_SEED))
+
+
+def _stop(p: Plan, cause: StopCause, role: str) -> Ev:
+    """The harm that ends claim *p* because its process stopped (SPEC §9.1)."""
+    need = p.predicate["blocks"]
+    p.stopped = True
+    return Ev(event("claim_harmed", p.claim_id, None, cause=cause.value,
+                    before={"surviving": p.footprint, "leading": p.footprint,
+                            "required": need, "holds": True},
+                    after={"surviving": 0, "leading": 0, "required": need, "holds": False},
+                    **ident(p)), p.claim_id, role)
+
+
+def _cut_chain(evs: list[Ev], p: Plan) -> list[Ev]:
+    """The claim's events up to the failed load of its failing restore: the incarnation dies
+    there (the request never finishes, the failure is answered at the next stream's head)."""
+    last = max(i for i, e in enumerate(evs) if e.role == "load_failed" and e.cycle == p.successes)
+    return evs[:last + 1]
+
+
+def build_life(life: Life, variant: int = 0) -> GenTrace:
+    """The legal file of *life*, its oracle in ``expect`` and its live claims in ``live``."""
+    rnd = random.Random(life.seed)
+    plans = [_plan(rnd, i + 1, k, n) for i, (k, n) in enumerate(life.shape.claims)]
+    events: list[Ev] = []
+    left_open: list[Plan] = []  # what the previous (crashed) stream left open
+    for k, end in enumerate(life.ends):
+        mine = [p for p, s in zip(plans, life.streams, strict=True) if s == k]
+        jobs = itertools.count(1)  # a restarted engine numbers its jobs afresh
+        failing = [p for p in mine if p.kind in FAILS]
+        cut = rnd.choice(failing) if end == "crashed" and failing and rnd.random() < 0.4 \
+            else None
+        queues = [_Builder(p, jobs).build() for p in mine if p is not cut]
+        queues.append(_noise(rnd, jobs))
+        body = _interleave(rnd, queues, life.shape.interleaved)
+        if cut is not None:
+            cut.cut = True
+            body += _cut_chain(_Builder(cut, jobs).build(), cut)
+        elif end == "crashed" and rnd.random() < 0.5:  # a request the death cut off
+            body.append(Ev(event("request_started", None, "r-n0", prompt_tokens=64,
+                                 owner_scope="tenant:n/session:1"), None, "noise"))
+        head = [_stop(p, StopCause.ENGINE_RESTARTED, "head") for p in left_open]
+        rnd.shuffle(head)
+        events += [_opener(f"inc-{k}"), *head, *body]
+        now_open = [p for p in mine if p.open_at_end()]
+        left_open = now_open if end == "crashed" else []
+        if end == "closed":
+            events += [_stop(p, StopCause.SHUTDOWN, "shutdown") for p in now_open]
+            events.append(Ev(event("stream_closed", None, None, reason="shutdown"), None,
+                             "closer"))
+    t = GenTrace(plans, events, random.Random(life.seed * 7919 + variant),
+                 life.shape.interleaved)
+    t.expect = legal_expectations(plans)
+    last = len(life.ends) - 1
+    t.live = {p.claim_id for p, s in zip(plans, life.streams, strict=True)
+              if s == last and life.ends[s] == "open" and p.open_at_end()}
+    return t
+
+
+def _stream_of(t: GenTrace, i: int) -> int:
+    return sum(1 for e in t.events[1:i + 1] if e.role == "opener")
+
+
+def _body_start(t: GenTrace, k: int) -> int | None:
+    """The index of stream *k*'s first body event slot (after its opener and head)."""
+    openers = [i for i, e in enumerate(t.events) if e.role == "opener"]
+    if k >= len(openers):
+        return None
+    i = openers[k] + 1
+    while i < len(t.events) and t.events[i].role == "head":
+        i += 1
+    return i
+
+
+def drop_stop(t: GenTrace, p: Plan) -> bool:
+    """The harm that ends an open claim at a stop is missing: it vanished (SPEC §9.1)."""
+    stops = [i for i in t.find(p.claim_id) if t.events[i].role in ("head", "shutdown")]
+    if not stops or not t.untouched(*stops):
+        return False
+    i = stops[0]
+    del t.events[i]
+    # the head window closes at a later event that is no head ending; a shutdown harm's
+    # stream_closed follows it
+    if any(e.role != "head" for e in t.events[i:]):
+        t.must_fail(p.claim_id, CONFORMANCE)
+    t.must_fail(p.claim_id, *GATE_NAMES)
+    return True
+
+
+def late_head(t: GenTrace, p: Plan) -> bool:
+    """The harm ending a claim the dead incarnation left open comes after the next stream's
+    first event that is no such ending: the claim vanished at the restart."""
+    heads = [i for i in t.find(p.claim_id, "head") if t.untouched(i)]
+    if not heads:
+        return False
+    i = heads[0]
+    k = _stream_of(t, i)
+    start = _body_start(t, k)
+    if start is None or start >= t.body_end(start):
+        return False
+    ev = t.events.pop(i)
+    t.insert(t.pos(start, t.body_end(start - 1)), ev)
+    _everything_broken(t, [p.claim_id])
+    return True
+
+
+def _later_body(t: GenTrace, p: Plan) -> int | None:
+    """An insertion index in the body of a stream after claim *p*'s (None: no such stream)."""
+    k = _stream_of(t, t.one(p.claim_id, "accept"))
+    start = _body_start(t, k + 1 + t.rnd.randrange(2))
+    if start is None:
+        start = _body_start(t, k + 1)
+    return None if start is None else t.pos(start, t.body_end(start))
+
+
+def _later_request(t: GenTrace, p: Plan, *work: dict[str, Any]) -> bool:
+    """A request of the claim's owner in a stream after the claim's, doing *work* (event
+    bodies without a request): every gate of the claim fails (it ended before)."""
+    at = _later_body(t, p)
+    if at is None:
+        return False
+    r = t.request()
+    evs = [Ev(event("request_started", None, r, prompt_tokens=64, owner_scope=p.owner_scope),
+              p.claim_id, "start"),
+           *(Ev(dict(body, request_id=r), p.claim_id, "again") for body in work),
+           Ev(event("request_finished", None, r, status="served", finish_reason="length"),
+              p.claim_id, "finish")]
+    for offset, ev in enumerate(evs):
+        t.insert(at + offset, ev)
+    _everything_broken(t, [p.claim_id])
+    return True
+
+
+def accepted_again(t: GenTrace, p: Plan) -> bool:
+    """A later incarnation accepts the claim again (its registration repeated): decided twice
+    (SPEC §9.1: a claim id is decided once, across incarnations)."""
+    if p.cut:
+        return False
+    return _later_request(t, p, t.events[t.one(p.claim_id, "accept")].body)
+
+
+def restored_after_stop(t: GenTrace, p: Plan) -> bool:
+    """A later incarnation restores the claim its predecessor's stop ended (its KV died with
+    that process): restored after its end."""
+    if not p.stopped or p.kind not in OFFLOADED:
+        return False
+    gen = max(p.labels) + 10
+    return _later_request(
+        t, p, event("claim_restore_required", p.claim_id, None, generation=gen,
+                    from_tier="host", to_tier="device", tokens=BLOCK_TOKENS, **ident(p)),
+        event("claim_restored", p.claim_id, None, generation=gen, source="offload_tier",
+              **ident(p)))
+
+
+def gap_while_open(t: GenTrace, p: Plan) -> bool:
+    """An observation_gap right after the claim's acceptance: what happened to the open claim
+    is unknown (conformance), and any gap fails every claim's scenario gates."""
+    acc = t.one(p.claim_id, "accept")
+    t.insert(acc + 1, Ev(event("observation_gap", None, None, reason="sequence_gap"), None,
+                         "gap"))
+    t.must_fail(p.claim_id, CONFORMANCE)
+    for c in t.claims():
+        t.must_fail(c, *GATE_NAMES)
+    return True
+
+
+def repeated_incarnation(t: GenTrace, p: Plan) -> bool:
+    """A later stream names the incarnation of the one before it (T032): not well formed."""
+    openers = [i for i, e in enumerate(t.events) if e.role == "opener"]
+    if len(openers) < 2 or not t.untouched(openers[-1]):
+        return False
+    t.events[openers[-1]].body["incarnation"] = t.events[openers[-2]].body.get("incarnation")
+    t.touch(openers[-1])
+    _everything_broken(t, t.claims())
+    return True
+
+
+def event_after_close(t: GenTrace, p: Plan) -> bool:
+    """An event after a stream's stream_closed (T031): not well formed."""
+    closers = [i for i, e in enumerate(t.events) if e.role == "closer"]
+    if not closers:
+        return False
+    t.insert(t.rnd.choice(closers) + 1, Ev(event("generic_counter", None, None,
+                                                 name="kv_hits", value=1), None, "noise"))
+    _everything_broken(t, t.claims())
+    return True
+
+
+LIFE_DEFECTS: dict[str, Defect] = {d.name: d for d in (
+    Defect("drop_stop", "every gate of the claim (vanished)", drop_stop),
+    Defect("late_head", "every gate of the claim (vanished at the restart)", late_head),
+    Defect("accepted_again", "every gate of the claim (decided twice)", accepted_again),
+    Defect("restored_after_stop", "every gate of the claim (restored after its end)",
+           restored_after_stop),
+    Defect("gap_while_open", "conformance of the claim; every scenario gate of every claim",
+           gap_while_open),
+    Defect("repeated_incarnation", "every gate of every claim (T032)", repeated_incarnation),
+    Defect("event_after_close", "every gate of every claim (T031)", event_after_close),
+)}
+
+
+def build_life_defective(life: Life, variant: int, wanted: int) -> GenTrace:
+    """The legal file of *life* with the first *wanted* (1–3) defects that apply, drawn from
+    the multi-stream defects and the single-stream grammar (kept inside one stream)."""
+    t = build_life(life, variant)
+    registry = {**DEFECTS, **LIFE_DEFECTS}
+    names = sorted(registry)
+    t.rnd.shuffle(names)
+    t.live = None
+    for name in names:
+        apply_defects(t, [name], registry)
+        if len(t.defects) == wanted:
+            break
+    return t
+
+
+@st.composite
+def life_families(draw: st.DrawFn, defective: int = 4) -> list[GenTrace]:
+    """One legal file of several streams, *defective* ones derived from it and one with
+    raw-line defects."""
+    life = draw(lives())
+    out = [build_life(life)]
+    out += [build_life_defective(life, v + 1, draw(_WANTED)) for v in range(defective)]
+    raw = build_life(life, defective + 1)
+    for _ in range(draw(st.integers(1, 2))):
+        name = raw.rnd.choice(sorted(RAW_DEFECTS))
+        raw.defects.append(name)
+        RAW_DEFECTS[name](raw)
+    raw.expect = {(c, g): False for c in raw.claims() for g in ALL_GATE_NAMES}
+    raw.live = None
+    out.append(raw)
     return out

@@ -327,10 +327,25 @@ def test_combined_defect_fails_with_the_broken_requirement(
 
 
 @pytest.mark.parametrize("build", [class7_unnamed_harm, class7_unnamed_restore_failure])
-def test_an_unnamed_failure_fires_unclaimed_failure(build: Callable[[], Trace],
-                                                    tmp_path: Path) -> None:
-    streaming, _ = judge(build(), tmp_path, "attribution", "c-a")
-    assert streaming.controls["unclaimed_failure"]
+def test_an_unnamed_failure_of_no_request_fires_no_control(build: Callable[[], Trace],
+                                                           tmp_path: Path) -> None:
+    # SPEC §9.1: negative controls fire only for events that concern the judged claim; these
+    # name no claim and no request that carries one (attribution still fails, CASES above)
+    for claim in ("c-a", "c-b"):
+        streaming, _ = judge(build(), tmp_path, "attribution", claim)
+        assert not streaming.controls["unclaimed_failure"]
+
+
+def test_an_unnamed_failure_fires_unclaimed_failure_for_the_claim_its_request_carries(
+        tmp_path: Path) -> None:
+    t = two_claim_attribution()
+    i = at(t.events, "request_finished", nth=3)  # r-4's, which restores the target c-a
+    t.events.insert(i, {**like(t.events, at(t.events, "kv_load_failed", "c-a")),
+                        "claim_id": None})
+    target, _ = judge(t, tmp_path, "attribution", "c-a")
+    other, _ = judge(t, tmp_path, "attribution", "c-b")
+    assert target.controls["unclaimed_failure"] and not other.controls["unclaimed_failure"]
+    assert "failures_name_only_target" in target.missing
 
 
 def test_a_reacceptance_is_ambiguous_identity(tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
 """Differential properties of the trace gates over generated traces (tests/strategies/traces.py).
 
-(a) the streaming gates' verdicts (``passed``, ``missing``, ``controls``) equal the reference
-    semantics' on every generated trace, legal, defective or with raw-line defects;
+(a) the streaming gates' verdicts (``passed``, ``missing``, ``controls``), every gate with
+    ``conformance``, and the conformance stream verdict (failed and live claims, the streams)
+    equal the reference semantics' on every generated trace, legal, defective or with raw-line
+    defects, single-stream files and files of several incarnations' streams (SPEC §9.1);
 (b) a trace the reference fails never passes streaming;
 (c) the oracle, from SPEC §2–§4 alone: a legal trace passes the gates it should and fails the
     others; every defect that must break gate G makes G fail for the claim it names — checked
@@ -21,23 +23,25 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from residentkv.trace.gates import GateResult, check_trace
+from residentkv.trace.gates import ALL_GATE_NAMES, GateResult, StreamVerdict, check_trace
 from residentkv.trace.reader import TraceReader
-from strategies.traces import GenTrace, Kind, families
+from strategies.traces import GenTrace, Kind, families, life_families
 
 try:
-    from residentkv.trace.semantics import reference_results
+    from residentkv.trace.semantics import reference_judgement
 except ImportError:  # the reference semantics is not there yet: (a) and (b) cannot run
-    reference_results = None
+    reference_judgement = None
 
 needs_reference = pytest.mark.skipif(
-    reference_results is None,
+    reference_judgement is None,
     reason="residentkv.trace.semantics (the reference semantics) is not importable",
 )
 NAME = "generated.jsonl"
 LARGEST_BUDGET = 700
 Verdict = tuple[bool, list[str], dict[str, bool]]
 Verdicts = dict[tuple[str, str], Verdict]
+#: the results of every gate and the conformance stream verdict
+Judged = tuple[list[GateResult], StreamVerdict | None]
 
 
 def budget(examples: int) -> Callable[[Any], Any]:
@@ -49,16 +53,28 @@ def budget(examples: int) -> Callable[[Any], Any]:
     return settings(max_examples=examples)
 
 
+def streaming_judgement(data: bytes) -> Judged:
+    """Every gate, conformance included (SPEC §9.1), and its stream verdict."""
+    check = check_trace(NAME, ALL_GATE_NAMES, stream=io.BytesIO(data))
+    return check.results, check.conformance
+
+
 def streaming(data: bytes) -> list[GateResult]:
-    return check_trace(NAME, stream=io.BytesIO(data)).results
+    return streaming_judgement(data)[0]
+
+
+def reference_judged(data: bytes) -> Judged:
+    """The reference semantics on the events the reader accepts (pydantic, not the mirror)."""
+    assert reference_judgement is not None
+    reader = TraceReader(NAME, stream=io.BytesIO(data))
+    events = list(reader.events())
+    results, verdict = reference_judgement(events, ALL_GATE_NAMES,
+                                           well_formed=reader.problem_count == 0)
+    return list(results), verdict
 
 
 def reference(data: bytes) -> list[GateResult]:
-    """The reference semantics on the events the reader accepts (pydantic, not the mirror)."""
-    assert reference_results is not None
-    reader = TraceReader(NAME, stream=io.BytesIO(data))
-    events = list(reader.events())
-    return list(reference_results(events, well_formed=reader.problem_count == 0))
+    return reference_judged(data)[0]
 
 
 def verdicts(results: Sequence[GateResult]) -> Verdicts:
@@ -66,16 +82,26 @@ def verdicts(results: Sequence[GateResult]) -> Verdicts:
             for r in results}
 
 
-def agree(t: GenTrace) -> None:
-    """(b), then (a)."""
+def agree(t: GenTrace) -> tuple[Judged, Judged]:
+    """(b), then (a); the conformance stream verdicts (live and failed claims) agree too.
+    Returns both judgements."""
     data = t.data()
-    ours, ref = verdicts(streaming(data)), verdicts(reference(data))
+    (results, verdict), (ref_results, ref_verdict) = (streaming_judgement(data),
+                                                      reference_judged(data))
+    ours, ref = verdicts(results), verdicts(ref_results)
     false_pass = sorted(k for k, v in ours.items() if v[0] and not ref.get(k, (False,))[0])
     assert not false_pass, report(t, f"(b) streaming passes what the reference fails: "
                                      f"{false_pass}")
     diff = {k: differences(ours.get(k), ref.get(k)) for k in sorted(ours.keys() | ref.keys())
             if ours.get(k) != ref.get(k)}
     assert not diff, report(t, f"(a) streaming differs from the reference: {diff}")
+    if verdict is not None and ref_verdict is not None:
+        mine = (verdict.passed, verdict.failed, verdict.live,
+                [(s.index, s.incarnation, s.end, s.offset) for s in verdict.streams])
+        theirs = (ref_verdict.passed, ref_verdict.failed, ref_verdict.live,
+                  [(s.index, s.incarnation, s.end, s.offset) for s in ref_verdict.streams])
+        assert mine == theirs, report(t, f"(a) stream verdicts differ: {mine} != {theirs}")
+    return (results, verdict), (ref_results, ref_verdict)
 
 
 def differences(ours: Verdict | None, ref: Verdict | None) -> dict[str, Any]:
@@ -94,8 +120,13 @@ def differences(ours: Verdict | None, ref: Verdict | None) -> dict[str, Any]:
     return out
 
 
-def oracle(t: GenTrace, results: list[GateResult]) -> None:
-    """(c): every (claim, gate) the oracle decides has that verdict (no result is a fail)."""
+def oracle(t: GenTrace, judged: Judged) -> None:
+    """(c): every (claim, gate) the oracle decides has that verdict (no result is a fail); a
+    legal file lists exactly the claims open where its reading stops as live."""
+    results, verdict = judged
+    if t.live is not None and verdict is not None:
+        assert set(verdict.live) == t.live, report(
+            t, f"(c) live claims {verdict.live}, expected {sorted(t.live)}")
     got = {(r.claim_id, r.gate): r for r in results}
     wrong = {}
     for key, must_pass in sorted(t.expect.items()):
@@ -135,7 +166,7 @@ def test_wide_streams_streaming_equals_reference(family: list[GenTrace]) -> None
 @given(families())
 def test_oracle_streaming(family: list[GenTrace]) -> None:
     for t in family:
-        oracle(t, streaming(t.data()))
+        oracle(t, streaming_judgement(t.data()))
 
 
 @needs_reference
@@ -143,7 +174,22 @@ def test_oracle_streaming(family: list[GenTrace]) -> None:
 @given(families())
 def test_oracle_reference(family: list[GenTrace]) -> None:
     for t in family:
-        oracle(t, reference(t.data()))
+        oracle(t, reference_judged(t.data()))
+
+
+# Files of several streams, one per engine incarnation (SPEC §9.1): claims ended by their
+# process's stop (at a graceful close, or at the head of the next stream after a crash), a
+# failure chain cut off by a crash, the last stream left open (its claims live); defects that
+# make a claim vanish, decide it twice, restore it after its end, hide it in a gap, and the
+# single-stream grammar kept inside one stream. (a), (b) and (c) on each trace.
+@needs_reference
+@budget(300)
+@given(life_families())
+def test_incarnations_streaming_equals_reference_and_the_oracle(family: list[GenTrace]) -> None:
+    for t in family:
+        ours, ref = agree(t)
+        oracle(t, ours)
+        oracle(t, ref)
 
 
 def test_fuzz_profile_is_registered() -> None:

@@ -12,6 +12,7 @@ import pytest
 from residentkv.trace.gates import CONTROLS, GATE_NAMES, REQUIREMENTS, GateResult, check_trace
 from tracekit import (
     CANONICAL,
+    SCHEMA,
     Trace,
     claimed_load_failure,
     expiring_release_before_loss,
@@ -260,6 +261,19 @@ COUPLED: list[tuple[str, Callable[[], Trace], str, str, Callable[[Events], Event
      setf("claim_materialized", holds=False)),  # not resident: the refusal is no conflict
     ("lifecycle", hard_protected_conflict, "c-h", "conflict_attributed",
      setf("active_request_refused", blocking_claim_ids=["c-h", "c-x"])),
+    # SPEC §9.1 conformance: decided once, nothing vanished, every loss announced, no claim
+    # open in an unseen window (tests/trace/test_conformance.py holds the rest)
+    ("conformance", success_path, "c-1", "decided_once", insert_after(
+        "claim_accepted", {"event": "claim_rejected", "reason": "again", "object_id":
+                           "prefix:c-1", "predicate_id": "p-lead2"})),
+    ("conformance", success_path, "c-1", "not_vanished", lambda ev: [*ev, {
+        "schema": SCHEMA, "seq": 0, "ts_ns": 1, "source": "test", "event": "stream_closed",
+        "claim_id": None, "request_id": None, "reason": "shutdown"}]),
+    ("conformance", success_path, "c-1", "losses_announced", insert_after(
+        "claim_materialized", {"event": "block_evicted", "request_id": None, "block_id": 1,
+                               "protected": False, "reason": "lru", "position": 0})),
+    ("conformance", success_path, "c-1", "no_unseen_window", insert_after(
+        "claim_accepted", {"event": "observation_gap", "claim_id": None, "reason": "late"})),
     ("lifecycle", hard_protected_conflict, "c-h", "no_harm", insert_after(
         "claim_materialized", {"event": "claim_harmed", "cause": "evicted", "before": {
             "surviving": 2, "leading": 2, "required": 2, "holds": True}, "after": {
@@ -319,11 +333,20 @@ def test_trace_without_claims_has_no_passing_result(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- negative controls
 def control_trace(name: str) -> tuple[Trace, str, str]:
     """A trace exhibiting control *name*, the claim to judge, and the gate it must fail."""
+    # SPEC §9.1: each control fires for events that concern the judged claim (they name it,
+    # or are on a request carrying it)
     if name == "generic_counter_only":
-        t = Trace().add("generic_counter", name="kv_transfer_failed", value=1)
-        return t.add("claim_rejected", "c-x", None, reason="noise"), "c-1", "failure_outcome"
+        t = Trace().started("r-1").accept("c-1", "r-1")
+        t.add("generic_counter", None, "r-1", name="kv_transfer_failed", value=1)
+        return t.finished("r-1"), "c-1", "failure_outcome"
     if name == "wrong_claim_failure":
-        return two_claim_attribution(), "c-b", "failure_outcome"
+        # c-b's restoring request r-3 reports a failed load naming c-a
+        t = two_claim_attribution()
+        i = find(t.events, "request_finished", nth=2)
+        t.events.insert(i, {"schema": SCHEMA, "seq": 0, "ts_ns": 1, "source": "test",
+                            "event": "kv_load_failed", "claim_id": "c-a", "request_id": "r-3",
+                            "invalid_block_ids": [0], "injected": True})
+        return t, "c-b", "failure_outcome"
     if name == "unclaimed_failure":
         t = success_path()
         i = find(t.events, "kv_load_finished")

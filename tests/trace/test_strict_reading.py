@@ -127,14 +127,29 @@ def test_nested_keys_may_repeat_across_objects() -> None:
         assert reader.provenance.runtime.version == "2"
 
 
-def test_stream_started_only_first() -> None:
+def test_a_later_stream_must_keep_the_provenance_and_name_its_incarnation() -> None:
+    # SPEC §9.1: a later stream_started opens the next stream of the file; the streams of one
+    # file name distinct incarnations and one emitter, runtime and replica
     out = io.StringIO()
     w = EventWriter(out, source="t", provenance=Provenance("e", "1", "r", "2"))
     w.emit("stream_started", **Provenance("e2", "1", "r", "9").fields())
     w.flush()
-    reader = read(out.getvalue().encode(), True)
-    assert codes(reader) == ["T022"] and reader.provenance is not None
-    assert reader.provenance.emitter.name == "e"
+    for fast in (True, False):
+        reader = read(out.getvalue().encode(), fast)
+        assert codes(reader) == ["T033", "T033", "T034"] and reader.provenance is not None
+        assert reader.provenance.emitter.name == "e"
+        assert [p.line for p in reader.problems] == [1, 2, 2]
+
+
+def test_stream_started_only_first_in_a_file_without_provenance() -> None:
+    out = io.StringIO()
+    w = EventWriter(out, source="t")
+    w.emit("request_started", request_id="r-1", claim_id=None)
+    w.emit("stream_started", **Provenance("e", "1", "r", "2").fields())
+    w.flush()
+    for fast in (True, False):
+        reader = read(out.getvalue().encode(), fast)
+        assert codes(reader) == ["T022"] and reader.provenance is None
 
 
 def test_string_values_that_look_like_keys_are_not_duplicates() -> None:

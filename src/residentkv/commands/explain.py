@@ -10,13 +10,13 @@ from residentkv.codes import CODES
 from residentkv.errors import UsageError
 from residentkv.lowering.bundles import load_bundles
 from residentkv.model.automaton import Violation
-from residentkv.model.vocabulary import CONTROLS, GATE_NAMES
+from residentkv.model.vocabulary import ALL_GATE_NAMES, CONTROLS
 from residentkv.report.vocab_text import all_requirements, explain_lines, list_lines
 
 
 def _known_terms() -> list[str]:
     names = [c.name for c in CODES.values()]
-    return [*CODES, *names, *all_requirements(), *CONTROLS, *GATE_NAMES, *load_bundles(),
+    return [*CODES, *names, *all_requirements(), *CONTROLS, *ALL_GATE_NAMES, *load_bundles(),
             *(v.value for v in Violation)]
 
 

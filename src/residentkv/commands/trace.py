@@ -23,7 +23,7 @@ from residentkv.report.registry import (
     render,
     srcroot_option,
 )
-from residentkv.trace.gates import GATE_NAMES, TraceCheck, check_trace, claims_in
+from residentkv.trace.gates import ALL_GATE_NAMES, GATE_NAMES, TraceCheck, check_trace, claims_in
 from residentkv.trace.importers import DIALECTS
 from residentkv.trace.reader import DEFAULT_MAX_LINE_BYTES, STDIN, TraceReader
 from residentkv.trace.reproduce import reproduce, succeeded
@@ -38,8 +38,10 @@ def trace() -> None:
 @trace.command("check")
 @click.argument("traces", nargs=-1, required=True,
                 type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--gate", "gates", multiple=True, type=click.Choice(GATE_NAMES),
-              help="Gate to run (repeatable; default: all four).")
+@click.option("--gate", "gates", multiple=True, type=click.Choice(ALL_GATE_NAMES),
+              help="Gate to run (repeatable; default: the four scenario gates of SPEC §4). "
+                   "conformance: the health verdict of a long-running stream (SPEC §9.1), "
+                   "with the claims open where the reading stops listed as live.")
 @click.option("--claim", "claim_id", default=None, help="Judge only this claim id.")
 @output_options("trace")
 @srcroot_option
@@ -49,8 +51,11 @@ def check(traces: tuple[str, ...], gates: tuple[str, ...], claim_id: str | None,
           output: str | None, srcroot: str | None, max_line_bytes: int) -> None:
     """Run trace gates over TRACES.
 
-    Exit 0 when every requested gate passes for every claim, 1 when some gate fails or a trace
-    has problems, 2 when a trace cannot be used at all.
+    A trace file may hold several streams, one per engine incarnation (SPEC §9.1); claims are
+    followed across them. Exit 0 when every requested gate passes for every claim, 1 when some
+    gate fails or a trace has problems, 2 when a trace cannot be used at all. With --gate
+    conformance, a claim open where the reading stops is live, not failed: a healthy stream
+    read mid-run exits 0 and lists its live claims.
     """
     if traces.count("-") > 1:
         raise UsageError("standard input (-) can be read once; expected at most one -")

@@ -81,6 +81,7 @@ class Guard(StrEnum):
     SHORT_COPY = "short_copy"
     LOAD_TIER = "load_tier"
     FOREIGN_JOB = "foreign_job"
+    EARLIER_INCARNATION = "earlier_incarnation"
 
 
 #: what each guard asks, for the generated table in docs/trace-gates.md
@@ -124,6 +125,8 @@ GUARD_WHY: dict[Guard, str] = {
                       "predicate needs",
     Guard.LOAD_TIER: "a `from_tier` that is not the tier the stored copy was written to",
     Guard.FOREIGN_JOB: "a `job_id` that no `kv_load_started` of the open cycle started",
+    Guard.EARLIER_INCARNATION: "the claim was accepted in an earlier stream of the file (it "
+                               "was still open when that incarnation's stream ended)",
 }
 
 
@@ -170,6 +173,9 @@ class Violation(StrEnum):
     SHORT_COPY = "offload_short_of_predicate"
     LOAD_TIER = "load_from_other_tier"
     FOREIGN_JOB = "load_job_outside_cycle"
+    VANISHED = "vanished"
+    DECIDED_ACROSS = "decided_across_incarnations"
+    ACCEPTED_AFTER_END = "accepted_after_end"
 
 
 #: the one-line why of every violation (`residentkv explain` and the docs print it)
@@ -231,6 +237,14 @@ VIOLATION_WHY: dict[Violation, str] = {
     Violation.SHORT_COPY: "an offloaded copy must hold every position the predicate needs",
     Violation.LOAD_TIER: "a load of a restore reads the tier the stored copy was written to",
     Violation.FOREIGN_JOB: "a load's job must be one its own restore cycle started",
+    Violation.VANISHED: "the claim was open when its stream closed gracefully, or open when its "
+                        "incarnation died and not ended among the next stream's first events "
+                        "(SPEC §9.1: nothing vanishes; checked where the stream ends)",
+    Violation.DECIDED_ACROSS: "the claim was accepted in an earlier incarnation's stream: a "
+                              "claim id is decided once, across incarnations (SPEC §9.1)",
+    Violation.ACCEPTED_AFTER_END: "an ended claim (released, demoted, expired, harmed, failed "
+                                  "closed) is never accepted again: a claim id is decided once "
+                                  "(SPEC §9.1); a new claim takes a new id",
 }
 
 
@@ -262,6 +276,13 @@ LIVE: frozenset[Phase] = frozenset({P.ACCEPTED, P.RESIDENT, P.OFFLOADED}) | CYCL
 UNSETTLED: frozenset[Phase] = frozenset({P.RESTORE_REQUIRED, P.LOAD_FAILED})
 #: the claim is held on the device: a materialization that no longer holds is a loss
 ON_DEVICE: frozenset[Phase] = frozenset({P.RESIDENT, P.RESTORED})
+#: what may end a claim the previous incarnation left open, at the head of the next stream
+#: (SPEC §9.1): the stream's first events while each is one of these naming such a claim
+HEAD_ENDINGS: frozenset[str] = frozenset(
+    {"claim_harmed", "claim_released", "claim_expired", "claim_demoted"})
+#: the violations of "decided once" (SPEC §9.1)
+DECIDED_AGAIN: frozenset[Violation] = frozenset(
+    {V.DECIDED_TWICE, V.DECIDED_ACROSS, V.ACCEPTED_AFTER_END})
 
 _ALWAYS = G.ALWAYS
 #: kinds that only name a claim (no lifecycle step): legal once accepted, whatever the state
@@ -292,7 +313,10 @@ def _claim_cell(state: Phase, kind: str) -> Cell:
                     (G.CARRIER_SCOPE, V.CARRIER_SCOPE), (_ALWAYS, P.ACCEPTED))
         if state is P.REJECTED:
             return ((_ALWAYS, V.DECIDED_TWICE),)
-        return ((G.CHANGED_DEFINITION, V.ACCEPTED_CHANGED), (_ALWAYS, STAY))
+        if state in TERMINAL:  # SPEC §9.1: a released (or otherwise ended) claim stays so
+            return ((_ALWAYS, V.ACCEPTED_AFTER_END),)
+        return ((G.EARLIER_INCARNATION, V.DECIDED_ACROSS),
+                (G.CHANGED_DEFINITION, V.ACCEPTED_CHANGED), (_ALWAYS, STAY))
     if kind == "claim_rejected":
         return ((_ALWAYS, P.REJECTED if state in PRE else V.DECIDED_TWICE),)
     if state in PRE:

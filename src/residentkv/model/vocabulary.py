@@ -14,6 +14,7 @@ from enum import StrEnum
 from residentkv.model.claim import ProtectionMode
 
 __all__ = [
+    "ALL_GATE_NAMES",
     "ANCHOR_KINDS",
     "CLASSES",
     "CONTROLS",
@@ -37,16 +38,20 @@ __all__ = [
     "ProtectionMode",
     "Requirement",
     "RowClass",
+    "StopCause",
 ]
 
 
 class GateName(StrEnum):
-    """The four trace gates (SPEC §4)."""
+    """The trace gates: the four scenario gates of SPEC §4, and ``conformance`` (SPEC §9.1)."""
 
     OBSERVATION = "observation"
     FAILURE_OUTCOME = "failure_outcome"
     LIFECYCLE = "lifecycle"
     ATTRIBUTION = "attribution"
+    #: SPEC §9.1: the health verdict of a long-running stream (or several incarnations' streams
+    #: in one file) with any mix of claims; claims open where the reading stops are live
+    CONFORMANCE = "conformance"
 
 
 class Requirement(StrEnum):
@@ -93,6 +98,11 @@ class Requirement(StrEnum):
     TARGET_FAILURE_OUTCOME = "target_failure_outcome"
     FAILURES_NAME_ONLY_TARGET = "failures_name_only_target"
     NON_TARGETS_SERVED = "non_targets_served"
+    # conformance (SPEC §9.1)
+    DECIDED_ONCE = "decided_once"
+    NOT_VANISHED = "not_vanished"
+    LOSSES_ANNOUNCED = "losses_announced"
+    NO_UNSEEN_WINDOW = "no_unseen_window"
 
 
 class Control(StrEnum):
@@ -108,6 +118,16 @@ class Control(StrEnum):
     BLOCKING_CLAIM_SMEAR = "blocking_claim_smear"
     AMBIGUOUS_IDENTITY = "ambiguous_identity"
     ADMISSION_REFUSAL = "admission_refusal"
+
+
+class StopCause(StrEnum):
+    """Why a claim ended because the process that held it stopped (SPEC §9.1): the ``cause``
+    of its ``claim_harmed``."""
+
+    #: written at the head of the next incarnation's stream: the previous one died
+    ENGINE_RESTARTED = "engine_restarted"
+    #: written before ``stream_closed`` on a graceful stop
+    SHUTDOWN = "shutdown"
 
 
 #: the gate of the fleet view (residentkv.fleet): several replicas' streams judged together
@@ -199,7 +219,10 @@ def _values(words: type[StrEnum]) -> tuple[str, ...]:
     return tuple(w.value for w in words)
 
 
-GATE_NAMES: tuple[str, ...] = _values(GateName)
+#: the four scenario gates of SPEC §4: what ``trace check`` runs by default
+GATE_NAMES: tuple[str, ...] = tuple(g.value for g in GateName if g is not GateName.CONFORMANCE)
+#: every trace gate, ``conformance`` (SPEC §9.1) included: what ``trace check --gate`` accepts
+ALL_GATE_NAMES: tuple[str, ...] = _values(GateName)
 CONTROLS: tuple[str, ...] = _values(Control)
 FLEET_REQUIREMENTS: tuple[str, ...] = _values(FleetRequirement)
 CLASSES: tuple[str, ...] = _values(RowClass)

@@ -15,7 +15,7 @@ from residentkv import __version__
 from residentkv.codes import lookup
 from residentkv.findings import render_line
 from residentkv.jsontext import json_text
-from residentkv.model.vocabulary import GATE_NAMES
+from residentkv.model.vocabulary import ALL_GATE_NAMES
 from residentkv.report.registry import RenderOptions, reporter
 from residentkv.report.sarif import code_rule, locations, sarif_log
 from residentkv.report.text import render_table
@@ -44,7 +44,7 @@ def _trace_obj(c: TraceCheck) -> dict[str, Any]:
     # an illegal run is decided by its offending event (SPEC §4.2), else by the last evidence
     deciding = {id(r): r.illegal.seq if r.illegal is not None else _deciding_seq(r.evidence)
                 for r in c.results}
-    lines = seq_lines(c.path, {s for s in deciding.values() if s is not None})
+    lines = seq_lines(c.path, {s for s in deciding.values() if s is not None}, c.streams)
     results = []
     for r in c.results:
         seq = deciding[id(r)]
@@ -56,12 +56,15 @@ def _trace_obj(c: TraceCheck) -> dict[str, Any]:
         results.append({**r.model_dump(mode="json"), "why": why,
                         "deciding": {"seq": seq, "line": lines.get(seq) if seq is not None
                                      else None}})
-    return {
+    obj: dict[str, Any] = {
         "path": c.path, "events": c.events, "problem_count": c.problem_count,
         "problems": [{"code": p.code, "name": p.name, "line": p.line, "col": p.col,
                       "message": p.message, "help": p.help} for p in c.problems],
         "results": results,
     }
+    if c.conformance is not None:  # gate conformance ran: its verdict over the whole file
+        obj["conformance"] = c.conformance.model_dump(mode="json")
+    return obj
 
 
 def to_json_obj(checks: Sequence[TraceCheck]) -> dict[str, Any]:
@@ -99,6 +102,20 @@ def _why_lines(trace: dict[str, Any]) -> list[str]:
             for r in trace["results"] for req, why in r["why"].items()]
 
 
+def _verdict_lines(trace: dict[str, Any]) -> list[str]:
+    """Gate conformance's verdict over the file: its streams, failed and live claims."""
+    v = trace.get("conformance")
+    if v is None:
+        return []
+    streams = ", ".join(
+        f"{s['incarnation'] or '(no incarnation)'} {s['end']}"
+        + (f" ({s['reason']})" if s["reason"] else "") for s in v["streams"])
+    return [f"conformance: {'PASS' if v['passed'] else 'FAIL'} for {v['claims']} claims "
+            f"in {len(v['streams'])} streams [{streams}]",
+            f"  failed: {', '.join(v['failed']) or '-'}",
+            f"  live (open where the reading stopped): {', '.join(v['live']) or '-'}"]
+
+
 def _passed_line(doc: dict[str, Any]) -> str:
     results = [r for t in doc["traces"] for r in t["results"]]
     return f"{sum(r['passed'] for r in results)}/{len(results)} gate results passed"
@@ -117,6 +134,7 @@ def render_text(doc: dict[str, Any], _opts: RenderOptions | None = None) -> str:
             out.append(render_table(f"{t['path']} ({t['events']} events)", COLUMNS,
                                     _rows(t)).rstrip())
             out += [f"  missing {line}" for line in _why_lines(t)]
+        out += _verdict_lines(t)
     out.append(GLOBAL_BOUNDARY)
     out.append(_passed_line(doc))
     return "\n".join(out) + "\n"
@@ -138,6 +156,9 @@ def render_markdown(doc: dict[str, Any], _opts: RenderOptions | None = None) -> 
         why = _why_lines(t)
         if why:
             lines += ["", "Missing requirements:", ""] + [f"- {x}" for x in why]
+        verdict = _verdict_lines(t)
+        if verdict:
+            lines += ["", *(f"- {x.strip()}" for x in verdict)]
         lines.append("")
     problems = [_problem_line(t["path"], p) for t in doc["traces"] for p in t["problems"]]
     if problems:
@@ -178,7 +199,7 @@ def _gate_message(r: dict[str, Any]) -> str:
 def render_sarif(doc: dict[str, Any], opts: RenderOptions) -> str:
     """SARIF: one result per gate result (kind pass/fail) and per reader problem."""
     codes = sorted({p["code"] for t in doc["traces"] for p in t["problems"]})
-    gates = [g for g in GATE_NAMES if any(r["gate"] == g for t in doc["traces"]
+    gates = [g for g in ALL_GATE_NAMES if any(r["gate"] == g for t in doc["traces"]
                                           for r in t["results"])]
     rule_ids = gates + codes
     index = {rid: i for i, rid in enumerate(rule_ids)}

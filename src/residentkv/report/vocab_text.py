@@ -11,10 +11,10 @@ from residentkv.codes import CODES, Code
 from residentkv.lowering.bundles import Bundle, load_bundles
 from residentkv.model.automaton import VIOLATION_WHY, Violation
 from residentkv.model.vocabulary import (
+    ALL_GATE_NAMES,
     CONTROLS,
     FLEET_GATE,
     FLEET_REQUIREMENTS,
-    GATE_NAMES,
     Requirement,
 )
 from residentkv.model.vocabulary import OBLIGATION_SHORT as SHORT
@@ -36,7 +36,7 @@ def _code(c: Code) -> list[str]:
 
 
 def _requirement(req: str, bundles: dict[str, Bundle]) -> list[str]:
-    gates = [g for g in GATE_NAMES if req in REQUIREMENTS[g]]
+    gates = [g for g in ALL_GATE_NAMES if req in REQUIREMENTS[g]]
     out = [f"{req} (trace requirement id)", f"  reported by gates: {', '.join(gates)}"]
     out.append(f"  when missing: {requirement_reason(req)}")
     used = [f"{mode} {SHORT[name]} {name}" for mode, b in sorted(bundles.items())
@@ -64,7 +64,7 @@ def _control(name: str) -> list[str]:
     return [f"{name} (negative control)",
             "  when it fires in a claim's stream, the gates judging that claim fail: this "
             "pattern is never evidence for the claim",
-            f"  checked by gates: {', '.join(GATE_NAMES)}"]
+            f"  checked by gates: {', '.join(ALL_GATE_NAMES)}"]
 
 
 def _gate(gate: str, bundles: dict[str, Bundle]) -> list[str]:
@@ -102,7 +102,7 @@ def explain_lines(term: str) -> list[str] | None:
         lambda: _fleet_requirement(term) if term in FLEET_REQUIREMENTS else None,
         lambda: _fleet_gate() if term == FLEET_GATE else None,
         lambda: _control(term) if term in CONTROLS else None,
-        lambda: _gate(term, bundles) if term in GATE_NAMES else None,
+        lambda: _gate(term, bundles) if term in ALL_GATE_NAMES else None,
         lambda: _mode(bundles[term]) if term in bundles else None,
         lambda: _violation(_VIOLATIONS[term]) if term in _VIOLATIONS else None,
     ]
@@ -122,7 +122,7 @@ def list_lines() -> list[str]:
     out += ["requirement ids:"] + [f"  {r}" for r in all_requirements()]
     out += ["negative controls:"] + [f"  {c}" for c in CONTROLS]
     out += ["fleet requirement ids:"] + [f"  {r}" for r in FLEET_REQUIREMENTS]
-    out += ["gates:"] + [f"  {g}" for g in (*GATE_NAMES, FLEET_GATE)]
+    out += ["gates:"] + [f"  {g}" for g in (*ALL_GATE_NAMES, FLEET_GATE)]
     out += ["protection modes:"] + [f"  {m}" for m in sorted(load_bundles())]
     out += ["automaton violations:"] + [f"  {v.value}: {VIOLATION_WHY[v]}" for v in Violation]
     return out

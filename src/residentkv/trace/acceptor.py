@@ -11,13 +11,17 @@ whole event list (:mod:`residentkv.trace.semantics.legal`); both must agree on e
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from residentkv.model.automaton import (
     CLAIM_TABLE,
+    DECIDED_AGAIN,
+    HEAD_ENDINGS,
+    LIVE,
+    PRE,
     REQUEST_TABLE,
     STAY,
     Cell,
@@ -37,6 +41,7 @@ from residentkv.model.automaton import (
 )
 from residentkv.model.event_record import EventRecord, required_label
 from residentkv.model.events import IDENTITY_FIELDS
+from residentkv.trace.streams import CLOSER, OPENER, StreamEnd
 
 #: fields of claim_accepted that define the claim (with its predicate): a second acceptance may
 #: not change them
@@ -77,6 +82,18 @@ class ClaimRun:
     #: names the claim
     own: Step | None = None
     violation: Step | None = None
+    #: the first violation but those only the reading's stop made (SPEC §9.1: what is open
+    #: where the reading stops is live, not failed)
+    settled: Step | None = None
+    #: a second decision: rejected after acceptance, accepted after a rejection, after the
+    #: claim ended, or in a later incarnation's stream (SPEC §9.1 "decided once")
+    decided_again: bool = False
+    #: open at a graceful close, or at a restart and not ended at the next stream's head
+    vanished: bool = False
+    #: open when an earlier stream of the file ended (its acceptance was in that stream)
+    across: bool = False
+    #: open where the reading stopped, in a stream with no close
+    live: bool = False
     carriers: set[str | None] = field(default_factory=set)
     #: the seq and kind of the first event (a request_started or claim_submitted) that named
     #: the claim before it was decided, and that event's request's run (it shares the
@@ -101,15 +118,39 @@ class ClaimRun:
     offloaded: bool = False
     copy_lost: bool = False
 
-    def end(self) -> None:
-        """The stream ended: a claim a request_started named must have been decided."""
-        if self.named_seq is not None and self.phase in (Phase.START, Phase.SUBMITTED):
+    def end(self, how: StreamEnd = StreamEnd.CLOSED) -> None:
+        """The stream ended: a claim a request_started named in it must have been decided in
+        it. Where the reading stopped (*how* open), an undecided or open claim is live."""
+        settled = how is not StreamEnd.OPEN
+        if self.named_seq is not None and self.phase in PRE:
             step = Step(self.named_seq, self.named_kind, self.phase.value,
                         Violation.NEVER_DECIDED)
             self.own = earlier(self.own, step)
-            self.violation = earlier(self.violation, step)
+            self.record(step, settled=settled)
             if self.named_request is not None:
-                self.named_request.violate(step)
+                self.named_request.violate(step, settled=settled)
+            self.live = self.live or not settled
+        if not settled:
+            self.live = self.live or self.phase in LIVE
+            return
+        # a request names the claim within its own stream: the next one starts afresh
+        self.named_seq, self.named_kind, self.named_request = None, "", None
+        self.carriers = set()
+
+    def record(self, step: Step, *, settled: bool = True) -> None:
+        """A violation of the claim, or of a request naming it (*settled*: not one only the
+        reading's stop made)."""
+        self.violation = earlier(self.violation, step)
+        if settled:
+            self.settled = earlier(self.settled, step)
+
+    def vanish(self, position: int, kind: str, *, settled: bool) -> None:
+        """SPEC §9.1: the claim is open where its stream ended (at *position*, the
+        ``stream_closed`` or the next stream's opener) and was not ended."""
+        step = Step(position, kind, self.phase.value, Violation.VANISHED)
+        self.own = earlier(self.own, step)
+        self.record(step, settled=settled)
+        self.vanished = self.vanished or settled
 
     def step(self, e: Event, scopes: dict[str, str | None],
              request: RequestRun | None = None) -> bool:
@@ -122,7 +163,9 @@ class ClaimRun:
         if outcome.__class__ is Violation:
             step = Step(e.seq, e.event, self.phase.value, outcome)
             self.own = earlier(self.own, step)
-            self.violation = earlier(self.violation, step)
+            self.record(step)
+            if outcome in DECIDED_AGAIN:
+                self.decided_again = True
             if request is not None:
                 request.violate(step)
             return True
@@ -163,9 +206,11 @@ class RequestRun:
     """One request's automaton, with the claims it named (they share its violations)."""
 
     phase: RequestPhase = RequestPhase.NEW
-    #: the first violation of the request's own run; of it or of a claim step on it
+    #: the first violation of the request's own run; of it or of a claim step on it; and
+    #: the latter but for what only the reading's stop made
     own: Step | None = None
     violation: Step | None = None
+    settled: Step | None = None
     claims: list[ClaimRun] = field(default_factory=list)
     #: the first failure-chain event of the request (it must finish in the stream)
     failure_seq: int | None = None
@@ -191,19 +236,30 @@ class RequestRun:
             self.phase = outcome  # type: ignore[assignment]
         return False
 
-    def end(self) -> None:
-        """The stream ended: a request with a failure chain must have finished."""
-        if self.failure_seq is not None and self.phase is not RequestPhase.FINISHED:
-            step = Step(self.failure_seq, self.failure_kind or "", self.phase.value,
-                        Violation.UNFINISHED)
-            self.own = earlier(self.own, step)
-            self.violate(step)
+    def end(self, how: StreamEnd = StreamEnd.CLOSED) -> None:
+        """The stream ended: a request with a failure chain must have finished in it. A
+        request its incarnation's death cut off could not (SPEC §9.1: its claim's ending at
+        the next stream's head answers it); where the reading stopped it may still finish,
+        so every claim it names is live."""
+        if (self.failure_seq is None or self.phase is RequestPhase.FINISHED
+                or how is StreamEnd.RESTARTED):
+            return
+        settled = how is StreamEnd.CLOSED
+        step = Step(self.failure_seq, self.failure_kind or "", self.phase.value,
+                    Violation.UNFINISHED)
+        self.own = earlier(self.own, step)
+        self.violate(step, settled=settled)
+        if not settled:
+            for run in self.claims:
+                run.live = True
 
-    def violate(self, step: Step) -> None:
+    def violate(self, step: Step, *, settled: bool = True) -> None:
         """A step of this request was illegal: every claim it names shares the violation."""
         self.violation = earlier(self.violation, step)
+        if settled:
+            self.settled = earlier(self.settled, step)
         for run in self.claims:
-            run.violation = earlier(run.violation, step)
+            run.record(step, settled=settled)
 
     def names(self, run: ClaimRun) -> None:
         """The request names *run*'s claim: it shares the request's violations."""
@@ -214,6 +270,7 @@ class RequestRun:
             self.claims.append(run)
             if self.violation is not None:
                 run.violation = earlier(run.violation, self.violation)
+                run.settled = earlier(run.settled, self.settled)
 
 
 # ------------------------------------------------------------------ compiled forms of the table
@@ -261,6 +318,7 @@ _GUARD_EXPR: dict[Guard, str] = {
     Guard.SHORT_COPY: "_short_copy(r, e)",
     Guard.LOAD_TIER: "(t := getattr(e, 'from_tier', None)) is not None and t != _copy_tier(r)",
     Guard.FOREIGN_JOB: "(j := getattr(e, 'job_id', None)) is not None and j not in r.cycle_jobs",
+    Guard.EARLIER_INCARNATION: "r.across",
 }
 #: what the expressions call
 _GUARD_NAMES: dict[str, Any] = {
@@ -410,3 +468,57 @@ def _decider(cell: Cell) -> Decider | None:
 _COMPILED: dict[Phase, dict[str, tuple[Any, Decider | None, Teach | None]]] = {
     p: {k: (cell[-1][1], _decider(cell), _TEACH.get(k)) for k, cell in cells.items()}
     for p, cells in _CLAIM_CELLS.items()}
+
+
+# ------------------------------------------------------------ several streams in one file
+def close_stream(runs: Iterable[ClaimRun], position: int) -> None:
+    """SPEC §9.1: a graceful stop (the ``stream_closed`` at *position*) ends every claim
+    first; one still open there vanished."""
+    for run in runs:
+        if run.phase in LIVE:
+            run.vanish(position, CLOSER, settled=True)
+
+
+def end_stream(requests: Iterable[RequestRun], runs: Iterable[ClaimRun], how: StreamEnd) -> None:
+    """A stream ended (closed, restarted, or where the reading stopped): the accepting
+    conditions of its requests and claims (a failure chain finished, a named claim decided)."""
+    for req in requests:
+        req.end(how)
+    for run in runs:
+        run.end(how)
+
+
+class HeadWindow:
+    """The first events of a stream opened after an earlier one (SPEC §9.1): while each is an
+    ending (:data:`~residentkv.model.automaton.HEAD_ENDINGS`) of a claim the previous stream
+    left open, not yet ended here. When the window closes, such a claim still open vanished.
+
+    Precisely: the events after the opener, up to (not including) the first one that is not a
+    ``claim_harmed``, ``claim_released``, ``claim_expired`` or ``claim_demoted`` naming a claim
+    open at the opener whose ending the window has not shown yet.
+    """
+
+    __slots__ = ("opener", "pending", "waiting")
+
+    def __init__(self, runs: Iterable[ClaimRun], opener: int) -> None:
+        self.opener = opener
+        #: the claims open when the previous stream ended
+        self.pending = [run for run in runs if run.phase in LIVE]
+        self.waiting = {run.claim_id for run in self.pending}
+        for run in self.pending:
+            run.across = True
+
+    def continues(self, e: Event) -> bool:
+        """Whether *e* is one more event of the window."""
+        if e.event in HEAD_ENDINGS and e.claim_id in self.waiting:
+            self.waiting.discard(e.claim_id)
+            return True
+        return False
+
+    def close(self, *, settled: bool) -> list[ClaimRun]:
+        """The window closed (*settled*), or the reading stopped inside it: every pending
+        claim still open vanished (only the latter leaves it live). Returns the pending runs."""
+        for run in self.pending:
+            if run.phase in LIVE:
+                run.vanish(self.opener, OPENER, settled=settled)
+        return self.pending

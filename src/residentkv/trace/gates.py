@@ -1,9 +1,14 @@
-"""The four trace gates of SPEC §4: observation, failure_outcome, lifecycle, attribution.
+"""The trace gates: the four of SPEC §4 (observation, failure_outcome, lifecycle,
+attribution) and ``conformance`` (SPEC §9.1).
 
-A gate judges the facts of one stream (:mod:`residentkv.trace.tracker`) for one claim and
-returns a :class:`GateResult`: ``passed``, the sorted ``missing`` requirement ids, the negative
-``controls`` that fired, the ``evidence`` seqs of each satisfied requirement, and a ``boundary``
-sentence saying what the result does not show. A claim with zero events fails every gate.
+A gate judges the facts of one file's streams (:mod:`residentkv.trace.tracker`; several streams,
+one per engine incarnation, are judged together, :mod:`residentkv.trace.streams`) for one claim
+and returns a :class:`GateResult`: ``passed``, the sorted ``missing`` requirement ids, the
+negative ``controls`` that fired, the ``evidence`` seqs (positions, in a file of several
+streams) of each satisfied requirement, and a ``boundary`` sentence saying what the result does
+not show. A claim with zero events fails every gate. ``conformance`` adds one
+:class:`StreamVerdict` for the whole file, listing the claims open where the reading stopped
+(live).
 """
 
 from __future__ import annotations
@@ -20,17 +25,20 @@ from pydantic import BaseModel, ConfigDict
 from residentkv.findings import Finding
 from residentkv.model.automaton import Violation
 from residentkv.model.events import Envelope, StreamStarted
+from residentkv.model.vocabulary import ALL_GATE_NAMES as ALL_GATE_NAMES
 from residentkv.model.vocabulary import CONTROLS as CONTROLS
 from residentkv.model.vocabulary import GATE_NAMES as GATE_NAMES
-from residentkv.model.vocabulary import Requirement
+from residentkv.model.vocabulary import GateName, Requirement
 from residentkv.trace import requirements as _groups
 from residentkv.trace.judges import ClaimFacts
 from residentkv.trace.reader import DEFAULT_MAX_LINE_BYTES, TraceReader, seq_lines
 from residentkv.trace.registry import GATES, Gate, gates_named
 from residentkv.trace.results import GateResult as GateResult
 from residentkv.trace.results import IllegalStep as IllegalStep
+from residentkv.trace.results import StreamSummary as StreamSummary
+from residentkv.trace.results import StreamVerdict as StreamVerdict
 from residentkv.trace.results import illegal_step as illegal_step
-from residentkv.trace.results import trusted_result, verdict
+from residentkv.trace.results import stream_verdict, summaries, trusted_result, verdict
 from residentkv.trace.tracker import StreamFacts, collect
 
 #: the requirement groups as plain strings (see :mod:`residentkv.trace.requirements`)
@@ -58,8 +66,14 @@ class TraceCheck(BaseModel):
     problems: list[Finding]
     problem_count: int
     results: list[GateResult]
-    #: the stream's ``stream_started`` event, when it opens with one (SPEC §4.1)
+    #: the stream's ``stream_started`` event, when it opens with one (SPEC §4.1; in a file of
+    #: several streams, the first one's: every later one must name the same emitter, runtime
+    #: and replica, else the reader reports T034)
     provenance: StreamStarted | None = None
+    #: the file's streams (SPEC §9.1: one per engine incarnation)
+    streams: list[StreamSummary] = []
+    #: gate ``conformance``'s verdict over the file, when that gate ran
+    conformance: StreamVerdict | None = None
 
     @property
     def passed(self) -> bool:
@@ -82,9 +96,10 @@ def _result(j: ClaimFacts, gate: Gate) -> GateResult:
     else:
         found, wanted = {}, gate.unconditional
     missing, evidence = verdict(found, wanted)
+    illegal = (j.settled if gate.live else j.illegal) if _LEGAL in missing else None
     # values this module computed: built without re-validating them
     return trusted_result(gate.name.value, j.claim_id, not missing, missing, j.controls.copy(),
-                          evidence, gate.boundary, j.illegal if _LEGAL in missing else None)
+                          evidence, gate.boundary, illegal)
 
 
 def claims_in(facts: StreamFacts) -> list[str]:
@@ -101,6 +116,27 @@ def check_events(
 ) -> list[GateResult]:
     """Run *gates* over already-read events for one claim or for every claim found."""
     return _judge_all(collect(events), gates, claim_id, well_formed)
+
+
+def judge_events(
+    events: Iterable[Envelope],
+    gates: Sequence[str] = ALL_GATE_NAMES,
+    claim_id: str | None = None,
+    *,
+    well_formed: bool = True,
+) -> tuple[list[GateResult], StreamVerdict | None]:
+    """:func:`check_events`, with gate ``conformance``'s stream verdict when it is asked."""
+    facts = collect(events)
+    results = _judge_all(facts, gates, claim_id, well_formed)
+    return results, _verdict(facts, gates, results)
+
+
+def _verdict(facts: StreamFacts, gates: Sequence[str], results: list[GateResult],
+             lines: list[int] | None = None) -> StreamVerdict | None:
+    if GateName.CONFORMANCE not in gates:
+        return None
+    live = {cid for cid, t in facts.claims.items() if t.run.live and not t.run.vanished}
+    return stream_verdict(results, live, summaries(facts.cursor.spans, lines))
 
 
 def _judge_all(facts: StreamFacts, gates: Sequence[str], claim_id: str | None,
@@ -130,11 +166,12 @@ def _cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _best_effort(facts: StreamFacts, path: str | Path) -> list[Finding]:
+def _best_effort(facts: StreamFacts, path: str | Path,
+                 streams: list[StreamSummary]) -> list[Finding]:
     """SPEC §4.2: ``best_effort`` on ``claim_accepted`` is a problem of that line."""
     seqs = sorted(t.run.own.seq for t in facts.claims.values() if t.run.own is not None
                   and t.run.own.violation is Violation.BEST_EFFORT)
-    lines = seq_lines(path, seqs) if seqs else {}
+    lines = seq_lines(path, seqs, streams) if seqs else {}
     return [Finding(code="T030", message=f"claim_accepted at seq {seq} declares protection_mode "
                     "best_effort, which is not a claim", path=str(path), line=lines.get(seq),
                     help="declare one of the five claim modes, or emit no claim")
@@ -160,8 +197,10 @@ def check_trace(
     reader = TraceReader(path, max_line_bytes=max_line_bytes, stream=stream, fast=True)
     with _cyclic_gc_paused():
         facts = collect(chain.from_iterable(reader.event_chunks()))
-        problems = _stream_problems(reader, facts, path, claim_id)
+        streams = summaries(facts.cursor.spans, reader.stream_lines)
+        problems = _stream_problems(reader, facts, path, claim_id, streams)
         results = _judge_all(facts, gates, claim_id, reader.problem_count == 0)
+        conformance = _verdict(facts, gates, results, reader.stream_lines)
         # the facts go while the collector is paused: re-enabling it then walks only the
         # results, not every object of the pass
         del facts
@@ -172,11 +211,13 @@ def check_trace(
         problem_count=reader.problem_count + len(problems) - len(reader.problems),
         results=results,
         provenance=reader.provenance,
+        streams=streams,
+        conformance=conformance,
     )
 
 
 def _stream_problems(reader: TraceReader, facts: StreamFacts, path: str | Path,
-                     claim_id: str | None) -> list[Finding]:
+                     claim_id: str | None, streams: list[StreamSummary]) -> list[Finding]:
     """The reader's problems and those of the stream as a whole."""
     problems = list(reader.problems)
     if reader.events_read == 0:
@@ -187,7 +228,7 @@ def _stream_problems(reader: TraceReader, facts: StreamFacts, path: str | Path,
         problems.append(Finding(code="T013", message=f"request {request!r} finished twice "
                                 f"(second request_finished at seq {seq})", path=str(path),
                                 help="a request finishes once; the first finish is its deadline"))
-    problems += _best_effort(facts, path)
+    problems += _best_effort(facts, path, streams)
     if claim_id is None and not facts.order and reader.events_read:
         problems.append(Finding(code="T012", message="the trace names no claim",
                                 path=str(path),

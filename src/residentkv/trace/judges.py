@@ -13,6 +13,9 @@ from residentkv.model.vocabulary import Requirement as R
 from residentkv.trace.requirements import (
     ATTRIBUTION_GATE,
     COMMON,
+    CONFORMANCE_GATE,
+    CONFORMANCE_SHARED,
+    CONFORMANCE_UNACCEPTED,
     DEMOTABLE_PATH,
     EXPIRING_PATH,
     FAILURE,
@@ -30,7 +33,7 @@ from residentkv.trace.tracker import ClaimTrack, StreamFacts
 class ClaimFacts:
     """What the gates of one claim share, computed once."""
 
-    __slots__ = ("claim_id", "common", "controls", "facts", "illegal", "t")
+    __slots__ = ("claim_id", "common", "controls", "facts", "illegal", "settled", "t")
 
     def __init__(self, facts: StreamFacts, claim_id: str, well_formed: bool) -> None:
         self.facts = facts
@@ -38,8 +41,10 @@ class ClaimFacts:
         self.t = t = facts.claims.get(claim_id) or ClaimTrack(claim_id)
         self.common: Seqs = _common(facts, t, well_formed) if t.claim_events else {}
         #: plain names; each result takes its own copy
-        self.controls: dict[str, bool] = control_values(_controls(facts, t))
+        self.controls: dict[str, bool] = control_values(_controls(t))
         self.illegal: IllegalStep | None = illegal_step(t.run.violation)
+        #: the first illegal step but those only the reading's stop made (conformance)
+        self.settled: IllegalStep | None = illegal_step(t.run.settled)
 
 
 def _common(facts: StreamFacts, t: ClaimTrack, well_formed: bool) -> Seqs:
@@ -62,23 +67,25 @@ def _common(facts: StreamFacts, t: ClaimTrack, well_formed: bool) -> Seqs:
         ok[R.LEGAL_TRANSITIONS] = []
     if facts.gap is None:
         ok[R.NO_OBSERVATION_GAP] = []
-    if not t.failures.open_on:
+    if not t.failures.open_failure():
         ok[R.NO_OPEN_FAILURE] = []
     if not t.conflicts.smear:
         ok[R.NO_BLOCKING_SMEAR] = []
     return ok
 
 
-def _controls(facts: StreamFacts, t: ClaimTrack) -> dict[C, bool]:
+def _controls(t: ClaimTrack) -> dict[C, bool]:
+    """The negative controls, each from the events that concern the claim: they name it, or
+    are on a request carrying it (see :mod:`residentkv.trace.semantics.rules`)."""
     identity, conflicts = t.identity, t.conflicts
-    names = facts.failure_names
     return {
-        C.GENERIC_COUNTER_ONLY: facts.generic_counters > 0 and not t.evidence,
-        C.WRONG_CLAIM_FAILURE: bool(names - {None, t.claim_id}) or facts.failure_named_more,
-        C.UNCLAIMED_FAILURE: facts.unclaimed_failure,
+        C.GENERIC_COUNTER_ONLY: conflicts.counter and not t.evidence,
+        C.WRONG_CLAIM_FAILURE: conflicts.other_named,
+        C.UNCLAIMED_FAILURE: conflicts.unnamed,
         C.FALLBACK_RECOMPUTE: t.failures.fallback,
-        C.ORDINARY_OFFLOAD_WITHOUT_CLAIM: facts.unclaimed_store is not None,
-        C.POST_HOC_NAMING: t.claim_events > 0 and not (
+        C.ORDINARY_OFFLOAD_WITHOUT_CLAIM: conflicts.unclaimed_store,
+        # a claim its first decision rejected was named by that decision, not after the fact
+        C.POST_HOC_NAMING: t.claim_events > 0 and not identity.head_rejected and not (
             identity.head_accepted and identity.accepted_seq is not None),
         C.RESTORE_AFTER_REUSE: t.life.restore_after_reuse,
         C.BLOCKING_CLAIM_SMEAR: conflicts.smear,
@@ -108,6 +115,29 @@ def lifecycle(j: ClaimFacts) -> Met:
 def attribution(j: ClaimFacts) -> Met:
     """SPEC §4 attribution: the failure outcome named only the target."""
     return {**j.common, **_attribution(j.facts, j.t, j.common)}, ATTRIBUTION_GATE
+
+
+def conformance(j: ClaimFacts) -> Met:
+    """SPEC §9.1 conformance: the claim's history is a legal run, decided once, every failure
+    answered, every loss announced, nothing vanished, nothing in an unseen window; what is
+    open where the reading stops is live, not failed."""
+    t = j.t
+    run, life = t.run, t.life
+    found: Seqs = {r: j.common[r] for r in CONFORMANCE_SHARED if r in j.common}
+    if run.settled is None and not t.unpromised_loss():
+        found[R.LEGAL_TRANSITIONS] = []
+    if not t.failures.settled_open_failure():
+        found[R.NO_OPEN_FAILURE] = []
+    if not run.decided_again:
+        found[R.DECIDED_ONCE] = []
+    if not run.vanished:
+        found[R.NOT_VANISHED] = []
+    if not t.unreported_loss(life.first_harm):
+        found[R.LOSSES_ANNOUNCED] = []
+    if not life.unseen:
+        found[R.NO_UNSEEN_WINDOW] = []
+    accepted = t.identity.accepted_seq is not None
+    return found, CONFORMANCE_GATE if accepted else CONFORMANCE_UNACCEPTED
 
 
 def _lifecycle(t: ClaimTrack) -> Met:

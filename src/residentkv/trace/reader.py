@@ -3,7 +3,9 @@
 The reader yields typed events with their line numbers and records every problem it meets —
 invalid JSON, unknown event types, unknown or missing fields, values of the wrong JSON type
 (strict: a string is never a bool or a number, a float or bool never an int), duplicate keys,
-non-increasing ``seq``, over-long lines, binary data, a misplaced ``stream_started`` — with
+non-increasing ``seq``, over-long lines, binary data, a misplaced ``stream_started``, an event
+after its stream's ``stream_closed``, streams of one file that repeat or omit their
+incarnation or change their provenance (SPEC §9.1; :mod:`residentkv.trace.streams`) — with
 ``path:line``, without stopping at the first one. Memory is bounded by the line limit and the
 number of problems it keeps (the rest are counted). ``-`` reads standard input; devices, FIFOs
 and sockets are refused before anything is read.
@@ -14,7 +16,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -122,6 +124,10 @@ def _refuse_repeated_keys(raws: list[bytes], events: list[Any]) -> list[Any]:
     return events
 
 
+#: what every stream of one file must say alike (SPEC §9.1: one sink, one emitter, one runtime)
+_PROVENANCE_FIELDS = ("emitter", "runtime", "replica", "rank")
+
+
 def _provenance(event: Any) -> StreamStarted:
     """The pydantic form of a ``stream_started`` event (the fast reader yields a Struct)."""
     if isinstance(event, StreamStarted):
@@ -154,8 +160,13 @@ class TraceReader:
         self.problem_count = 0
         self.events_read = 0
         self.line = 0
-        #: the stream's provenance: its first event, when that is ``stream_started``
+        #: the stream's provenance: its first event, when that is ``stream_started`` (in a
+        #: file of several streams, the first stream's: every later one must agree with it)
         self.provenance: StreamStarted | None = None
+        #: the line of each stream's ``stream_started`` (SPEC §9.1: one stream per
+        #: incarnation; empty for a file without provenance)
+        self.stream_lines: list[int] = []
+        self._incarnations: dict[str | None, int] = {}
 
     def _problem(self, code: str, line: int | None, message: str, col: int | None = None) -> None:
         self.problem_count += 1
@@ -221,7 +232,7 @@ class TraceReader:
         """Each read chunk's valid events, with their line numbers when *numbered*."""
         # the hot loop: a chunk's lines are decoded together, then walked in order; everything
         # unusual is an outcome that is not an event
-        fast, last_seq, last_line, count = self.fast, -1, 0, 0
+        fast, last_seq, last_line, count, closed = self.fast, -1, 0, 0, False
         with self._open() as fh:
             for first, lines in self._batches(fh):
                 line_no = first - 1
@@ -234,22 +245,60 @@ class TraceReader:
                             yield valid, numbers
                             return
                         continue
+                    name = event.event
+                    if closed or (name == "stream_started" and count):
+                        # SPEC §9.1: a later stream_started opens the next stream (seq starts
+                        # afresh); nothing of a stream follows its stream_closed
+                        if not self._next_stream(event, name, line_no):
+                            continue
+                        last_seq, closed = -1, False
                     if event.seq <= last_seq:
                         self._problem("T006", line_no, f"seq {event.seq} is not greater than "
                                       f"seq {last_seq} on line {last_line}")
                         continue
                     last_seq, last_line = event.seq, line_no
-                    if event.event == "stream_started":
-                        if count:
-                            self._problem("T022", line_no, "stream_started is not the first "
-                                          "event of the stream")
-                            continue
+                    if name == "stream_started" and not count:
                         self.provenance = _provenance(event)
+                        self.stream_lines.append(line_no)
+                    elif name == "stream_closed":
+                        closed = True
                     count += 1
                     valid.append(event)
                     if numbered:
                         numbers.append(line_no)
                 yield valid, numbers
+
+    def _next_stream(self, event: Any, name: str, line_no: int) -> bool:
+        """An event after the first, when the stream has closed or *event* is a
+        ``stream_started``: whether it opens the next stream (else it is reported and
+        dropped)."""
+        if name != "stream_started":
+            self._problem("T031", line_no, f"{name} after the stream's stream_closed; "
+                          "expected the next incarnation's stream_started or nothing")
+            return False
+        if self.provenance is None:
+            self._problem("T022", line_no, "stream_started is not the first event of the "
+                          "stream")
+            return False
+        first, opened = self.provenance, _provenance(event)
+        if len(self.stream_lines) == 1:
+            self._incarnations[first.incarnation] = self.stream_lines[0]
+            if first.incarnation is None:
+                self._problem("T033", self.stream_lines[0], "stream_started names no "
+                              "incarnation, but the file holds several streams")
+        if opened.incarnation is None:
+            self._problem("T033", line_no, "stream_started names no incarnation, but the file "
+                          "holds several streams")
+        elif opened.incarnation in self._incarnations:
+            self._problem("T032", line_no, f"incarnation {opened.incarnation!r} already "
+                          f"opened the stream on line {self._incarnations[opened.incarnation]}")
+        self._incarnations.setdefault(opened.incarnation, line_no)
+        changed = [f for f in _PROVENANCE_FIELDS if getattr(opened, f) != getattr(first, f)]
+        if changed:
+            self._problem("T034", line_no, f"stream_started changes {', '.join(changed)} from "
+                          f"the first stream's (line {self.stream_lines[0]})")
+        self.stream_lines.append(line_no)
+        return True
 
     def _refused(self, raw: bytes | None, line_no: int, outcome: _Reason) -> bool:
         """Report a line that holds no event; ``False`` when reading must stop there."""
@@ -364,18 +413,29 @@ class TraceReader:
 _SEQ = re.compile(rb'"seq"\s*:\s*(\d{1,20})(?!\d)')
 
 
-def seq_lines(path: str | Path, seqs: Iterable[int]) -> dict[int, int]:
-    """seq -> 1-based line number in the trace file, for the seqs asked (first occurrence)."""
+def seq_lines(path: str | Path, seqs: Iterable[int],
+              streams: Sequence[Any] = ()) -> dict[int, int]:
+    """seq -> 1-based line number in the trace file, for the seqs asked (first occurrence).
+
+    In a file of several streams the gates' seqs are positions (:mod:`residentkv.trace.streams`):
+    *streams* gives each stream's opener ``line`` and ``offset`` (the
+    :class:`~residentkv.trace.results.StreamSummary` of each), and a line's position is its
+    stream's offset plus its seq.
+    """
     wanted = set(seqs)
     found: dict[int, int] = {}
     if str(path) == STDIN:  # already consumed; standard input has no lines to point at
         return found
+    starts = [(s.line, s.offset) for s in streams if s.line is not None]
     try:
         with open(path, "rb") as fh:
+            offset, k = 0, 0
             for number, line in enumerate(fh, start=1):
+                while k < len(starts) and starts[k][0] <= number:
+                    offset, k = starts[k][1], k + 1
                 m = _SEQ.search(line)
-                if m is not None and int(m.group(1)) in wanted:
-                    found.setdefault(int(m.group(1)), number)
+                if m is not None and offset + int(m.group(1)) in wanted:
+                    found.setdefault(offset + int(m.group(1)), number)
                     if len(found) == len(wanted):
                         break
     except OSError:

@@ -1,4 +1,4 @@
-"""The trace gates of SPEC §4, one :class:`Gate` record each.
+"""The trace gates of SPEC §4 and §9.1, one :class:`Gate` record each.
 
 A record names what a gate asks (its requirement ids), what a result does not show (its
 boundary sentence), why each requirement can be missing, and its two judges: the streaming one
@@ -19,6 +19,7 @@ from residentkv.trace import judges as streaming
 from residentkv.trace.requirements import (
     ATTRIBUTION_GATE,
     COMMON,
+    CONFORMANCE_GATE,
     FAILURE_GATE,
     LIFECYCLE_GATE,
     OBSERVATION_GATE,
@@ -49,6 +50,9 @@ class Gate:
     reference: ReferenceJudge
     #: what the gate asks of a claim with no event (its requirements that need no claim facts)
     unconditional: tuple[R, ...]
+    #: SPEC §9.1: what is open where the reading stops is live, not failed (conformance); the
+    #: scenario gates judge the end of the reading as the end of the stream
+    live: bool = False
 
     @property
     def ids(self) -> tuple[str, ...]:
@@ -100,6 +104,20 @@ GATES: Mapping[GateName, Gate] = MappingProxyType({g.name: g for g in (
         streaming=streaming.attribution,
         reference=reference.attribution,
         unconditional=ATTRIBUTION_GATE,
+    ),
+    Gate(
+        name=GateName.CONFORMANCE,
+        requirements=CONFORMANCE_GATE,
+        boundary=("shows that every event of the claim in these streams is a legal step, that "
+                  "it was decided once, that every failure was answered and every loss "
+                  "announced, that it did not vanish at a stop or restart and was not open in "
+                  "an unseen window; a live claim (open where the reading stopped) is judged "
+                  "only on what the stream shows so far; not that the claim's chains were "
+                  "exercised (run the scenario gates for that)"),
+        streaming=streaming.conformance,
+        reference=reference.conformance,
+        unconditional=CONFORMANCE_GATE,
+        live=True,
     ),
 )})
 

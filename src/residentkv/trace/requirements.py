@@ -40,6 +40,17 @@ ATTRIBUTION: tuple[R, ...] = (
     R.NON_TARGETS_SERVED,
 )
 
+#: conformance (SPEC §9.1): what it shares with every gate (legality and open failures it
+#: judges with live claims in mind), then its own
+CONFORMANCE_SHARED: tuple[R, ...] = (
+    R.TRACE_WELL_FORMED, R.CLAIM_EVENTS_PRESENT, R.IDENTITY_COMPLETE, R.STABLE_IDENTITY,
+    R.PREDICATE_FIXED, R.NO_BLOCKING_SMEAR,
+)
+CONFORMANCE: tuple[R, ...] = (
+    R.LEGAL_TRANSITIONS, R.NO_OPEN_FAILURE, R.DECIDED_ONCE, R.NOT_VANISHED,
+    R.LOSSES_ANNOUNCED, R.NO_UNSEEN_WINDOW,
+)
+
 #: the lifecycle paths by protection mode (after the common requirements); the mode-less path
 #: (offloadable and the rest) is a success cycle, then the failure cycle
 HARD_PROTECTED_PATH: tuple[R, ...] = (
@@ -58,6 +69,11 @@ OBSERVATION_GATE: tuple[R, ...] = COMMON + OBSERVATION
 FAILURE_GATE: tuple[R, ...] = COMMON + FAILURE
 LIFECYCLE_GATE: tuple[R, ...] = COMMON + LIFECYCLE
 ATTRIBUTION_GATE: tuple[R, ...] = COMMON + ATTRIBUTION
+#: conformance asks of an accepted claim every requirement; of a claim only rejected (or not
+#: decided yet) none that needs an acceptance (its identity and predicate)
+CONFORMANCE_GATE: tuple[R, ...] = CONFORMANCE_SHARED + CONFORMANCE
+CONFORMANCE_UNACCEPTED: tuple[R, ...] = tuple(
+    r for r in CONFORMANCE_GATE if r not in (R.IDENTITY_COMPLETE, R.PREDICATE_FIXED))
 
 
 def ids(requirements: tuple[R, ...]) -> tuple[str, ...]:

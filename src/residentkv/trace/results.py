@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict
 
 from residentkv.model.automaton import VIOLATION_WHY, Step
-from residentkv.model.vocabulary import Control, Requirement
+from residentkv.model.vocabulary import Control, GateName, Requirement
 from residentkv.trace.requirements import Seqs
+from residentkv.trace.streams import StreamSpan
 
-__all__ = ["GateResult", "IllegalStep", "control_values", "illegal_step", "trusted_result",
-           "verdict"]
+__all__ = ["GateResult", "IllegalStep", "StreamSummary", "StreamVerdict", "control_values",
+           "illegal_step", "stream_verdict", "summaries", "trusted_result", "verdict"]
 
 _VALUE: dict[Requirement, str] = {r: r.value for r in Requirement}
 
@@ -108,3 +109,59 @@ _ORDERED: dict[tuple[Requirement, ...], tuple[Requirement, ...]] = {}
 def control_values(controls: Mapping[Control, bool]) -> dict[str, bool]:
     """A result's own controls dict, keyed by the controls' plain names."""
     return {c.value: fired for c, fired in controls.items()}
+
+
+class StreamSummary(BaseModel):
+    """One stream of the file (SPEC §9.1: one per engine incarnation)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: 0 for the file's first stream
+    index: int
+    incarnation: str | None
+    #: ``closed`` (its stream_closed), ``restarted`` (the next incarnation's stream_started)
+    #: or ``open`` (the reading stopped in it)
+    end: str
+    #: the reason of its stream_closed
+    reason: str | None = None
+    #: a result's seq of an event of this stream is ``offset + seq`` (0 in the first stream)
+    offset: int
+    #: the line of its stream_started (None: no opener, or events given without a file)
+    line: int | None = None
+
+
+class StreamVerdict(BaseModel):
+    """Gate ``conformance`` over the whole file: one verdict beside the per-claim results."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gate: str = GateName.CONFORMANCE.value
+    #: every claim judged passed (and there was one: no vacuous pass)
+    passed: bool
+    claims: int
+    #: the claims whose conformance failed, in order of first appearance
+    failed: list[str]
+    #: the claims open where the reading stopped, in a stream with no close: not failed, not
+    #: finished either (each passed or failed on what the stream shows so far)
+    live: list[str]
+    streams: list[StreamSummary]
+
+
+def summaries(spans: list[StreamSpan], lines: list[int] | None = None) -> list[StreamSummary]:
+    """The report form of a pass's streams (*lines*: each opener's line, when read from a
+    file)."""
+    lines = lines or []
+    return [StreamSummary(index=s.index, incarnation=s.incarnation, end=s.end.value,
+                          reason=s.reason, offset=s.offset,
+                          line=lines[s.index] if s.index < len(lines) else None)
+            for s in spans]
+
+
+def stream_verdict(results: list[GateResult], live: set[str],
+                   streams: list[StreamSummary]) -> StreamVerdict:
+    """The stream verdict of the conformance results among *results*."""
+    mine = [r for r in results if r.gate == GateName.CONFORMANCE]
+    return StreamVerdict(
+        passed=bool(mine) and all(r.passed for r in mine), claims=len(mine),
+        failed=[r.claim_id for r in mine if not r.passed],
+        live=[r.claim_id for r in mine if r.claim_id in live], streams=streams)

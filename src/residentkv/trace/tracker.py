@@ -14,19 +14,24 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from residentkv.model.automaton import proves
+from residentkv.model.automaton import LIVE, PRE, proves
 from residentkv.model.claim import OUTCOME_BEFORE_LOSS
 from residentkv.model.event_record import EventRecord, claim_names, records, required_label
 from residentkv.model.events import CLAIM_EVENT_NAMES, EVENT_MODELS, IDENTITY_FIELDS, Envelope
 from residentkv.model.vocabulary import Requirement as R
+from residentkv.model.vocabulary import StopCause
 from residentkv.trace.acceptor import (
     ACCEPTED_FIELDS,
     CLAIM_STEPS,
     REQUEST_STEPS,
     ClaimRun,
+    HeadWindow,
     RequestRun,
+    close_stream,
+    end_stream,
 )
 from residentkv.trace.requirements import OBSERVATION, Seqs
+from residentkv.trace.streams import CLOSER, STREAM_KINDS, StreamCursor, StreamEnd
 
 #: events after which a claim makes no further promise (SPEC §4.1: "released, expired, failed
 #: closed"; demotion ends the claim too, SPEC §2)
@@ -173,6 +178,8 @@ class ClaimIdentity:
     """What the claim is: its acceptance, predicate and identity fields (SPEC §3, §4)."""
 
     head_accepted: bool = False
+    #: the claim's first event (beyond its submission and its carrier's start) rejects it
+    head_rejected: bool = False
     accepted_seq: int | None = None
     registration: str | None = None
     mode: str | None = None
@@ -197,6 +204,13 @@ class ClaimLifecycle:
     materialized_seq: int | None = None
     first_loss: int | None = None
     first_harm: int | None = None
+    #: the first harm whose cause is not a stop of the process that held the claim, and the
+    #: first that is (SPEC §9.1: ``engine_restarted``, ``shutdown``)
+    first_mode_harm: int | None = None
+    first_stop_harm: int | None = None
+    #: an observation_gap while the claim was open (SPEC §9.1 "nothing inside an unseen
+    #: window")
+    unseen: bool = False
     first_release: int | None = None
     release_of: dict[str, int] = field(default_factory=dict)
     store_seq: int | None = None
@@ -234,6 +248,23 @@ class ClaimFailures:
     #: a request carrying the claim finished other than served (or never finished) with no
     #: failure or outcome on it naming the claim (SPEC §4.2 attribution)
     carrier_unexplained: bool = False
+    #: a failure left open when an earlier stream of the file ended (closed, or restarted with
+    #: the claim not ended at the next stream's head)
+    open_before: bool = False
+    #: a failure on a request its incarnation's death cut off, answered if the claim ends at
+    #: the next stream's head (SPEC §9.1)
+    awaiting_head: bool = False
+    #: where the reading stopped: an open failure that can no longer be answered (its request
+    #: finished, it names none, or the claim ended)
+    open_settled: bool = False
+
+    def open_failure(self) -> bool:
+        """A failure of the claim not answered by its claim-scoped outcome (SPEC §4.2)."""
+        return bool(self.open_on) or self.open_before or self.awaiting_head
+
+    def settled_open_failure(self) -> bool:
+        """The same, but for those where the reading stopped that may still be answered."""
+        return self.open_before or self.open_settled
 
 
 @dataclass(slots=True)
@@ -242,6 +273,13 @@ class ClaimConflicts:
 
     smear: bool = False
     admission: bool = False
+    #: controls, each from events that concern the claim (they name it, or are on a request
+    #: carrying it): a failure or outcome naming another claim, one naming no claim, a
+    #: successful store naming no claim, a generic counter
+    other_named: bool = False
+    unnamed: bool = False
+    unclaimed_store: bool = False
+    counter: bool = False
     #: the first refusal or deferral naming exactly this live, resident claim, its request,
     #: whether it refused, that request's first finish, and whether the finish came first
     conflict: int | None = None
@@ -295,11 +333,13 @@ class ClaimTrack:
     def unpromised_loss(self) -> bool:
         """SPEC §4.1: a loss the claim's mode did not announce first (the reference's
         ``rules.unpromised_loss``)."""
-        mode = self.identity.mode
+        mode, life = self.identity.mode, self.life
         if mode == "soft_priority":
-            return self.unreported_loss(self.life.first_harm)
+            return self.unreported_loss(life.first_harm)
         if mode in OUTCOME_BEFORE_LOSS:
-            return self.life.first_harm is not None or self.unreported_loss()
+            # a harm a stopped process reported (SPEC §9.1) ends the claim; it is no loss the
+            # mode failed to announce
+            return life.first_mode_harm is not None or self.unreported_loss(life.first_stop_harm)
         return False
 
     def unstable(self) -> bool:
@@ -368,8 +408,10 @@ class StreamFacts:
     unclaimed_store: int | None = None
     failure_names: set[str | None] = field(default_factory=set)
     failure_named_more: bool = False
-    unclaimed_failure: bool = False
     derived: dict[str, Any] = field(default_factory=dict)
+    #: SPEC §9.1: the streams of the file, and the head window of the current one
+    cursor: StreamCursor = field(default_factory=StreamCursor)
+    head: HeadWindow | None = None
 
     def forget_pass(self) -> None:
         """Drop the state only the pass reads (judging reads claims and stream-wide flags)."""
@@ -393,8 +435,7 @@ class StreamFacts:
             named = [n for n in names if n is not None and n in ids]
             if named:
                 self.explained.setdefault(rid, set()).update(named)  # type: ignore[arg-type]
-        if all(name is None for name in names):
-            self.unclaimed_failure = True
+        self._concern(carried, names)
         for name in names:
             if name in self.failure_names:
                 continue
@@ -402,6 +443,23 @@ class StreamFacts:
                 self.failure_named_more = True
             else:
                 self.failure_names.add(name)
+
+    def _concern(self, carried: list[ClaimTrack] | None, names: tuple[str | None, ...]) -> None:
+        """The controls of every claim the failure or outcome concerns: each claim it names,
+        and each its request carries."""
+        known = claim_names(*names)
+        concerned = [self.track(n) for n in known]
+        if carried:
+            concerned += [c for c in carried if c.claim_id not in known]
+        for c in concerned:
+            if not known:
+                c.conflicts.unnamed = True
+            elif len(known) > 1 or c.claim_id not in known:
+                c.conflicts.other_named = True
+
+    def carriers(self, rid: str | None) -> list[ClaimTrack]:
+        """The claims request *rid* carries now (SPEC §4.2 attribution)."""
+        return (self.carried.get(rid) or []) if rid is not None else []
 
     def await_finish(self, request_id: str, t: ClaimTrack) -> None:
         self.awaiting.setdefault(request_id, []).append(t)
@@ -427,9 +485,16 @@ def stream_pass(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
     requests, scopes, carried = facts.requests, facts.owner_scopes, facts.carried
     dispatch = _DISPATCH
     claim_steps, request_steps = CLAIM_STEPS, REQUEST_STEPS
+    stream_kinds, slow, previous = STREAM_KINDS, True, -1
     # the hot loop: one lookup says what an event is; what every claim event shares is inline
     for event in records(events):
         name = event.event
+        if slow or name in stream_kinds:
+            # the file's first event, an opener or closer, or anything of a later stream or
+            # of a head window (SPEC §9.1): the cursor places it
+            event = _stream_event(facts, event, name, previous)
+            slow = bool(facts.cursor.offset) or facts.head is not None
+        previous = event.seq
         cid = event.claim_id
         rid = event.request_id
         claim_event, handler, ending = dispatch[name]
@@ -485,15 +550,87 @@ def stream_pass(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
                 continue
         if handler is not None:
             handler(facts, t, event)
-    for req in requests.values():
-        req.end()
-    for t in claims.values():  # a claim never decided shares its violation with its request
-        t.run.end()
-    for t in claims.values():
-        _close(t)
+    how = facts.cursor.finish()
+    if facts.head is not None:  # the reading stopped inside a head window
+        _close_head(facts, settled=False)
+    _end_stream(facts, how, last=True)
+    return facts
+
+
+def _stream_event(facts: StreamFacts, event: Event, name: str, previous: int) -> Event:
+    """SPEC §9.1: *event* at its position; an opener of a later stream ends the current one
+    first, a closer ends its claims, and an event that is no head ending closes the head
+    window."""
+    cursor = facts.cursor
+    if cursor.opens(event):
+        if facts.head is not None:
+            _close_head(facts, settled=True)
+        _end_stream(facts, cursor.ended())
+        opener: Event = cursor.restart(event, previous)
+        facts.head = HeadWindow((t.run for t in facts.claims.values()), opener.seq)
+        if not facts.head.pending:
+            facts.head = None
+        return opener
+    if facts.head is not None and not facts.head.continues(event):
+        _close_head(facts, settled=True)
+    closes = name == CLOSER and not cursor.closed
+    positioned: Event = cursor.enter(event)
+    if closes:
+        close_stream((t.run for t in facts.claims.values()), positioned.seq)
+    return positioned
+
+
+def _close_head(facts: StreamFacts, *, settled: bool) -> None:
+    """The head window closed (or the reading stopped in it): a failure its claim's ending
+    there answers is closed; one whose claim did not end stays open (not yet, if the reading
+    stopped)."""
+    head, facts.head = facts.head, None
+    if head is None:
+        return
+    for run in head.close(settled=settled):
+        failures = facts.claims[run.claim_id].failures
+        if not failures.awaiting_head:
+            continue
+        if run.phase not in LIVE:
+            failures.awaiting_head = False
+        elif settled:
+            failures.awaiting_head, failures.open_before = False, True
+
+
+def _end_stream(facts: StreamFacts, how: StreamEnd, *, last: bool = False) -> None:
+    """A stream of the file ended: its accepting conditions, its open restore cycles settled,
+    and (unless it is the *last*: the pass keeps its working state) everything kept per
+    request dropped: requests, jobs and the lookups and failures kept by request are per
+    stream."""
+    end_stream(facts.requests.values(), (t.run for t in facts.claims.values()), how)
     for rid, held in facts.carried.items():  # SPEC §4.2: a carrier that never finished
         _unexplained(held, facts.explained.get(rid, set()))
-    return facts
+    for t in facts.claims.values():
+        _close(t)
+        failures = t.failures
+        if failures.open_on:
+            _failures_at_end(facts, t, how)
+        if not last:
+            t.life.hits.clear()
+            failures.failed_requests.clear()
+    if not last:
+        facts.forget_pass()
+
+
+def _failures_at_end(facts: StreamFacts, t: ClaimTrack, how: StreamEnd) -> None:
+    """Failures of *t* still open where its stream ended (SPEC §9.1): cut off by a restart,
+    answered only by the claim's ending at the next stream's head; where the reading stopped,
+    still answerable while the claim is open and the request unfinished; else open."""
+    failures, live = t.failures, t.run.phase in LIVE
+    if how is StreamEnd.OPEN:
+        failures.open_settled = not live or any(
+            rid is None or rid in facts.finished for rid in failures.open_on)
+        return
+    if how is StreamEnd.RESTARTED and live:
+        failures.awaiting_head = True
+    else:
+        failures.open_before = True
+    failures.open_on.clear()
 
 
 #: events that show nothing of a claim beyond its acceptance (control generic_counter_only)
@@ -511,6 +648,7 @@ def _head(t: ClaimTrack, e: Event, name: str) -> None:
     """SPEC §4.1: no event of the claim (store included) precedes ``claim_accepted``."""
     t.head_seen = True
     t.identity.head_accepted = name == "claim_accepted" and str(e.registration) == "pre_registered"
+    t.identity.head_rejected = name == "claim_rejected"
 
 
 def _unnamed_claim_event(facts: StreamFacts, e: Event, name: str) -> None:
@@ -725,6 +863,14 @@ def _harmed(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     facts.name_failure(e, t.claim_id)
     if life.first_harm is None:
         life.first_harm = e.seq
+    if e.cause in _STOP_CAUSES:
+        if life.first_stop_harm is None:
+            life.first_stop_harm = e.seq
+    elif life.first_mode_harm is None:
+        life.first_mode_harm = e.seq
+
+
+_STOP_CAUSES = frozenset(c.value for c in StopCause)
 
 
 def _lost(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
@@ -802,11 +948,25 @@ def _finish_of(t: ClaimTrack, rid: str, finish: tuple[int, str | None]) -> None:
 
 def _generic(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     facts.generic_counters += 1
+    for c in _concerned(facts, t, e):
+        c.conflicts.counter = True
+
+
+def _concerned(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> list[ClaimTrack]:
+    """The claims an event concerns: the one it names, and those its request carries."""
+    carried = facts.carriers(e.request_id)
+    if t is None:
+        return carried
+    return [t, *(c for c in carried if c is not t)]
 
 
 def _gap(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     if facts.gap is None:
         facts.gap = e.seq
+    for c in facts.claims.values():  # SPEC §9.1: what the window hid of an open claim
+        run = c.run
+        if run.phase in LIVE or (run.phase in PRE and run.named_seq is not None):
+            c.life.unseen = True
 
 
 def _store_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
@@ -818,6 +978,8 @@ def _store_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
     if t is None:
         if facts.unclaimed_store is None:
             facts.unclaimed_store = e.seq
+        for c in facts.carriers(e.request_id):
+            c.conflicts.unclaimed_store = True
     else:
         life = t.life
         life.stored, life.copy_digest, life.copy_medium = True, e.content_digest, e.to_tier

@@ -1446,11 +1446,12 @@ case(name="attr_nontarget_load_failure", cls="attribution",
 
 case(name="attr_unclaimed_load_failure", cls="attribution",
      attacks="a kv_load_failed naming no claim, on an unrelated request",
-     spec=Q_ATTR + " §4 control unclaimed_failure.",
+     spec=Q_ATTR + " (§9.1: “negative controls fire only for events of the judged claim”: "
+          "the failure is on a request that carries no claim, so control unclaimed_failure "
+          "fires for none)",
      events=two(*setup("c-b", "r-2", 1), start("r-5"), loadfailed(None, "r-5", 8),
                 finish("r-5", "error")),
-     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL},
-     controls={"c-a": {"attribution": ["unclaimed_failure"]}})
+     expect={"c-a": TARGET_ONLY_FO, "c-b": ALL_FAIL})
 
 case(name="attr_nontarget_carrier_errors_without_outcome", cls="attribution",
      attacks="non-target c-b's carrying request finishes error with no outcome naming c-b",
@@ -2131,13 +2132,15 @@ case(name="stream_started_mid_trace", cls="stream",
      events=[STREAM_STARTED, *both()[:15], STREAM_STARTED, *both()[15:]],
      expect={"c-1": ALL_FAIL})
 
-case(name="pos_identical_accept_after_failed_closed", cls="positive",
+case(name="terminal_identical_accept_after_failed_closed", cls="terminal",
      attacks="an identical second claim_accepted after the claim failed closed",
-     spec="§4.2: “A second claim_accepted identical in every defining field is legal and changes "
-          "nothing, in every gate.” (terminal states forbid materialization, store, offload, "
-          "restore, reuse — not this)",
+     spec="§9.1: “A claim id is decided once, across incarnations: a later registration or "
+          "full-claim reuse of a known id is answered with that decision or with the loss — "
+          "never a second acceptance” (this sentence, newer than §4.2's “A second "
+          "claim_accepted identical in every defining field is legal”, decides an acceptance "
+          "after the claim ended: accepted_after_end)",
      events=[*both(), accept("c-1", "r-1")],
-     expect={"c-1": BOTH_OK})
+     expect={"c-1": ALL_FAIL})
 
 case(name="pos_identical_second_accept_immediately", cls="positive",
      attacks="the claim_accepted line repeated right after itself (same fields, next seq)",

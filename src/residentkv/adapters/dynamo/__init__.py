@@ -11,6 +11,9 @@ network namespace.
 - :mod:`.standins`     the minimal stand-ins Dynamo 1.6.1 needs beside vLLM 0.32
 - :mod:`.worker_main`  ``dynamo.vllm`` with those stand-ins installed
 - :mod:`.procs`        process launch, readiness waits, stop by PID
+- :mod:`.discovery`    Dynamo's file discovery: instance ids, a worker's records, withdrawal
+- :mod:`.supervisor`   withdraws a worker's discovery records when its process exits
+- :mod:`.httpclient`   one kept-alive HTTP connection to the frontend, one-off posts
 - :mod:`.driver`       requests through the router, straight to a worker, flush, kill
 - :mod:`.scenarios`    the fleet scenarios, as requests
 - :mod:`.tracefacts`   which traced request answered which sent request (pure)

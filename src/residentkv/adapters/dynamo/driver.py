@@ -19,18 +19,23 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import urllib.error
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from residentkv.adapters.dynamo.layout import HOST, SERVED_MODEL_NAME, FleetLayout, Replica
+from residentkv.adapters.dynamo.httpclient import KeepAlive, post_json
+from residentkv.adapters.dynamo.layout import (
+    FRONTEND_PORT,
+    HOST,
+    SERVED_MODEL_NAME,
+    FleetLayout,
+    Replica,
+)
 from residentkv.adapters.dynamo.procs import Proc
 from residentkv.adapters.vllm.backends import ClaimRef, transfer_params
 from residentkv.adapters.vllm.config import CLAIM_PARAM, CLAIM_REF_PARAM
 
-__all__ = ["Driver", "Sent", "claim_ref", "instance_ids"]
+__all__ = ["Driver", "Sent", "claim_ref"]
 
 MAX_TOKENS = 4
 
@@ -47,12 +52,18 @@ class Sent:
     form: str | None  # "claim" (registration body) or "ref"
     session: str | None
     marks: dict[str, int]  # replica -> trace lines before sending
-    t_sent_ns: int = 0
+    t_sent_ns: int = 0  # CLOCK_MONOTONIC (as the traces' ts_ns) as the request left
+    t_done_ns: int = 0  # ... when its answer (or error) was in
     status: int = 0
     ms: float = 0.0
     outcome: dict[str, Any] | None = None  # what the response body said (informative only)
     error: str | None = None
     frontend_request_id: str | None = None
+
+    def answered(self) -> None:
+        """Note that the answer (or the error) is in: ``t_done_ns`` and ``ms``."""
+        self.t_done_ns = time.monotonic_ns()
+        self.ms = (self.t_done_ns - self.t_sent_ns) / 1e6
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -68,6 +79,7 @@ class Driver:
     sent: list[Sent] = field(default_factory=list)
     _client: Any = None
     _runtime: Any = None
+    _frontend: KeepAlive = field(default_factory=lambda: KeepAlive(HOST, FRONTEND_PORT))
 
     async def connect(self) -> None:
         """Join the fleet's Dynamo runtime (file discovery, tcp request plane) as a client."""
@@ -97,7 +109,7 @@ class Driver:
         s = Sent(label=label, scenario=scenario, via=via,
                  claim_id=(body or {}).get("claim_id"), owner_scope=(body or {}).get("owner_scope"),
                  form={CLAIM_PARAM: "claim", CLAIM_REF_PARAM: "ref"}.get(form or ""),
-                 session=session, marks=self.marks(), t_sent_ns=time.monotonic_ns())
+                 session=session, marks=self.marks())
         self.sent.append(s)
         return s
 
@@ -110,14 +122,12 @@ class Driver:
                                 "sampling_params": _sampling()}
         if kv:
             body["kv_transfer_params"] = kv
-        headers = {"Content-Type": "application/json"}
-        if session:
-            headers["x-dynamo-session-id"] = session
-        t0 = time.perf_counter()
-        s.status, text = await asyncio.to_thread(_post, self.layout.frontend_url
-                                                 + "/inference/v1/generate", body, headers,
+        headers = {"x-dynamo-session-id": session} if session else {}
+        s.t_sent_ns = time.monotonic_ns()
+        s.status, text = await asyncio.to_thread(self._frontend.post_json,
+                                                 "/inference/v1/generate", body, headers,
                                                  timeout)
-        s.ms = (time.perf_counter() - t0) * 1000
+        s.answered()
         try:
             doc = json.loads(text)
             s.outcome = (doc.get("kv_transfer_params") or {}).get(CLAIM_PARAM)
@@ -137,13 +147,13 @@ class Driver:
             envelope["kv_transfer_params"] = kv
         request = {"model": SERVED_MODEL_NAME, "token_ids": prompt,
                    "extra_args": {"vllm_tito": envelope}}
-        t0 = time.perf_counter()
+        s.t_sent_ns = time.monotonic_ns()
         try:
             await asyncio.wait_for(self._drain(s, request, self.instances[replica]), timeout)
             s.status = 200
         except Exception as exc:  # the worker's or the transport's error, recorded as sent
             s.status, s.error = 0, f"{type(exc).__name__}: {exc}"[:300]
-        s.ms = (time.perf_counter() - t0) * 1000
+        s.answered()
         return s
 
     async def _drain(self, s: Sent, request: dict[str, Any], instance: int) -> None:
@@ -156,7 +166,7 @@ class Driver:
     async def flush(self, replica: str) -> None:
         """Drop *replica*'s device prefix cache (its host tier keeps every claim)."""
         url = f"http://{HOST}:{self.replica(replica).system_port}/engine/flush_cache"
-        status, text = await asyncio.to_thread(_post, url, {}, {}, 60.0)
+        status, text = await asyncio.to_thread(post_json, url, {}, {}, 60.0)
         if status != 200 or '"ok"' not in text:
             raise RuntimeError(f"flush_cache on replica {replica}: HTTP {status} {text[:200]}")
 
@@ -186,24 +196,6 @@ def claim_ref(claim: dict[str, Any]) -> dict[str, Any]:
     return transfer_params(ClaimRef(claim["claim_id"], claim["owner_scope"])) or {}
 
 
-def instance_ids(discovery_dir: Path, replicas: tuple[Replica, ...]) -> dict[str, int]:
-    """Replica name -> Dynamo instance id of its ``generate`` endpoint, from file discovery
-    (matched by the request-plane port each worker was given)."""
-    by_port = {r.rpc_port: r.name for r in replicas}
-    found: dict[str, int] = {}
-    for path in (discovery_dir / "v1" / "instances").glob("*"):
-        if "%2Fgenerate%2F" not in path.name:
-            continue
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-            port = int(doc["transport"]["tcp"].split("/", 1)[0].rsplit(":", 1)[1])
-        except (OSError, ValueError, KeyError, IndexError, AttributeError):
-            continue
-        if port in by_port:
-            found[by_port[port]] = int(doc["instance_id"])
-    return found
-
-
 def _sampling() -> dict[str, Any]:
     return {"max_tokens": MAX_TOKENS, "temperature": 0.0, "ignore_eos": True}
 
@@ -214,17 +206,3 @@ def _lines(path: Path) -> int:
             return sum(1 for _ in fh)
     except OSError:
         return 0
-
-
-def _post(url: str, body: dict[str, Any], headers: dict[str, str],
-          timeout: float) -> tuple[int, str]:
-    data = json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json",
-                                                          **headers})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return int(r.status), r.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode("utf-8", "replace")
-    except (OSError, ValueError) as exc:
-        return 0, f"{type(exc).__name__}: {exc}"

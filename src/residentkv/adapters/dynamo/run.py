@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from residentkv.adapters.dynamo import scenarios as sc
-from residentkv.adapters.dynamo.driver import Driver, instance_ids
+from residentkv.adapters.dynamo.discovery import instance_ids
+from residentkv.adapters.dynamo.driver import Driver
 from residentkv.adapters.dynamo.judging import (
     failure_outcome_passes,
     fleet_judgement,
@@ -38,8 +39,9 @@ from residentkv.adapters.dynamo.procs import (
 from residentkv.adapters.dynamo.promtext import parse, total
 from residentkv.adapters.dynamo.row import classify_row, runtime_sources
 from residentkv.adapters.dynamo.summary import claim_metrics, format_table, router_figures
+from residentkv.adapters.dynamo.supervisor import Supervisor
 from residentkv.adapters.dynamo.tracefacts import read_events
-from residentkv.adapters.dynamo.verdicts import judge_scenarios
+from residentkv.adapters.dynamo.verdicts import SPLIT, judge_scenarios
 
 __all__ = ["main"]
 
@@ -114,6 +116,9 @@ def scrape_workers(driver: Driver) -> dict[str, dict[str, float]]:
 async def drive(layout: FleetLayout, procs: dict[str, Proc], result: dict[str, Any]) -> None:
     ids = await asyncio.to_thread(wait_registered, layout, procs)
     result["instances"] = {k: str(v) for k, v in ids.items()}
+    # from registration on, a worker whose process exits has its discovery records withdrawn
+    result["supervisor"].start({r.name: (procs[r.name].pid, ids[r.name])
+                                for r in layout.replicas()})
     result["timings_s"]["registered"] = round(time.monotonic() - result["t0"], 1)
     workers = {r.name: procs[r.name] for r in layout.replicas()}
     driver = Driver(layout, workers, ids)
@@ -155,17 +160,27 @@ def judge(layout: FleetLayout, result: dict[str, Any]) -> dict[str, Any]:
     paths = {r.name: r.trace for r in layout.replicas()}
     traces = {name: read_events(p) for name, p in paths.items()}
     fleet = fleet_judgement(list(paths.values()))
+    withdrawals = result["supervisor"].withdrawals()
     verdicts = judge_scenarios(driver.sent, traces, paths, log.claims, log.killed, fleet,
-                               observation_passes, failure_outcome_passes)
-    own = verdicts[0].figures
+                               observation_passes, failure_outcome_passes, withdrawals)
+    own, dead = verdicts[0].figures, verdicts[3].figures
     numbers = {
         "routed_to_owner (session affinity)": own.get("routed_to_owner"),
         "routed_to_owner (KV view only, after flush)": own.get("routed_to_owner_kv_only"),
-        "death_to_claim_outcome_ms": verdicts[3].figures.get("death_to_claim_outcome_ms"),
+        "death_to_claim_outcome_ms": dead.get("death_to_claim_outcome_ms"),
+        "after the kill (ms): process exit seen / discovery records withdrawn":
+            f"{dead.get('death_seen_ms')} / {dead.get('discovery_withdrawn_ms')}",
         "claimed_reuse_ms router/direct (median)":
             f"{own.get('claimed_reuse_ms_router_median')} / "
             f"{own.get('claimed_reuse_ms_direct_median')}",
         "router_over_direct_ratio": own.get("router_over_direct_ratio"),
+        "router_over_direct_paired (median of each round's ratio) / router-direct ms":
+            f"{own.get('router_over_direct_paired')} / "
+            f"{own.get('router_minus_direct_ms_paired')} over "
+            f"{own.get('router_direct_pairs')} pairs",
+        "claimed reuse split ms, router | direct (to engine / in engine / back, medians)":
+            f"{_split(own.get('claimed_reuse_split_ms_router'))} | "
+            f"{_split(own.get('claimed_reuse_split_ms_direct'))}",
         **{f"claim metrics {name} (before the kill)": _brief(m)
            for name, m in (result.get("worker_metrics_before_kill") or {}).items()},
         **_router_brief(router_figures(result.get("frontend_metrics_text", ""))),
@@ -175,6 +190,10 @@ def judge(layout: FleetLayout, result: dict[str, Any]) -> dict[str, Any]:
                        held=all(v.held for v in verdicts), sources=runtime_sources())
     return {"verdicts": [v.to_json() for v in verdicts], "numbers": numbers,
             "fleet": fleet.to_json(), "row": row.to_json(), "row_line": row.line()}
+
+
+def _split(parts: dict[str, float | None] | None) -> str:
+    return " / ".join(str((parts or {}).get(k)) for k in SPLIT)
 
 
 def _brief(m: dict[str, float]) -> str:
@@ -202,6 +221,7 @@ def write_outputs(out: Path, result: dict[str, Any], judged: dict[str, Any] | No
         "timings_s": result["timings_s"],
         "instances": result.get("instances"),
         "requests": [s.to_json() for s in driver.sent] if driver else [],
+        "withdrawals": [w.to_json() for w in result["supervisor"].withdrawals()],
         "notes": result["log"].notes if "log" in result else [],
         "worker_metrics_before_kill": result.get("worker_metrics_before_kill"),
         "worker_metrics_after_kill": result.get("worker_metrics_after_kill"),
@@ -222,7 +242,8 @@ def run(out: Path) -> int:
         return 1
     loopback_up()
     layout = prepare(out)
-    result: dict[str, Any] = {"t0": time.monotonic(), "timings_s": {}}
+    result: dict[str, Any] = {"t0": time.monotonic(), "timings_s": {},
+                              "supervisor": Supervisor(layout.discovery_dir)}
     procs: dict[str, Proc] = {}
     judged = None
     try:
@@ -240,6 +261,7 @@ def run(out: Path) -> int:
         for proc in procs.values():
             print(f"--- {proc.log} (tail) ---\n{proc.tail(15)}", file=sys.stderr)
     finally:
+        result["supervisor"].close()  # the graceful stop deregisters each worker itself
         left = stop_all(procs)
         result["timings_s"]["stopped"] = round(time.monotonic() - result["t0"], 1)
     if left:

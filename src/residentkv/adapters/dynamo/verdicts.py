@@ -15,10 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from residentkv.adapters.dynamo.driver import Sent
+from residentkv.adapters.dynamo.supervisor import Withdrawal
 from residentkv.adapters.dynamo.tracefacts import Event, Served, served
 from residentkv.fleet import FleetJudgement, FleetRequest
 
-__all__ = ["Verdict", "judge_scenarios", "resolve"]
+__all__ = ["SPLIT", "Verdict", "judge_scenarios", "latency_split", "paired_ms", "resolve"]
+
+#: the parts of a request's latency, on one clock (CLOCK_MONOTONIC: the harness's send and
+#: answer times, the serving engine's ``request_started`` and ``request_finished``)
+SPLIT = ("to_engine", "in_engine", "back")
 
 
 @dataclass
@@ -78,6 +83,34 @@ def _home(res: Mapping[str, Resolved], label: str) -> str | None:
     return r.one.replica if r is not None and r.one is not None else None
 
 
+def latency_split(sent: Sent, s: Served) -> tuple[float, float, float] | None:
+    """(to the engine, in the engine, back), in ms: the harness's send to the engine's
+    ``request_started``, to its ``request_finished``, to the answer in the harness. None when a
+    time is missing (nothing is estimated)."""
+    start, fin = s.named("request_started"), s.named("request_finished")
+    if not (start and fin and sent.t_sent_ns and sent.t_done_ns):
+        return None
+    t0, t1 = start[0].get("ts_ns"), fin[0].get("ts_ns")
+    if not (isinstance(t0, int) and isinstance(t1, int)):
+        return None
+    return ((t0 - sent.t_sent_ns) / 1e6, (t1 - t0) / 1e6, (sent.t_done_ns - t1) / 1e6)
+
+
+def _split_medians(rows: Sequence[tuple[Sent, Served]]) -> dict[str, float | None]:
+    parts = [p for p in (latency_split(sent, s) for sent, s in rows) if p is not None]
+    return {name: _median([p[i] for p in parts]) for i, name in enumerate(SPLIT)}
+
+
+def paired_ms(router: Sequence[tuple[Sent, Served]],
+              direct: Sequence[tuple[Sent, Served]]) -> list[tuple[float, float]]:
+    """(router ms, direct ms) of each round's two reuses of one claim (labels
+    ``…reuse-router-<k>-<round>`` and ``…reuse-direct-<k>-<round>``), sent one after the other
+    under the same load: their ratio leaves out the load's drift between rounds, which moves the
+    ratio of the two medians on a shared machine."""
+    by_round = {s.label.replace("reuse-direct-", "reuse-router-"): s.ms for s, _ in direct}
+    return [(s.ms, by_round[s.label]) for s, _ in router if s.label in by_round]
+
+
 def _claim_scoped(s: Served, claim_id: str) -> bool:
     """Restored from the host tier, or a rejection naming the claim: never a silent recompute."""
     return s.restored_from_host or s.rejection(claim_id) is not None
@@ -113,13 +146,22 @@ def owner_restore(res: Mapping[str, Resolved], claims: Mapping[str, dict[str, An
     v.figures["routed_to_owner_kv_only"] = f"{len(kv_home)}/{len(kv_only)}"
     v.checks["every KV-only reuse got a claim-scoped outcome"] = bool(kv_only) and len(
         kv_once) == len(kv_only) and all(_claim_scoped(x, s.claim_id or "") for s, x in kv_once)
-    router_ms = [s.ms for s, x in at_home if x.restored_from_host]
-    direct_ms = [s.ms for s, x in direct if x.restored_from_host]
+    router_rows = [(s, x) for s, x in at_home if x.restored_from_host]
+    direct_rows = [(s, x) for s, x in direct if x.restored_from_host]
+    router_ms, direct_ms = [s.ms for s, _ in router_rows], [s.ms for s, _ in direct_rows]
+    v.figures["claimed_reuse_split_ms_router"] = _split_medians(router_rows)
+    v.figures["claimed_reuse_split_ms_direct"] = _split_medians(direct_rows)
     v.figures["claimed_reuse_ms_router_median"] = _median(router_ms)
     v.figures["claimed_reuse_ms_direct_median"] = _median(direct_ms)
     if router_ms and direct_ms:
         v.figures["router_over_direct_ratio"] = round(
             statistics.median(router_ms) / statistics.median(direct_ms), 3)
+    pairs = paired_ms(router_rows, direct_rows)
+    v.figures["router_direct_pairs"] = len(pairs)
+    if pairs:
+        v.figures["router_over_direct_paired"] = round(
+            statistics.median(r / d for r, d in pairs), 3)
+        v.figures["router_minus_direct_ms_paired"] = _median([r - d for r, d in pairs])
     return v
 
 
@@ -169,7 +211,7 @@ def cross_tenant(res: Mapping[str, Resolved], claims: Mapping[str, dict[str, Any
 
 
 def home_killed(res: Mapping[str, Resolved], killed: Mapping[str, int],
-                fleet: FleetJudgement) -> Verdict:
+                fleet: FleetJudgement, withdrawals: Sequence[Withdrawal] = ()) -> Verdict:
     v = Verdict("home_killed")
     v.checks["the claim's home was SIGKILLed"] = bool(killed)
     rows = _with(res, "home_killed/reuse-after-kill-")
@@ -187,6 +229,7 @@ def home_killed(res: Mapping[str, Resolved], killed: Mapping[str, int],
     if rej is not None and killed:
         v.figures["death_to_claim_outcome_ms"] = round(
             (int(rej.get("ts_ns", 0)) - min(killed.values())) / 1e6, 1)
+    v.figures.update(death_timeline(killed, withdrawals))
     others = _with(res, "home_killed/others-after-kill-")
     others_once = _once(others)
     v.checks["every other claim of the dead home: 'not held' on a survivor"] = len(
@@ -200,6 +243,21 @@ def home_killed(res: Mapping[str, Resolved], killed: Mapping[str, int],
     v.checks["fleet view records every asked-for claim of the dead home as lost"] = (
         bool(asked) and asked <= lost)
     return v
+
+
+def death_timeline(killed: Mapping[str, int],
+                   withdrawals: Sequence[Withdrawal]) -> dict[str, Any]:
+    """When, after the kill, the supervisor saw the killed worker's process gone and had its
+    discovery records withdrawn (ms; absent when it saw nothing: the router then learns of
+    the death from the discovery store's TTL alone)."""
+    out: dict[str, Any] = {}
+    for replica, t_kill in killed.items():
+        w = next((w for w in withdrawals if w.replica == replica), None)
+        if w is not None:
+            out["death_seen_ms"] = round((w.exited_ns - t_kill) / 1e6, 1)
+            out["discovery_withdrawn_ms"] = round((w.withdrawn_ns - t_kill) / 1e6, 1)
+            out["records_withdrawn"] = len(w.records)
+    return out
 
 
 def fleet_gate(fleet: FleetJudgement) -> Verdict:
@@ -224,13 +282,14 @@ def _owner(s: Served) -> str | None:
 def judge_scenarios(sent: Sequence[Sent], traces: Mapping[str, Sequence[Event]],
                     paths: Mapping[str, Path], claims: Mapping[str, dict[str, Any]],
                     killed: Mapping[str, int], fleet: FleetJudgement,
-                    observation: Any, failure: Any) -> list[Verdict]:
+                    observation: Any, failure: Any,
+                    withdrawals: Sequence[Withdrawal] = ()) -> list[Verdict]:
     res = resolve(sent, traces)
     everything = served({}, None, traces)
     return [owner_restore(res, claims, paths, observation),
             not_held_elsewhere(res, fleet),
             cross_tenant(res, claims, everything, fleet),
-            home_killed(res, killed, fleet),
+            home_killed(res, killed, fleet, withdrawals),
             claimed_load_failure(res, paths, failure, fleet),
             fleet_gate(fleet)]
 

@@ -33,6 +33,11 @@ def lifecycle(c: ClaimView, common: Seqs) -> Met:
     return {**common, **life}, (*COMMON, *applicable)
 
 
+def conformance(c: ClaimView, common: Seqs) -> Met:
+    """SPEC §9.1 conformance (see :func:`rules.conformance`)."""
+    return rules.conformance(c, common)
+
+
 def attribution(c: ClaimView, common: Seqs) -> Met:
     found: Seqs = {}
     failure = {**common, **rules.failure(c)}

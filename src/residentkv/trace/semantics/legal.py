@@ -2,17 +2,22 @@
 
 A claim's run is every event whose envelope names it, in seq order; a request's run is every
 event that names it. Each guard is answered by asking the events the run accepted so far (and
-the whole stream, for a request's owner scope) — quadratic and obvious. The streaming tracker
-(:mod:`residentkv.trace.acceptor`) keeps running answers instead; the two must agree.
+the whole stream, for a request's owner scope) — quadratic and obvious. Where each stream of a
+file ends (SPEC §9.1) the accepting conditions are asked, and a claim left open vanishes. The
+streaming tracker (:mod:`residentkv.trace.acceptor`) keeps running answers instead; the two
+must agree.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from residentkv.model.automaton import (
     CLAIM_TABLE,
+    HEAD_ENDINGS,
+    LIVE,
     PRE,
     REQUEST_TABLE,
     STAY,
@@ -33,9 +38,12 @@ from residentkv.model.automaton import (
 )
 from residentkv.model.event_record import claim_names
 from residentkv.trace.acceptor import defining, earlier
-from residentkv.trace.semantics.stream import Event, Stream, first, generation
+from residentkv.trace.semantics.stream import NEVER, Event, Stream, first, generation
+from residentkv.trace.streams import CLOSER, OPENER, StreamEnd
 
-__all__ = ["Stream", "claim_run", "claim_steps", "claim_violation", "request_run"]
+__all__ = ["Stream", "Window", "claim_found", "claim_run", "claim_steps", "claim_violation",
+           "head_answered", "head_windows", "phase_at", "request_cut_live", "request_found",
+           "request_run"]
 
 
 def _memo(stream: Stream) -> dict[tuple[str, str], Any]:
@@ -44,25 +52,40 @@ def _memo(stream: Stream) -> dict[tuple[str, str], Any]:
     return memo
 
 
-def claim_violation(stream: Stream, claim_id: str) -> Step | None:
-    """The first violation of the claim's run or of the run of a request that names it."""
+#: a violation found, and whether it is settled (not one only the reading's stop made:
+#: SPEC §9.1, what is open where the reading stops is live)
+Found = tuple[Step, bool]
+
+
+def claim_violation(stream: Stream, claim_id: str, *, settled: bool = False) -> Step | None:
+    """The first violation of the claim's run or of the run of a request that names it (with
+    *settled*, the first but those only the reading's stop made)."""
     memo = _memo(stream)
     key = ("violation", claim_id)
     if key not in memo:
-        memo[key] = _claim_violation(stream, claim_id)
-    found: Step | None = memo[key]
+        memo[key] = _claim_violations(stream, claim_id)
+    found: list[Found] = memo[key]
+    return _first(step for step, done in found if done or not settled)
+
+
+def _first(steps: Any) -> Step | None:
+    found: Step | None = None
+    for step in steps:
+        found = earlier(found, step)
     return found
 
 
-def _claim_violation(stream: Stream, claim_id: str) -> Step | None:
-    found = claim_run(stream, claim_id)[1]
+def _claim_violations(stream: Stream, claim_id: str) -> list[Found]:
+    found = list(claim_found(stream, claim_id))
     for rid in _requests_naming(stream, claim_id):
-        found = earlier(found, request_run(stream, rid)[1])
+        found += request_found(stream, rid)
         # an illegal step of any claim on a request that names this claim is this claim's too
+        # (a claim's vanishing is its own: it names no request)
         for other in claim_names(*(e.claim_id for e in stream.events if e.request_id == rid)):
-            for step in claim_steps(stream, other):
-                if _event_at(stream, step.seq).request_id == rid:
-                    found = earlier(found, step)
+            for step, done in claim_found(stream, other):
+                if (step.violation is not Violation.VANISHED
+                        and _event_at(stream, step.seq).request_id == rid):
+                    found.append((step, done))
     return found
 
 
@@ -81,45 +104,94 @@ def _event_at(stream: Stream, seq: int) -> Event:
 
 def request_run(stream: Stream, request_id: str) -> tuple[RequestPhase, Step | None]:
     """The state one request's run ends in, and its first violation."""
+    state, found = _request_replay(stream, request_id)
+    return state, _first(step for step, _ in found)
+
+
+def request_found(stream: Stream, request_id: str) -> list[Found]:
+    """Every violation of one request's run."""
+    return _request_replay(stream, request_id)[1]
+
+
+def _request_replay(stream: Stream, request_id: str) -> tuple[RequestPhase, list[Found]]:
     state = RequestPhase.NEW
-    found: Step | None = None
+    found: list[Found] = []
     mine = [e for e in stream.events if e.request_id == request_id]
     for e in mine:
         outcome = decide(REQUEST_TABLE[state, e.event], partial(_request_guard, e))
         if isinstance(outcome, Violation):
-            found = earlier(found, Step(e.seq, e.event, state.value, outcome))
+            found.append((Step(e.seq, e.event, state.value, outcome), True))
         elif outcome is not STAY:
             state = RequestPhase(outcome)
-    # accepting condition: a request with a failure chain finished in the stream
+    # accepting condition: a request with a failure chain finished in its stream; one its
+    # incarnation's death cut off could not; where the reading stopped it still may
     chain = first(mine, failure_chain_event)
     if chain is not None and state is not RequestPhase.FINISHED:
-        found = earlier(found, Step(chain.seq, chain.event, state.value, Violation.UNFINISHED))
+        how = stream.spans[stream.stream_of(chain.seq)].end
+        if how is not StreamEnd.RESTARTED:
+            found.append((Step(chain.seq, chain.event, state.value, Violation.UNFINISHED),
+                          how is StreamEnd.CLOSED))
     return state, found
+
+
+def request_cut_live(stream: Stream, request_id: str) -> bool:
+    """Where the reading stopped: the request has a failure chain and has not finished (every
+    claim it names is live)."""
+    return any(not done and step.violation is Violation.UNFINISHED
+               for step, done in request_found(stream, request_id))
 
 
 def claim_run(stream: Stream, claim_id: str) -> tuple[Phase, Step | None]:
     """The state the claim's own run ends in, and its first violation."""
-    state, steps = _run(stream, claim_id)
-    return state, steps[0] if steps else None
+    state = phase_at(stream, claim_id, NEVER)
+    return state, _first(step for step, _ in claim_found(stream, claim_id))
 
 
 def claim_steps(stream: Stream, claim_id: str) -> list[Step]:
     """Every violation of the claim's own run, in seq order."""
-    return _run(stream, claim_id)[1]
+    return sorted((step for step, _ in claim_found(stream, claim_id)), key=lambda st: st.seq)
 
 
-def _run(stream: Stream, claim_id: str) -> tuple[Phase, list[Step]]:
+def claim_found(stream: Stream, claim_id: str) -> list[Found]:
+    """Every violation of the claim's own run (its events, the accepting conditions where each
+    stream ends, and its vanishing)."""
+    memo = _memo(stream)
+    key = ("found", claim_id)
+    if key not in memo:
+        found = [(step, True) for step in _replay(stream, claim_id)[1]]
+        found += _never_decided(stream, claim_id)
+        found += _vanished(stream, claim_id)
+        memo[key] = found
+    result: list[Found] = memo[key]
+    return result
+
+
+def phase_at(stream: Stream, claim_id: str, position: int) -> Phase:
+    """The claim's state just before the event at *position* (NEVER: at the end)."""
+    timeline, _ = _replay(stream, claim_id)
+    state = Phase.START
+    for seq, phase in timeline:
+        if seq >= position:
+            break
+        state = phase
+    return state
+
+
+def _replay(stream: Stream, claim_id: str) -> tuple[list[tuple[int, Phase]], list[Step]]:
+    """The claim's own run: each state it entered (after the seq of its step), and each
+    violation."""
     memo = _memo(stream)
     key = ("run", claim_id)
     if key not in memo:
-        memo[key] = _replay(stream, claim_id)
-    found: tuple[Phase, list[Step]] = memo[key]
+        memo[key] = _table_replay(stream, claim_id)
+    found: tuple[list[tuple[int, Phase]], list[Step]] = memo[key]
     return found
 
 
-def _replay(stream: Stream, claim_id: str) -> tuple[Phase, list[Step]]:
+def _table_replay(stream: Stream, claim_id: str) -> tuple[list[tuple[int, Phase]], list[Step]]:
     state = Phase.START
     history: list[Event] = []  # the steps the automaton accepted, in order
+    timeline: list[tuple[int, Phase]] = []
     found: list[Step] = []
     for e in stream.events:
         if e.claim_id != claim_id:
@@ -132,13 +204,103 @@ def _replay(stream: Stream, claim_id: str) -> tuple[Phase, list[Step]]:
         history.append(e)
         if outcome is not STAY:
             state = Phase(outcome)
-    # accepting condition: a claim an event named (a request_started or its claim_submitted;
-    # nothing else is legal before the decision) was decided in the stream
-    if history and state in PRE:
-        named = history[0]
-        found.append(Step(named.seq, named.event, state.value, Violation.NEVER_DECIDED))
-        found.sort(key=lambda step: step.seq)
-    return state, found
+            timeline.append((e.seq, state))
+    return timeline, found
+
+
+def _never_decided(stream: Stream, claim_id: str) -> list[Found]:
+    """Accepting condition, per stream: a claim an event of the stream named (a
+    request_started or its claim_submitted; nothing else is legal before the decision) was
+    decided in that stream. Where the reading stopped it still may be (live)."""
+    found: list[Found] = []
+    named: dict[int, Event] = {}
+    for e in stream.events:
+        if (e.claim_id == claim_id and e.event in ("request_started", "claim_submitted")
+                and phase_at(stream, claim_id, e.seq) in PRE):
+            named.setdefault(stream.stream_of(e.seq), e)
+    for k, e in named.items():
+        stop = stream.stream_stop(e.seq)
+        state = phase_at(stream, claim_id, stop)
+        if state in PRE:
+            found.append((Step(e.seq, e.event, state.value, Violation.NEVER_DECIDED),
+                          stream.spans[k].end is not StreamEnd.OPEN))
+    return found
+
+
+def _vanished(stream: Stream, claim_id: str) -> list[Found]:
+    """SPEC §9.1: open (accepted, not ended) at its stream's ``stream_closed``, or at the next
+    stream's opener and still open when that stream's head window closes."""
+    found: list[Found] = []
+    for span in stream.spans:
+        if span.closed is not None:
+            state = phase_at(stream, claim_id, span.closed)
+            if state in LIVE:
+                found.append((Step(span.closed, CLOSER, state.value, Violation.VANISHED), True))
+    for window in head_windows(stream):
+        if claim_id not in window.pending:
+            continue
+        state = phase_at(stream, claim_id, NEVER if window.close is None else window.close)
+        if state in LIVE:
+            found.append((Step(window.opener, OPENER, state.value, Violation.VANISHED),
+                          window.close is not None))
+    return found
+
+
+@dataclass(frozen=True)
+class Window:
+    """The head of a stream opened after another (SPEC §9.1)."""
+
+    #: the position of the stream's opener
+    opener: int
+    #: the claims open (accepted, not ended) when the previous stream ended
+    pending: frozenset[str]
+    #: the position of the first event after the opener that is not an ending of a pending
+    #: claim not yet ended there (None: the reading stopped inside the window)
+    close: int | None
+
+
+def head_windows(stream: Stream) -> list[Window]:
+    """The head window of every stream after the first (see :class:`Window`)."""
+    memo = _memo(stream)
+    if ("windows", "") not in memo:
+        memo["windows", ""] = _head_windows(stream)
+    found: list[Window] = memo["windows", ""]
+    return found
+
+
+def _head_windows(stream: Stream) -> list[Window]:
+    claims = claim_names(*(e.claim_id for e in stream.events))
+    windows = []
+    for span in stream.spans[1:]:
+        opener = span.opener or 0
+        pending = frozenset(c for c in claims if phase_at(stream, c, opener) in LIVE)
+        waiting, close = set(pending), None
+        for e in stream.events:
+            if e.seq <= opener:
+                continue
+            if e.event in HEAD_ENDINGS and e.claim_id in waiting:
+                waiting.discard(e.claim_id)
+                continue
+            close = e.seq
+            break
+        windows.append(Window(opener, pending, close))
+    return windows
+
+
+def head_answered(stream: Stream, claim_id: str, position: int) -> bool | None:
+    """For a failure at *position* in a stream its incarnation's death ended: whether the
+    claim, open then, ended at the next stream's head (None: the reading stopped in that head
+    with the claim still open)."""
+    k = stream.stream_of(position)
+    if stream.spans[k].end is not StreamEnd.RESTARTED:
+        return False
+    window = head_windows(stream)[k]
+    if claim_id not in window.pending:
+        return False
+    state = phase_at(stream, claim_id, NEVER if window.close is None else window.close)
+    if state not in LIVE:
+        return True
+    return None if window.close is None else False
 
 
 def _request_guard(e: Event, g: Guard) -> bool:
@@ -230,8 +392,13 @@ def _holds(g: Guard, e: Event, history: list[Event], stream: Stream) -> bool:
     cycle = cycles[-1] if cycles else None
     if g is Guard.BEST_EFFORT:
         return str(e.protection_mode) == "best_effort"
-    if g is Guard.NOT_CARRIER:
-        return any(h.request_id != e.request_id for h in _named(history, "request_started"))
+    if g is Guard.NOT_CARRIER:  # a request names the claim within its own stream
+        start = stream.stream_start(e.seq)
+        return any(h.request_id != e.request_id for h in _named(history, "request_started")
+                   if h.seq > start)
+    if g is Guard.EARLIER_INCARNATION:
+        start = stream.stream_start(e.seq)
+        return any(h.seq < start for h in _named(history, "claim_accepted"))
     if g is Guard.CHANGED_DEFINITION:
         a = _accepted(history)
         return a is not None and defining(a) != defining(e)

@@ -8,17 +8,29 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from residentkv.model.automaton import failed_load, opens_failure
+from residentkv.model.automaton import (
+    DECIDED_AGAIN,
+    LIVE,
+    PRE,
+    Violation,
+    failed_load,
+    opens_failure,
+)
 from residentkv.model.claim import OUTCOME_BEFORE_LOSS
 from residentkv.model.event_record import claim_names
 from residentkv.model.events import IDENTITY_FIELDS
 from residentkv.model.vocabulary import Control as C
 from residentkv.model.vocabulary import Requirement as R
+from residentkv.model.vocabulary import StopCause
 from residentkv.trace.requirements import (
+    CONFORMANCE_GATE,
+    CONFORMANCE_SHARED,
+    CONFORMANCE_UNACCEPTED,
     DEMOTABLE_PATH,
     EXPIRING_PATH,
     GENERATIONS_PATH,
     HARD_PROTECTED_PATH,
+    Met,
     Seqs,
 )
 from residentkv.trace.semantics import legal
@@ -123,14 +135,43 @@ def no_observation_gap(c: ClaimView) -> Found:
 def no_open_failure(c: ClaimView) -> Found:
     """SPEC §4.2: every failed load of the claim, and every scheduler failure branch naming
     it, is followed, on its request, by a ``claim_restore_failed`` naming the claim as its
-    outcome; a later proper failure never makes up for an open one."""
+    outcome; a later proper failure never makes up for an open one. SPEC §9.1: on a request
+    its incarnation's death cut off, the claim's ending at the next stream's head answers it."""
+    return None if any(True for _ in _open_failures(c)) else []
+
+
+def _open_failures(c: ClaimView) -> list[tuple[Event, bool | None]]:
+    """Each unanswered failure of the claim, with whether the next stream's head answers it
+    (None: the reading stopped in that head with the claim still open)."""
+    found: list[tuple[Event, bool | None]] = []
     for lf in c.own:
-        if opens_failure(lf) and not any(
+        if not opens_failure(lf) or any(
                 e.event == "claim_restore_failed" and e.seq > lf.seq
                 and e.request_id == lf.request_id and e.outcome_claim_id == c.id
                 for e in c.own):
-            return None
-    return []
+            continue
+        answered = legal.head_answered(c.stream, c.id, lf.seq)
+        if answered is not True:
+            found.append((lf, answered))
+    return found
+
+
+def settled_open_failure(c: ClaimView) -> bool:
+    """SPEC §9.1: an unanswered failure that stays so whatever follows the reading's stop. One
+    may still be answered while the claim is open (accepted, not ended) and either its request,
+    in the stream the reading stopped in, has not finished, or the reading stopped in the head
+    where the claim's ending would answer it."""
+    stream = c.stream
+    live = legal.phase_at(stream, c.id, NEVER) in LIVE
+    for lf, answered in _open_failures(c):
+        if answered is None and live:
+            continue
+        last = stream.stream_of(lf.seq) == len(stream.spans) - 1
+        if (live and last and stream.last_open and lf.request_id is not None
+                and stream.first_finish(lf.request_id) is None):
+            continue
+        return True
+    return False
 
 
 def no_blocking_smear(c: ClaimView) -> Found:
@@ -303,12 +344,26 @@ def unpromised_loss(c: ClaimView) -> bool:
     reported for ``soft_priority``; expiry, demotion or a release for ``expiring`` and
     ``demotable``; never for ``hard_protected``, so a reported harm is loss there too). One
     that is not is an illegal step of the claim's history, in every gate (§4.2). An
-    ``offloadable`` claim promises a stored copy, judged by the chains, not an outcome."""
+    ``offloadable`` claim promises a stored copy, judged by the chains, not an outcome.
+    SPEC §9.1: the harm a stopped process reports (``engine_restarted``, ``shutdown``) ends
+    the claim, announced; it is no loss the mode failed to announce."""
     if c.mode == "soft_priority":
         return _unreported_loss(c, ("claim_harmed",)) is not None
     if c.mode in OUTCOME_BEFORE_LOSS:
-        return no_harm(c) is None
+        if any(not _stop_harm(e) for e in c.named("claim_harmed")):
+            return True
+        told = seq_of(first(c.claim_events, lambda e: e.event in RELEASES or (
+            e.event == "claim_harmed" and _stop_harm(e))))
+        return first(c.losses, lambda e: e.seq < told) is not None
     return False
+
+
+def _stop_harm(e: Event) -> bool:
+    """A harm reported because the process that held the claim stopped (SPEC §9.1)."""
+    return e.cause in _STOP_CAUSES
+
+
+_STOP_CAUSES = frozenset(cause.value for cause in StopCause)
 
 
 def _put(found: Seqs, key: R, seqs: Found) -> None:
@@ -355,22 +410,11 @@ def served(other: ClaimView) -> bool:
                for cy in other.cycles)
 
 
-def _carriers(other: ClaimView) -> dict[str, int]:
-    """Each request that carries the claim -> the seq from which it does: every request an
-    event naming the claim names, before that request's first finish, but a refusal (which is
-    itself the outcome naming it) (SPEC §4.2 attribution; ruling: work done for a claim by a
-    request — a store, an offload, a lookup — makes the request carry it)."""
-    since: dict[str, int] = {}
-    for e in other.own:
-        if e.request_id is not None and e.event != "active_request_refused":
-            since.setdefault(e.request_id, e.seq)
-    return since
-
-
 def _unexplained_carrier(other: ClaimView) -> bool:
-    """A request carrying the claim finishes other than served, or never finishes, with no
-    failure or outcome on it naming the claim after it began to carry it."""
-    for rid, since in _carriers(other).items():
+    """A request carrying the claim (:attr:`ClaimView.carriers`) finishes other than served,
+    or never finishes, with no failure or outcome on it naming the claim after it began to
+    carry it."""
+    for rid, since in other.carriers.items():
         fin = other.stream.first_finish(rid)
         if fin is not None and (fin.seq < since or fin.status == "served"):
             continue
@@ -398,20 +442,83 @@ def target_failure_outcome(c: ClaimView, failure_met: Seqs) -> list[int]:
     return sorted({s for v in failure_met.values() for s in v})
 
 
+# ----------------------------------------------------------------------------- conformance
+def conformance(c: ClaimView, common: Seqs) -> Met:
+    """SPEC §9.1: the claim's history is a legal run (§4.2–4.3), decided once, every failure
+    answered, every loss announced, it did not vanish, and no unseen window fell while it was
+    open. What the reading's stop left open is live, not failed: legality and open failures are
+    judged without it."""
+    found: Seqs = {r: common[r] for r in CONFORMANCE_SHARED if r in common}
+    stream = c.stream
+    if legal.claim_violation(stream, c.id, settled=True) is None and not unpromised_loss(c):
+        found[R.LEGAL_TRANSITIONS] = []
+    if not settled_open_failure(c):
+        found[R.NO_OPEN_FAILURE] = []
+    steps = legal.claim_found(stream, c.id)
+    if not any(step.violation in DECIDED_AGAIN for step, _ in steps):
+        found[R.DECIDED_ONCE] = []
+    if not any(done and step.violation is Violation.VANISHED for step, done in steps):
+        found[R.NOT_VANISHED] = []
+    if _unreported_loss(c, ("claim_harmed",)) is None:
+        found[R.LOSSES_ANNOUNCED] = []
+    if not unseen(c):
+        found[R.NO_UNSEEN_WINDOW] = []
+    return found, CONFORMANCE_GATE if c.accepted is not None else CONFORMANCE_UNACCEPTED
+
+
+def unseen(c: ClaimView) -> bool:
+    """SPEC §9.1 "nothing inside an unseen window": an ``observation_gap`` while the claim was
+    open — accepted and not ended, or named in the gap's stream and not decided yet."""
+    stream = c.stream
+    for gap in stream.events:
+        if gap.event != "observation_gap":
+            continue
+        state = legal.phase_at(stream, c.id, gap.seq)
+        if state in LIVE:
+            return True
+        start = stream.stream_start(gap.seq)
+        if state in PRE and any(e.event in ("request_started", "claim_submitted")
+                                and start < e.seq < gap.seq for e in c.own):
+            return True
+    return False
+
+
+def live(c: ClaimView) -> bool:
+    """SPEC §9.1: the claim is open where the reading stopped, in a stream with no close —
+    accepted and not ended, named and not decided yet, or named by a request whose failure
+    chain has not finished — and did not vanish before."""
+    stream = c.stream
+    vanished = any(done and step.violation is Violation.VANISHED
+                   for step, done in legal.claim_found(stream, c.id))
+    if not stream.last_open or vanished:  # a vanished claim's promise is already broken
+        return False
+    state = legal.phase_at(stream, c.id, NEVER)
+    if state in LIVE:
+        return True
+    if any(not done for step, done in legal.claim_found(stream, c.id)
+           if step.violation is Violation.NEVER_DECIDED):
+        return True
+    return any(legal.request_cut_live(stream, rid) for rid in
+               {e.request_id for e in c.own if e.request_id is not None})
+
+
 # -------------------------------------------------------------------------------- controls
 def controls(c: ClaimView) -> dict[C, bool]:
     """The negative controls of SPEC §4, as facts of the stream for this claim."""
-    failures = c.stream.failures
+    # each from the events that concern the claim: they name it, or are on a request
+    # carrying it (a failure elsewhere, naming only its own claim, is no fact about this one)
+    mine = [(e, names) for e, names in c.stream.failures if c.id in names or c.carries(e)]
     return {
         C.GENERIC_COUNTER_ONLY: _generic_only(c),
         C.WRONG_CLAIM_FAILURE: any(n is not None and n != c.id
-                                   for _, names in failures for n in names),
-        C.UNCLAIMED_FAILURE: any(all(n is None for n in names) for _, names in failures),
+                                   for _, names in mine for n in names),
+        C.UNCLAIMED_FAILURE: any(all(n is None for n in names) for _, names in mine),
         C.FALLBACK_RECOMPUTE: _fallback(c),
         C.ORDINARY_OFFLOAD_WITHOUT_CLAIM: any(
             e.event == "kv_store_finished" and e.success and e.claim_id is None
-            for e in c.stream.events),
-        C.POST_HOC_NAMING: bool(c.claim_events) and claim_accepted_before_lifecycle(c) is None,
+            and c.carries(e) for e in c.stream.events),
+        C.POST_HOC_NAMING: bool(c.claim_events) and claim_accepted_before_lifecycle(c) is None
+        and not _rejected_first(c),
         C.RESTORE_AFTER_REUSE: any(_reuse_before_restore(cy) for cy in c.cycles),
         C.BLOCKING_CLAIM_SMEAR: any(_smears(c, e) for e in c.stream.events),
         C.AMBIGUOUS_IDENTITY: bool(c.claim_events) and stable_identity(c) is None,
@@ -421,10 +528,18 @@ def controls(c: ClaimView) -> dict[C, bool]:
     }
 
 
+def _rejected_first(c: ClaimView) -> bool:
+    """The claim's first event beyond its submission and its carrier's start rejects it: it was
+    named by that decision, not after the fact (control ``post_hoc_naming`` stays quiet)."""
+    head = first(c.own, lambda e: e.event not in ("claim_submitted", "request_started"))
+    return head is not None and head.event == "claim_rejected"
+
+
 def _generic_only(c: ClaimView) -> bool:
-    """Generic counters in the stream, and no evidence of the claim beyond its acceptance."""
-    return any(e.event == "generic_counter" for e in c.stream.events) and all(
-        e.event in _NO_EVIDENCE for e in c.own)
+    """A generic counter that concerns the claim (names it, or is on a request carrying it),
+    and no evidence of the claim beyond its acceptance."""
+    return any(e.event == "generic_counter" and (e.claim_id == c.id or c.carries(e))
+               for e in c.stream.events) and all(e.event in _NO_EVIDENCE for e in c.own)
 
 
 _NO_EVIDENCE = frozenset({"claim_submitted", "claim_accepted", "request_started",

@@ -7,13 +7,19 @@ way round.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
-from typing import TypeVar
+from itertools import count
+from typing import Any, TypeVar
+
+import msgspec
+from pydantic import BaseModel
 
 from residentkv.model.automaton import failed_load, proves
 from residentkv.model.event_record import EventRecord, record_list, required_label
 from residentkv.model.events import CLAIM_EVENT_NAMES, Envelope
+from residentkv.trace.streams import StreamCursor, StreamEnd, StreamSpan
 from residentkv.trace.tracker import ENDINGS
 
 #: a v1 event: a pydantic model of residentkv.model.events, or its fast-decoded twin
@@ -73,11 +79,40 @@ def failure_names(event: Event) -> tuple[str | None, ...] | None:
 
 
 class Stream:
-    """One stream's events, in seq order, with the stream-wide facts every claim shares."""
+    """One file's events, in order, with the facts every claim shares.
+
+    A file of several streams (SPEC §9.1) is read as one stream in which every event sits at
+    its position (:mod:`residentkv.trace.streams`) and every request of a later stream has an
+    id of its own (its id, a separator no request id of the file holds, and the stream's
+    index): requests, their starts, finishes and scopes are per stream, claims span the file.
+    What differs at a stream's end (vanished claims, the accepting conditions) is asked of
+    :attr:`spans`.
+    """
 
     def __init__(self, events: Sequence[Envelope] | Sequence[Event], well_formed: bool) -> None:
-        self.events: list[Event] = list(record_list(events))
+        self.events, self.spans = file_order(record_list(events))
         self.well_formed = well_formed
+        #: the position of each later stream's opener
+        self._openers = [s.opener or 0 for s in self.spans[1:]]
+
+    def stream_of(self, position: int) -> int:
+        """The index of the stream holding the event at *position*."""
+        return bisect_right(self._openers, position)
+
+    def stream_start(self, position: int) -> int:
+        """The position where the stream of *position* begins (-1 for the first stream)."""
+        k = self.stream_of(position)
+        return -1 if k == 0 else self._openers[k - 1]
+
+    def stream_stop(self, position: int) -> int:
+        """The position of the next stream's opener after *position* (NEVER: none)."""
+        k = self.stream_of(position)
+        return self._openers[k] if k < len(self._openers) else NEVER
+
+    @property
+    def last_open(self) -> bool:
+        """Whether the reading stopped in a stream with no close (what is open there is live)."""
+        return bool(self.spans) and self.spans[-1].end is StreamEnd.OPEN
 
     @cached_property
     def claim_ids(self) -> list[str]:
@@ -238,6 +273,28 @@ class ClaimView:
         return None if s is None or s.owner_scope is None else str(s.owner_scope)
 
     @cached_property
+    def carriers(self) -> dict[str, int]:
+        """Each request that names the claim -> the seq from which it carries it: every
+        request an event naming the claim names, but by a refusal (itself the outcome naming
+        it) (SPEC §4.2 attribution; ruling: work done for a claim by a request — a store, an
+        offload, a lookup — makes the request carry it). It carries it until its first
+        finish."""
+        since: dict[str, int] = {}
+        for e in self.own:
+            if e.request_id is not None and e.event != "active_request_refused":
+                since.setdefault(e.request_id, e.seq)
+        return since
+
+    def carries(self, e: Event) -> bool:
+        """Whether *e*'s request carries the claim at *e* (from its first event naming the
+        claim to its first finish)."""
+        since = self.carriers.get(e.request_id) if e.request_id is not None else None
+        if since is None or e.seq < since:
+            return False
+        fin = self.stream.first_finish(e.request_id)
+        return fin is None or e.seq < fin.seq
+
+    @cached_property
     def failed_load_requests(self) -> list[tuple[int, str | None]]:
         """(seq, request) of every failed load of this claim."""
         return [(e.seq, e.request_id) for e in self.own if failed_load(e)]
@@ -253,8 +310,9 @@ class ClaimView:
         required = self.named("claim_restore_required")
         seqs = [e.seq for e in required]
         stops, prevs = [*seqs[1:], NEVER][:len(seqs)], [-1, *seqs][:len(seqs)]
-        return [Cycle(self, r, p, s) for r, p, s in zip(required, prevs, stops, strict=True)
-                if r.seq < self.end]
+        # a cycle ends with its stream (SPEC §9.1: nothing of it outlives its incarnation)
+        return [Cycle(self, r, p, min(s, self.stream.stream_stop(r.seq)))
+                for r, p, s in zip(required, prevs, stops, strict=True) if r.seq < self.end]
 
 
 class Cycle:
@@ -288,3 +346,33 @@ class Cycle:
     def within(self, name: str) -> list[Event]:
         """The claim's own events of type *name* inside this cycle, whatever their label."""
         return [e for e in self.claim.own if e.event == name and self.seq < e.seq < self.stop]
+
+
+def file_order(events: Sequence[Event]) -> tuple[list[Event], list[StreamSpan]]:
+    """*events* at their positions, each later stream's request ids made its own, and the
+    file's streams."""
+    cursor = StreamCursor()
+    out: list[Event] = []
+    sep = _separator(events)
+    previous = -1
+    for e in events:
+        e = cursor.restart(e, previous) if cursor.opens(e) else cursor.enter(e)
+        k = len(cursor.spans) - 1
+        if k and e.request_id is not None:
+            e = _with_request(e, f"{e.request_id}{sep}{k}")
+        out.append(e)
+        previous = e.seq
+    cursor.finish()
+    return out, cursor.spans
+
+
+def _separator(events: Sequence[Event]) -> str:
+    """A character no request id of *events* holds (so a renamed id is never another's)."""
+    used = {ch for e in events if e.request_id is not None for ch in e.request_id}
+    return next(chr(c) for c in count(0x2400) if chr(c) not in used)
+
+
+def _with_request(event: Any, request_id: str) -> Any:
+    if isinstance(event, BaseModel):
+        return event.model_copy(update={"request_id": request_id})
+    return msgspec.structs.replace(event, request_id=request_id)

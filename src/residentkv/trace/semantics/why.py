@@ -74,6 +74,16 @@ _WHY: dict[str, str] = {
                                  "(or its claim_id differs from its outcome_claim_id)",
     R.NON_TARGETS_SERVED: "a non-target was harmed, failed, silently lost, or restored other "
                           "than from the offload tier",
+    R.DECIDED_ONCE: "the claim was decided a second time: rejected after its acceptance, "
+                    "accepted after a rejection, after it ended, or again in a later "
+                    "incarnation's stream (SPEC §9.1: a claim id is decided once)",
+    R.NOT_VANISHED: "the claim was open at its stream's graceful stream_closed, or open when "
+                    "its incarnation died and not ended among the next stream's first events "
+                    "(SPEC §9.1: nothing vanishes)",
+    R.LOSSES_ANNOUNCED: "a needed block of the claim was lost before any outcome naming the "
+                        "claim (a release, expiry, demotion or reported harm) announced it",
+    R.NO_UNSEEN_WINDOW: "an observation_gap fell while the claim was open (accepted and not "
+                        "ended, or named and not decided): what happened to it is unknown",
 }
 
 #: requirement id -> the one-line reason a gate reports it missing
