@@ -13,11 +13,13 @@ from residentkv.findings import Finding
 from residentkv.report.chaos_report import (
     FAULT_COLUMNS,
     LATENCY_COLUMNS,
+    STREAM_COLUMNS,
     fault_rows,
     figure_rows,
     incarnation_rows,
     latency_rows,
     settings_line,
+    stream_rows,
     verdict_line,
 )
 from residentkv.report.registry import RenderOptions, reporter
@@ -151,6 +153,7 @@ def render_html(doc: dict[str, Any], _opts: RenderOptions | None = None) -> str:
         _table(("figure", "value", "result"), figure_rows(doc, must=True)),
         _table(("figure", "value"), figure_rows(doc, must=False)),
         f'<p>conformance: <b>{_e(conf["status"])}</b> ({_e(conf["detail"])})</p>',
+        _table(STREAM_COLUMNS, stream_rows(doc)) if conf.get("streams") else "",
         f'<h2 id="latency">Latency (ms)</h2><p>{doc["load"]["requests_per_s"]} requests/s, '
         f'{doc["load"]["served_per_s"]} served/s over {doc["load"]["seconds"]} s of serving '
         f'load ({doc["load"]["wall_seconds"]} s wall)</p>',

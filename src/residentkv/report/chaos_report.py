@@ -72,6 +72,15 @@ def incarnation_rows(doc: dict[str, Any]) -> list[list[str]]:
             for i in doc["incarnations"]]
 
 
+def stream_rows(doc: dict[str, Any]) -> list[list[str]]:
+    """Each stream of the sink as gate conformance read it: incarnation, how it ended."""
+    return [[str(s["index"]), _cell(s["incarnation"]), s["end"], _cell(s["reason"]),
+             _cell(s["line"])] for s in doc["conformance"].get("streams", ())]
+
+
+STREAM_COLUMNS = ("stream", "incarnation", "ended", "reason", "line")
+
+
 def finding_lines(doc: dict[str, Any], limit: int | None = None) -> list[str]:
     """The findings, rendered ``path:line: severity[CODE name]: message``."""
     shown = doc["findings"] if limit is None else doc["findings"][:limit]
@@ -102,6 +111,9 @@ def render_text(doc: dict[str, Any], _opts: RenderOptions | None = None) -> str:
         ("answer", *LATENCY_COLUMNS),
         latency_rows(doc)).rstrip())
     conf = doc["conformance"]
+    if conf.get("streams"):
+        out.append(render_table("the sink's streams (one per incarnation), as gate conformance "
+                                "read them", STREAM_COLUMNS, stream_rows(doc)).rstrip())
     out.append(f"conformance: {conf['status']} ({conf['detail']})")
     out += finding_lines(doc, TEXT_FINDINGS)
     out.append(f"boundary: {doc['boundary']}")

@@ -20,7 +20,13 @@ from chaoskit import (
     stream,
     write_sink,
 )
-from residentkv.adapters.vllm.chaos.history import MUST_BE_ZERO, check_history, trace_outcome
+from residentkv.adapters.vllm.chaos import history as history_module
+from residentkv.adapters.vllm.chaos.history import (
+    MUST_BE_ZERO,
+    check_history,
+    conformance_verdict,
+    trace_outcome,
+)
 from residentkv.adapters.vllm.chaos.model import FaultKind, FaultRecord, OpKind, Transport
 from residentkv.adapters.vllm.chaos.sink import read_sink, ticket_of
 
@@ -41,11 +47,30 @@ def test_a_clean_run_passes_with_every_must_be_zero_figure_zero(tmp_path: Path) 
     assert doc["load"]["latency_ms"]["restored"]["count"] == 1
 
 
-def test_conformance_unavailable_fails_the_run_and_says_so(tmp_path: Path) -> None:
+SUITE = Path(history_module.__file__).parents[3] / "data" / "suite"
+
+
+def test_the_conformance_verdict_is_the_gates_over_every_stream() -> None:
+    ok = conformance_verdict(SUITE / "positive-conformance-restarts" / "traces" /
+                             "deployment.jsonl")
+    assert ok["status"] == "pass" and ok["failed"] == [] and len(ok["streams"]) > 1
+    bad = conformance_verdict(SUITE / "vanished-at-restart" / "traces" / "restart.jsonl")
+    assert bad["status"] == "fail"
+    assert [(f["claim_id"], f["missing"]) for f in bad["failed"]] == [
+        ("c-1", ["legal_transitions", "not_vanished"])]
+    assert bad["failed"][0]["illegal"]["violation"] == "vanished"
+
+
+def test_a_failed_or_missing_conformance_verdict_fails_the_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hist, sink = clean_run(tmp_path)
-    doc = check_history(hist, sink)  # this build has no gate conformance yet
+    doc = check_history(hist, sink)  # the hand-built sink is no strict v1 stream
+    assert doc["conformance"]["status"] == "fail" and doc["failing"] == []
+    assert not doc["passed"] and "C009" in _codes(doc)
+    monkeypatch.setattr(history_module, "GATES", {})  # a build without the gate
+    doc = check_history(hist, sink)
     assert doc["conformance"]["status"] == "unavailable"
-    assert not doc["passed"] and doc["failing"] == [] and "C008" in _codes(doc)
+    assert not doc["passed"] and "C008" in _codes(doc)
 
 
 def test_an_outcome_the_trace_does_not_back_is_a_disagreement(tmp_path: Path) -> None:

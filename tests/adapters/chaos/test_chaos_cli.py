@@ -20,13 +20,13 @@ def _folder(tmp: Path) -> Path:
     return tmp
 
 
-def test_check_judges_a_run_folder_and_fails_without_the_conformance_gate(
+def test_check_judges_a_run_folder_and_fails_when_conformance_fails(
         tmp_path: Path, cli_run: RunCli) -> None:
     folder = _folder(tmp_path)
     rc, out, _ = cli_run("chaos", "check", str(folder))
-    assert rc == 1  # every figure is zero, but no conformance verdict: unknown is not pass
-    assert "chaos: FAIL (conformance unavailable)" in out
-    assert "error[C008 conformance_unavailable]" in out
+    assert rc == 1  # every figure is zero, but the hand-built sink is no strict v1 stream
+    assert "chaos: FAIL (conformance fail)" in out
+    assert "error[C009 conformance_failed]" in out
     rc, out, _ = cli_run("chaos", "check", str(folder), "--format", "json")
     doc = json.loads(out)
     assert rc == 1 and doc["figures"]["disagreements"] == 0 and not doc["passed"]

@@ -49,8 +49,11 @@ from residentkv.adapters.vllm.chaos.sink import (
     read_sink,
     ticket_of,
 )
+from residentkv.errors import TraceReadError
 from residentkv.findings import Finding
 from residentkv.model.vocabulary import GateName
+from residentkv.trace.gates import check_trace
+from residentkv.trace.registry import GATES
 
 __all__ = ["BOUNDARY", "Figure", "check_history", "conformance_verdict", "trace_outcome"]
 
@@ -503,29 +506,46 @@ def _load_figures(c: _Check) -> dict[str, Any]:
 
 
 def conformance_verdict(sink: str | Path) -> dict[str, Any]:
-    """Gate ``conformance`` over the whole sink -- or ``unavailable`` when this build has no
-    such gate (the verdict is never assumed)."""
-    if "conformance" not in {g.value for g in GateName}:
+    """Gate ``conformance`` over the whole sink, every stream of it: ``pass`` only when its
+    stream verdict passes and the sink reads without a problem; ``unavailable`` in a build
+    without the gate (the verdict is never assumed)."""
+    if GateName.CONFORMANCE not in GATES:
         return {"status": "unavailable",
                 "detail": "gate conformance is not in this build's gate registry"}
-    from residentkv.trace.gates import check_trace
-
     try:
-        result = check_trace(sink, gates=["conformance"])
-    except Exception as exc:  # a crash of the gate is no verdict
-        return {"status": "error", "detail": f"{type(exc).__name__}: {exc}"}
-    failed = [r.claim_id for r in result.results if not r.passed]
-    passed = result.problem_count == 0 and not failed and bool(result.results)
+        check = check_trace(sink, gates=[GateName.CONFORMANCE.value])
+    except TraceReadError as exc:
+        return {"status": "error", "detail": str(exc)}
+    verdict = check.conformance
+    if verdict is None:
+        return {"status": "error", "detail": "the gate gave no stream verdict"}
+    failed = [{"claim_id": r.claim_id, "missing": r.missing,
+               "illegal": r.illegal.model_dump(mode="json") if r.illegal else None}
+              for r in check.results if not r.passed]
+    passed = verdict.passed and check.problem_count == 0
     return {"status": "pass" if passed else "fail",
-            "detail": f"{len(result.results)} claim result(s), {len(failed)} failed, "
-                      f"{result.problem_count} problem(s)", "failed_claims": failed}
+            "detail": f"{verdict.claims} claims judged over {len(verdict.streams)} streams: "
+                      f"{len(verdict.failed)} failed, {len(verdict.live)} live, "
+                      f"{check.problem_count} reader problem(s)",
+            "failed": failed, "live": verdict.live,
+            "streams": [s.model_dump(mode="json") for s in verdict.streams],
+            "problems": [f.render() for f in check.problems[:20]]}
 
 
 def _check_conformance(c: _Check, verdict: dict[str, Any]) -> None:
     if verdict["status"] == "unavailable":
         c.findings.append(Finding(code="C008", message=verdict["detail"], path=c.sink.path))
-    elif verdict["status"] != "pass":
-        c.findings.append(Finding(code="C009", message=verdict["detail"], path=c.sink.path))
+        return
+    if verdict["status"] == "pass":
+        return
+    c.findings.append(Finding(code="C009", message=verdict["detail"], path=c.sink.path,
+                              notes=tuple(verdict.get("problems", ()))))
+    for claim in verdict.get("failed", ()):
+        c.findings.append(Finding(
+            code="C009", path=c.sink.path,
+            message=f"claim {claim['claim_id']} fails conformance: missing "
+                    f"{', '.join(claim['missing'])}",
+            notes=(f"first illegal step: {claim['illegal']}",) if claim["illegal"] else ()))
 
 
 # ------------------------------------------------------------------ the whole check
