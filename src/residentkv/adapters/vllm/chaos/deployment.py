@@ -327,8 +327,10 @@ class ManagedDeployment(Deployment):
         self._replace_last(stopped_by=StopCause.FINAL_STOP)
 
     def close(self) -> None:
-        """Make sure nothing started here outlives the run."""
+        """Make sure nothing started here outlives the run (nor its control socket file)."""
         if self.server is not None and self.server.proc.poll() is None:
             self._ended(StopCause.DIED)
         elif self.server is not None:
             self.server.stop(signal.SIGKILL, timeout=5.0)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.control_socket)
