@@ -108,6 +108,7 @@ bench: $(VLLM_STAMP)
 	$(PY) bench/mutants.py
 	$(PY) bench/microruntime.py
 	$(PY) bench/witness.py --runs 30 --out bench-out
+	$(PY) bench/journal.py
 
 # Every witness scenario in the tensor-parallel shape (OpenAI server, TP=2 on CPU, 2 worker
 # processes); `make test` runs three of them, the full set is too slow for it on two cores.

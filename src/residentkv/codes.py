@@ -527,6 +527,19 @@ _CODES: list[Code] = [
          "the checker judges what the clients recorded; a history it cannot read cannot be "
          "judged",
          "residentkv chaos check out/ with history.json missing or edited by hand"),
+    Code("T050", "observe_out_exists",
+         "observe's --out already holds a trace",
+         "a second observation appended to a trace would be a second stream accepting the same "
+         "claims again, and a claim id is decided once (SPEC §9.1): every claim would fail, "
+         "whatever the runtime did; the observer writes a new file or, when asked to, replaces "
+         "the old one",
+         "residentkv observe ... --out observed.jsonl (run twice)"),
+    Code("T051", "no_kv_event_sources",
+         "the server names no KV event publisher the observer can subscribe to",
+         "observe --server finds the publishers at the server's /kv_event_sources; a server "
+         "without KV events (or with an in-process inproc:// endpoint) gives nothing to watch",
+         "residentkv observe --server http://127.0.0.1:8000 ... on a server started without "
+         "--kv-events-config"),
 ]
 
 CODES: dict[str, Code] = {c.id: c for c in _CODES}

@@ -333,6 +333,7 @@ class ObservationGap(Envelope):
     reason: str = Field(min_length=1)
     missed_from: I64 | None = None
     missed_to: I64 | None = None
+    detail: str | None = None
 
 
 class GenericCounter(Envelope):

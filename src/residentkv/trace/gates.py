@@ -136,7 +136,7 @@ def _verdict(facts: StreamFacts, gates: Sequence[str], results: list[GateResult]
     if GateName.CONFORMANCE not in gates:
         return None
     live = {cid for cid, t in facts.claims.items() if t.run.live and not t.run.vanished}
-    return stream_verdict(results, live, summaries(facts.cursor.spans, lines))
+    return stream_verdict(results, live, summaries(facts.files.cursor.spans, lines))
 
 
 def _judge_all(facts: StreamFacts, gates: Sequence[str], claim_id: str | None,
@@ -197,7 +197,7 @@ def check_trace(
     reader = TraceReader(path, max_line_bytes=max_line_bytes, stream=stream, fast=True)
     with _cyclic_gc_paused():
         facts = collect(chain.from_iterable(reader.event_chunks()))
-        streams = summaries(facts.cursor.spans, reader.stream_lines)
+        streams = summaries(facts.files.cursor.spans, reader.stream_lines)
         problems = _stream_problems(reader, facts, path, claim_id, streams)
         results = _judge_all(facts, gates, claim_id, reader.problem_count == 0)
         conformance = _verdict(facts, gates, results, reader.stream_lines)

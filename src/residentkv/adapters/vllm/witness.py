@@ -151,7 +151,7 @@ class Witness:
 
     def __init__(self, work_dir: str | Path, *, policy: str = "fail", load_mode: str = "async",
                  host_tier_bytes: int = 64 << 20, extra: dict[str, Any] | None = None,
-                 shape: str = "inproc") -> None:
+                 shape: str = "inproc", server_args: list[str] | None = None) -> None:
         from residentkv.adapters.vllm.backends import make_backend
         from residentkv.adapters.vllm.control_socket import ControlClient
         from residentkv.adapters.vllm.engine import SERVED_MODEL_NAME, write_tiny_model
@@ -165,7 +165,9 @@ class Witness:
         self.model_id = SERVED_MODEL_NAME
         self.backend, control = make_backend(
             shape, self.work_dir, self.model_dir, policy=policy, host_tier_bytes=host_tier_bytes,
-            extra={"load_mode": load_mode, **(extra or {})})
+            extra={"load_mode": load_mode, **(extra or {})}, server_args=server_args)
+        #: the engine's configured event sink (a restart on the same work dir reuses it)
+        self.sink = self.work_dir / f"engine-{policy}.jsonl"
         self.op = ControlClient(control)
         # The engine's first forward pays one-off warm-up costs; keep them out of the timings.
         self.generate([self.prompt("warmup", 0)], [None])
