@@ -6,9 +6,10 @@ three clients of two tenants, and a nemesis that corrupts a stored copy, kills t
 and releases a claim. The tests hold the harness to what it must be whatever the adapter does:
 the plan is the seed's, every request and fault is recorded, every answered request joins the
 engine's sink by its ticket, restored outputs equal the recompute, no claim crosses tenants,
-and the exit code and verdict follow the figures. The figures the adapter itself must bring to
-zero (undecided, decided twice, anonymous or retried claimed responses) are printed by the run
-and judged by ``make chaos``; this test does not assume them either way.
+and the exit code and verdict follow the figures. And the adapter's side (SPEC §9.1): every
+figure that must be zero is zero -- no disagreement, no claim undecided or decided twice, no
+claimed response without its outcome or one the official client would retry -- and gate
+conformance passes on the sink's streams, one per incarnation.
 """
 
 from __future__ import annotations
@@ -106,3 +107,11 @@ def test_the_verdict_and_exit_code_follow_the_figures(chaos_run: dict[str, Any])
     again = check_history(chaos_run["history"], chaos_run["history"].sink,
                           str(Path(chaos_run["out"]) / "history.json"))
     assert again["figures"] == doc["figures"] and again["findings"] == doc["findings"]
+
+
+def test_the_deployment_keeps_every_claim_through_its_life(chaos_run: dict[str, Any]) -> None:
+    doc = chaos_run["doc"]
+    errors = [f["message"] for f in doc["findings"] if f["severity"] == "error"]
+    assert doc["failing"] == [] and doc["conformance"]["status"] == "pass", errors[:10]
+    assert [s["end"] for s in doc["conformance"]["streams"]] == ["restarted", "closed"]
+    assert doc["passed"] and chaos_run["code"] == 0
