@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from residentkv.adapters.vllm.chaos.model import Op, OpKind
+from residentkv.adapters.vllm.witness import make_claim
 
 __all__ = ["MIX", "Workload", "claim_body", "claim_id", "plan_ops", "prompt_tokens",
            "session_names"]
@@ -69,23 +70,12 @@ def prompt_tokens(seed: int, key: str, length: int) -> list[int]:
 
 
 def claim_body(cid: str, owner_scope: str, object_id: str, *, model: str,
-               block_size: int, blocks: int = 2) -> dict[str, Any]:
-    """A valid ``offloadable`` claim on the first *blocks* blocks of a prompt."""
-    return {
-        "claim_id": cid,
-        "owner_scope": owner_scope,
-        "object_id": object_id,
-        "cache_identity": {
-            "model_id": model, "tokenizer_id": "token-ids", "cache_key_domain": "vllm-prefix",
-            "salt_namespace": "none", "block_size": block_size, "kv_format": "vllm-kv",
-        },
-        "request_token_map_id": f"{object_id}/tokens",
-        "predicate": {"id": f"leading-{blocks}", "kind": "leading_prefix_at_least",
-                      "blocks": blocks},
-        "footprint_blocks": blocks,
-        "protection_mode": "offloadable",
-        "registration": "pre_registered",
-    }
+               block_size: int) -> dict[str, Any]:
+    """The witness's claim (``offloadable``, the first two blocks of the prompt) for the
+    engine's block size."""
+    claim = make_claim(cid, owner_scope, model, object_id)
+    claim["cache_identity"]["block_size"] = block_size
+    return claim
 
 
 def _pick(rng: random.Random, mix: tuple[tuple[OpKind, float], ...]) -> OpKind:
