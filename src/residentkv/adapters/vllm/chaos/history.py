@@ -49,6 +49,7 @@ from residentkv.adapters.vllm.chaos.sink import (
     read_sink,
     ticket_of,
 )
+from residentkv.adapters.vllm.server import ENGINE_STOPPED
 from residentkv.errors import TraceReadError
 from residentkv.findings import Finding
 from residentkv.model.vocabulary import GateName
@@ -107,9 +108,6 @@ ENDINGS = frozenset({"claim_released", "claim_expired", "claim_demoted", "claim_
 #: events of a restore: none may appear on a request naming another owner's claim
 RESTORE_EVENTS = frozenset({"claim_restore_required", "kv_load_started", "kv_load_finished",
                             "claim_restored", "claim_reused"})
-#: the outcome the claim outcome middleware gives a claimed request its engine stopped under
-#: (claim-scoped, not retried); the trace ends the claim at the stop or the next start
-ENGINE_STOPPED = "engine_stopped"
 LATENCY_KINDS = ("restored", "not_restored", "refused", "registration", "unclaimed", "foreign",
                  ENGINE_STOPPED, "error")
 
