@@ -2,8 +2,9 @@
 
 Codes are stable forever. The letter says the phase: ``L`` load/parse, ``D`` descriptor schema,
 ``A`` anchor, ``O`` obligation, ``T`` trace, ``S`` suite, ``F`` fleet (several replicas'
-streams judged together, :mod:`residentkv.fleet`). ``residentkv explain CODE`` prints an
-entry. Add entries; never renumber or reuse one.
+streams judged together, :mod:`residentkv.fleet`), ``C`` chaos (what clients saw under load
+and faults against what the engine's trace says, ``residentkv chaos``).
+``residentkv explain CODE`` prints an entry. Add entries; never renumber or reuse one.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ class Code:
     def phase(self) -> str:
         return {
             "L": "load", "D": "descriptor", "A": "anchor", "O": "obligation",
-            "T": "trace", "S": "suite", "F": "fleet", "E": "internal",
+            "T": "trace", "S": "suite", "F": "fleet", "C": "chaos", "E": "internal",
         }[self.id[0]]
 
 
@@ -462,6 +463,70 @@ _CODES: list[Code] = [
          "a trace's provenance names the runtime release it shows; an observer cannot know it "
          "from the KV events, and evidence of an unknown release grants nothing",
          "residentkv observe --kv-events ipc:///run/ev.sock --claims c.yaml --out t.jsonl"),
+    # --- residentkv chaos: claims under load and faults (docs/chaos.md) ---
+    Code("C001", "client_trace_disagreement",
+         "what a client received for a request contradicts what the engine's trace says of it",
+         "a claim outcome is a statement about the trace; one the trace does not back (another "
+         "outcome, another claim, a served request the trace refused, a response to a request "
+         "the trace never saw) tells the client something that did not happen",
+         "client: 200 x-residentkv-claim-outcome: restored; trace: claim_rejected"),
+    Code("C002", "undecided_claim",
+         "a claim was left without a decision: open where its stream closed (a graceful stop "
+         "or the next incarnation) and not ended there, or a registration never answered",
+         "nothing may vanish (SPEC §9.1): a claim whose engine stopped ends with an outcome "
+         "naming it (claim_harmed engine_restarted or shutdown)",
+         "claim_accepted of c-1 in stream 0; stream 1 starts; no claim_harmed of c-1"),
+    Code("C003", "claim_decided_twice",
+         "a claim id was accepted twice (in two incarnations, or after it ended) or ended twice",
+         "decided once (SPEC §9.1): a later registration of a known id is answered with its "
+         "decision or its loss, never a second acceptance",
+         "claim_accepted of c-1 in stream 0 and again in stream 1 after a restart"),
+    Code("C004", "anonymous_claimed_response",
+         "a request that carried a claim got a response that names no claim outcome",
+         "every claimed response carries its outcome (SPEC §9.1): an anonymous 500 or an empty "
+         "answer leaves the client unable to tell a kept promise from a lost one",
+         "HTTP 500 InternalServerError without x-residentkv-claim-outcome, engine killed"),
+    Code("C005", "retryable_claimed_response",
+         "the official openai client (default settings) would send a claimed request again",
+         "a retry carries the same claim: its recompute answered 200 would launder the "
+         "refusal or loss the first answer stood for",
+         "HTTP 500 without x-should-retry: false on a resident_claim_ref request"),
+    Code("C006", "restored_output_differs",
+         "a response served from a restored claim has other greedy tokens than the recompute "
+         "of the same prompt",
+         "a restore is only a restore of the right KV: greedy output must equal a cold run's",
+         "restored [798, 196, ...] vs recompute [798, 201, ...]"),
+    Code("C007", "cross_tenant_restore",
+         "a request naming another owner's claim restored KV (or was told it did)",
+         "other tenants change nothing and receive nothing (SPEC §9): a claim restores only "
+         "for its own owner scope",
+         "a foreign resident_claim_ref answered restored"),
+    Code("C008", "conformance_unavailable",
+         "gate conformance is not available in this build, so the run has no stream verdict",
+         "unknown is never pass: the chaos verdict needs the conformance gate's judgement of "
+         "the sink, and without it the run cannot pass",
+         "residentkv chaos run on a build without gate conformance"),
+    Code("C009", "conformance_failed", "gate conformance failed on the run's sink",
+         "the gate judges every claim's history in every stream of the sink; the chaos run "
+         "passes only with it",
+         "a claim vanished at a restart"),
+    Code("C010", "request_unfinished",
+         "a request of the run started in the trace and never finished in its stream",
+         "reported, not failed: a killed engine leaves the requests it ran unfinished; what "
+         "their clients got is judged by C001, C004 and C005",
+         "request_started of cmpl-rkv-... with no request_finished before the stream ended"),
+    Code("C011", "fault_not_applied", "a fault of the nemesis schedule was not applied",
+         "a schedule is what the run claims to have done: a fault that could not be applied "
+         "is said, with the reason, instead of silently dropped",
+         "kill_engine on an attached server"),
+    Code("C012", "sink_line_unreadable", "a line of the event sink is not a JSON object",
+         "a process killed in the middle of a write can leave a torn last line; it is counted "
+         "and left out, never repaired",
+         '{"schema": "residentkv.event/v1", "seq": 4'),
+    Code("C013", "invalid_history", "a chaos run folder's history.json cannot be read",
+         "the checker judges what the clients recorded; a history it cannot read cannot be "
+         "judged",
+         "residentkv chaos check out/ with history.json missing or edited by hand"),
     Code("T050", "observe_out_exists",
          "observe's --out already holds a trace",
          "a second observation appended to a trace would be a second stream accepting the same "
