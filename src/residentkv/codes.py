@@ -473,17 +473,17 @@ _CODES: list[Code] = [
     Code("C002", "undecided_claim",
          "a claim was left without a decision: open where its stream closed (a graceful stop "
          "or the next incarnation) and not ended there, or a registration never answered",
-         "nothing may vanish (SPEC §9.1): a claim whose engine stopped ends with an outcome "
+         "nothing may vanish: a claim whose engine stopped ends with an outcome "
          "naming it (claim_harmed engine_restarted or shutdown)",
          "claim_accepted of c-1 in stream 0; stream 1 starts; no claim_harmed of c-1"),
     Code("C003", "claim_decided_twice",
          "a claim id was accepted twice (in two incarnations, or after it ended) or ended twice",
-         "decided once (SPEC §9.1): a later registration of a known id is answered with its "
+         "decided once: a later registration of a known id is answered with its "
          "decision or its loss, never a second acceptance",
          "claim_accepted of c-1 in stream 0 and again in stream 1 after a restart"),
     Code("C004", "anonymous_claimed_response",
          "a request that carried a claim got a response that names no claim outcome",
-         "every claimed response carries its outcome (SPEC §9.1): an anonymous 500 or an empty "
+         "every claimed response carries its outcome: an anonymous 500 or an empty "
          "answer leaves the client unable to tell a kept promise from a lost one",
          "HTTP 500 InternalServerError without x-residentkv-claim-outcome, engine killed"),
     Code("C005", "retryable_claimed_response",
@@ -498,7 +498,7 @@ _CODES: list[Code] = [
          "restored [798, 196, ...] vs recompute [798, 201, ...]"),
     Code("C007", "cross_tenant_restore",
          "a request naming another owner's claim restored KV (or was told it did)",
-         "other tenants change nothing and receive nothing (SPEC §9): a claim restores only "
+         "other tenants change nothing and receive nothing: a claim restores only "
          "for its own owner scope",
          "a foreign resident_claim_ref answered restored"),
     Code("C008", "conformance_unavailable",

@@ -63,6 +63,17 @@ SKIPPED: dict[tuple[str, str], str] = {
         "the command with every option, at a deployment's paths (/run/vllm, claims.yaml, "
         "port 9464); the page's 'Try it' block runs the observer on a live server (with "
         "--server), and tests/observe runs these options",
+    ("docs/chaos.md", "make chaos                                   # a few minutes, every "
+                      "nemesis, twice each"):
+        "make chaos and a default chaos run take minutes under load with every nemesis; make "
+        "test runs a short derandomized run with a kill and a restart "
+        "(tests/adapters/chaos/test_chaos_vllm.py), and chaos check re-judges it",
+    ("docs/chaos.md", "residentkv chaos run --url http://127.0.0.1:8000 --control-socket "
+                      "/run/residentkv/engine.sock \\"):
+        "attaches to the reader's own deployment (a server at 8000 with its control socket at "
+        "/run/residentkv) for 300 s; not run against an attached server here: the harness "
+        "on its own server is tests/adapters/chaos/test_chaos_vllm.py, the --url/--control-"
+        "socket checks tests/adapters/chaos/test_chaos_cli.py",
     (SERVING_PAGE, "make witness-tp      # --shape tp2 --scenario all (make test runs three "
                    "scenarios at TP=2)"):
         "every witness scenario at tensor parallelism 2 (about ten minutes); make test runs "
