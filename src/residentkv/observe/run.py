@@ -101,7 +101,7 @@ def refuse_existing(out: Path, overwrite: bool) -> None:
     raise UserInputError(
         f"{out} already holds a trace ({size} bytes); a second observation appended to it "
         "would be a second stream accepting the same claims again, and a claim id is decided "
-        "once (SPEC §9.1): every claim would fail. Write to a new file (e.g. --out "
+        "once: every claim would fail. Write to a new file (e.g. --out "
         "observed-2.jsonl), or pass --overwrite to replace it",
         code=OUT_EXISTS, path=str(out), line=1, col=1)
 
