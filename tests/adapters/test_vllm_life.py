@@ -47,6 +47,8 @@ TIER_BYTES = 4 * BLOCK_BYTES
 WIDE_TIER_BYTES = 16 * BLOCK_BYTES
 OWNER = "tenant:a/session:1"
 LONG = 1500  # tokens: a request still running when its engine is stopped
+#: as long as the model allows (max_model_len 2048 less the 297-token prompt, a margin)
+LONGEST = 1740
 
 
 class Deployment:
@@ -316,14 +318,24 @@ def test_sigterm_under_load_with_the_default_shutdown_timeout_answers_every_clai
         life: Deployment) -> None:
     w = life.w
     prompts = [w.prompt("life-term", i) for i in range(4)]
-    asks = [life.submit(life.ask, full(f"term-{i}", f"tenant:{i % 2}/session:1"), p, LONG,
+    asks = [life.submit(life.ask, full(f"term-{i}", f"tenant:{i % 2}/session:1"), p, LONGEST,
                         i % 2 == 1) for i, p in enumerate(prompts)]
     wait_for(life.sink, lambda evs: all(named(evs, "claim_offloaded", f"term-{i}")
                                         for i in range(4)))
     os.kill(w.backend.server.proc.pid, signal.SIGTERM)  # what an orchestrator sends
     answers = [a.result(timeout=120) for a in asks]  # never a hang
+    stopped = []
     for i, answer in enumerate(answers):
-        assert claim_scoped_error(answer, f"term-{i}")["outcome"] == "engine_stopped"
+        if isinstance(answer, openai.APIError):
+            assert claim_scoped_error(answer, f"term-{i}")["outcome"] == "engine_stopped"
+            stopped.append(i)
+        elif isinstance(answer, list):  # a stream that ended before the signal landed
+            assert answer[-1].choices[0].finish_reason == "length"
+        else:  # a request that ended before the signal landed got its real outcome
+            assert outcome(answer)["outcome"] == "offloaded"
+    # an unloaded machine can finish a request between the last offload and the signal; the
+    # longest requests the model allows keep most of them running, and one must have been
+    assert stopped, "every request ended before SIGTERM landed: nothing was stopped"
     w.backend.server.proc.wait(60)
     w.close()
 
