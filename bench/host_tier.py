@@ -1,13 +1,14 @@
 """Measure the host tier's digested store and verified load against a plain torch copy of the
 same bytes, in one run.
 
-Per block count, in interleaved rounds (every path once per round, in turn, so load on the
-machine falls on all of them alike): a plain torch copy of the same per-layer block slices
-(the baseline), the fused pass a claimed store and restore run (``HostPool.store_sealed``,
-``HostPool.load_verified``), and the two passes they replace (``store`` then ``seal``, ``load``
-then ``verify``). Each round takes the median of its repeats; the figures are the medians over
-rounds of each path's ratio to that round's plain copy. The fused and the two-pass digests are
-compared on every round (a difference stops the bench).
+Per block count, in rounds of calls made in turn (one call of each path, then the next, so
+load on the machine falls on all of them alike): a plain torch copy of the same per-layer
+block slices (the baseline), the fused pass a claimed store and restore run
+(``HostPool.store_sealed``, ``HostPool.load_verified``), and the two passes they replace
+(``store`` then ``seal``, ``load`` then ``verify``). A round's ratio is its plain copy's median
+time over the path's median time; the figures are the medians over rounds, with their range.
+The fused and the two-pass digests are compared on every round (a difference stops the
+bench).
 
 Standalone, the KV tensors are shaped like the witness engine's (2 layers; per layer and block
 2 KV heads x 128 tokens x K and V of 32 dims, float32: 64 KiB); ``bench/witness.py`` runs the
@@ -28,15 +29,6 @@ from typing import Any
 #: the witness engine's KV layout per layer: (blocks, KV heads, block tokens, 2 x head dims)
 WITNESS_LAYER_SHAPE = (2, 128, 64)
 WITNESS_LAYERS = 2
-
-
-def _median_ns(fn: Callable[[], object], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter_ns()
-        fn()
-        times.append(time.perf_counter_ns() - t0)
-    return float(statistics.median(times))
 
 
 def measure(pool: Any, kv: dict[str, Any], blocks: int, rounds: int = 7,
@@ -63,22 +55,29 @@ def measure(pool: Any, kv: dict[str, Any], blocks: int, rounds: int = 7,
         return list(pool.verify(slots, ids))
 
     paths: dict[str, Callable[[], object]] = {
+        "plain": plain,
         "fused_store": lambda: pool.store_sealed(kv, ids, slots),
         "two_pass_store": two_pass_store,
         "fused_load": lambda: pool.load_verified(kv, slots, ids),
         "two_pass_load": two_pass_load,
     }
-    ratios: dict[str, list[float]] = {name: [] for name in paths}
+    ratios: dict[str, list[float]] = {name: [] for name in paths if name != "plain"}
     plain_ns: list[float] = []
     for _ in range(rounds):
         if pool.store_sealed(kv, ids, slots)[1] != two_pass_store():
             raise AssertionError("the fused store's digest differs from the two passes'")
         if pool.load_verified(kv, slots, ids)[1] or two_pass_load():
             raise AssertionError("the bench's own restore did not verify")
-        base = _median_ns(plain, repeats)
+        times: dict[str, list[int]] = {name: [] for name in paths}
+        for _ in range(repeats):
+            for name, fn in paths.items():  # every path in turn, call by call
+                t0 = time.perf_counter_ns()
+                fn()
+                times[name].append(time.perf_counter_ns() - t0)
+        base = statistics.median(times["plain"])
         plain_ns.append(base)
-        for name, fn in paths.items():
-            ratios[name].append(base / _median_ns(fn, repeats))
+        for name, values in ratios.items():
+            values.append(base / statistics.median(times[name]))
     out = {"bytes": float(nbytes), "plain_GBps": nbytes / statistics.median(plain_ns)}
     for name, values in ratios.items():
         out[f"{name}_ratio"] = statistics.median(values)
