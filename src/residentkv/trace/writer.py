@@ -3,11 +3,14 @@
 Each writer numbers its own stream: ``seq`` starts at 0 (or *first_seq*) for every new writer,
 so a stream is totally ordered by construction and no writer depends on another's count. Writes
 are buffered and thread-safe: the lock covers both the ``seq`` assignment and the write, so file
-order equals ``seq`` order.
+order equals ``seq`` order. Every byte written is also hashed as it is written: the process
+that wrote a trace can say what it wrote (:meth:`EventWriter.written_sha256`, the live root of
+SPEC §7.2), whatever happens to the file afterwards.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import threading
 import time
@@ -82,6 +85,7 @@ class EventWriter:
         self._buffer_lines = buffer_lines
         self._lock = threading.Lock()
         self._seq = itertools.count(first_seq)
+        self._written = hashlib.sha256()
         self.count = 0
         if provenance is not None:
             self.emit("stream_started", **provenance.fields())
@@ -127,9 +131,17 @@ class EventWriter:
 
     def _flush_locked(self) -> None:
         if self._buffer:
-            self._fh.write("\n".join(self._buffer) + "\n")
+            text = "\n".join(self._buffer) + "\n"
+            self._fh.write(text)
+            self._written.update(text.encode("utf-8"))
             self._buffer.clear()
         self._fh.flush()
+
+    def written_sha256(self) -> str:
+        """sha256 of every byte this writer has written through to its sink (a file the
+        writer created holds exactly those bytes, unless something else wrote to it)."""
+        with self._lock:
+            return self._written.hexdigest()
 
     def close(self) -> None:
         """Flush and close the sink if this writer opened it."""

@@ -186,6 +186,7 @@ class Operator:
         with self.lock:
             claims = sorted(self.scheduler.claims) if self.scheduler is not None else []
             return {"sink": self.sink, "events": self.writer.count,
+                    "written_sha256": self.writer.written_sha256(),
                     "injections_fired": self.injections_fired, "claims": claims,
                     "verify_content": self.verify_content,
                     "rules": [r.model_dump(mode="json") for r in self._rules],

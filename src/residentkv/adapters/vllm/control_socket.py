@@ -233,6 +233,10 @@ class ControlClient:
         """The current event sink."""
         return str(self.status()["sink"])
 
+    def written_sha256(self) -> str:
+        """sha256 of what the engine's writer has written to the current sink so far."""
+        return str(self.status()["written_sha256"])
+
     @property
     def injections_fired(self) -> int:
         """How many loads the injection rules have failed so far."""
