@@ -46,6 +46,9 @@ from residentkv.trust.envelope import KeyFileError, load_public_key
 __all__ = ["POLICY_SCHEMA", "TrustPolicy", "TrustedKey", "load_policy"]
 
 POLICY_SCHEMA = "residentkv.trust/v1"
+POLICY_HELP = ("a policy is schema: residentkv.trust/v1 and keys: {LABEL: {public_key: FILE, "
+               "emitters: [...], runtimes: [...], distributions: [...], verdicts: true|false}}"
+               " (docs/lowering.md, Trust policy)")
 
 
 class _KeyEntry(BaseModel):
@@ -125,7 +128,7 @@ def load_policy(path: str | Path) -> TrustPolicy:
     except ValidationError as e:
         first = validation_findings(e, root, where, default="L010")[0]
         raise DescriptorError(first.message, code="L010", path=where, line=first.line,
-                              col=first.col, help=first.help) from None
+                              col=first.col, help=POLICY_HELP) from None
     keys: dict[str, TrustedKey] = {}
     for label, entry in doc.keys.items():
         if not entry.emitters and not entry.runtimes and not entry.verdicts:

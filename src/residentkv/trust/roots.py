@@ -5,15 +5,19 @@
 a trace (:class:`~residentkv.lowering.identity.TraceOrigin`) from its own facts, never from
 a name inside the trace or a resemblance between names:
 
-* ``live`` -- this run wrote exactly these bytes into a folder it created empty
-  (:class:`~residentkv.trust.live.LiveRoot`); the emitter is residentkv's own;
+* ``live`` -- this run's processes wrote exactly these bytes (the digest their writer
+  recorded) into a folder the run created itself (:class:`~residentkv.trust.live.LiveRoot`);
+  the emitter is residentkv's own;
 * ``package`` -- the file is a recorded run the package lists in its manifest
   (:mod:`residentkv.trust.manifest`), matching the package's digest index; emitter and runtime
   as the manifest lists them (and the trace says the same);
 * ``attested`` -- ``TRACE.intoto.json`` beside the trace is a DSSE envelope, signed by a key of
   the trust policy, of a Statement whose subject is the trace's sha256 and whose predicate
   equals the trace's own runtime, emitter, claims and modes -- and the key's policy entry lists
-  that emitter and that runtime. Emitter and runtime distribution are the statement's.
+  that emitter and that runtime. Emitter and runtime distribution are the statement's; its
+  emitter distribution and runtime artifact count only as the row rules bear them out (the
+  policy's ``distributions`` or a ``RECORD``; the verified source of the release:
+  :mod:`residentkv.lowering.rules`).
 
 Anything else is *cited*: it may refuse conformance, never grant it.
 """
@@ -56,9 +60,9 @@ class Root(StrEnum):
 
 #: what each root vouches for: the bytes, and who emitted them (SPEC §7.2)
 VOUCHES: dict[Root, str] = {
-    Root.LIVE: "bytes this run's own processes wrote into a folder the run created empty, "
-               "recorded with their digest when written; emitter: residentkv's own, runtime: "
-               "what the run recorded",
+    Root.LIVE: "bytes this run's own processes wrote into a folder the run created itself, "
+               "matching the digest their writer recorded as it wrote them; emitter: "
+               "residentkv's own, runtime: what the run recorded",
     Root.PACKAGE: "a recorded run the package lists in its manifest (witness, fleet), matching "
                   "the package's digest index; emitter and runtime: the manifest's",
     Root.ATTESTED: "bytes whose sha256 a trusted key signed; emitter (name, version) and "
