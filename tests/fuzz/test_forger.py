@@ -455,7 +455,8 @@ class Forged:
     """What one forged case reached: per row its class and the sha256 of each rooted trace
     anchor; and whether the honestly signed verdict over it verified after the forger's edit."""
 
-    rows: list[tuple[str, set[str]]]
+    #: (class, sha256 of each rooted trace anchor, the root label of each)
+    rows: list[tuple[str, set[str], set[str]]]
     exit_code: int = 2
     verdict_ok: bool = False
 
@@ -473,8 +474,9 @@ def forge(case: Case, signer: Any) -> Forged:
                                verifier=Verifier(roots), trust=trust)
         except UserInputError:  # refused outright: nothing granted
             return Forged([])
-        forged = Forged([(r.klass, {a.sha256 for a in r.anchors if a.root and a.sha256})
-                         for r in result.rows], result.exit_code)
+        forged = Forged([(r.klass, {a.sha256 for a in r.anchors if a.root and a.sha256},
+                          {a.root for a in r.anchors if a.root}) for r in result.rows],
+                        result.exit_code)
         forged.verdict_ok = _verdict_after_edit(to_json(result), desc, case.verdict_edit)
         return forged
     finally:
@@ -540,11 +542,14 @@ def _budgeted(test: Callable[..., None]) -> Callable[..., None]:
 @given(case=forged_case())
 def test_the_forger_never_grants_without_a_trusted_root(case: Case) -> None:
     forged = forge(case, SIGNER)
-    for klass, rooted in forged.rows:
+    for klass, rooted, roots in forged.rows:
         if klass not in GRANTING:
             continue
         assert WORLD.policies[case.policy] is not None, (klass, case)
-        assert case.bundle != "loose" and not case.planted, (klass, case)
+        assert case.bundle != "loose", (klass, case)
+        # a file planted in the run's own folder is never live (it may still carry a real
+        # attestation of its own bytes: then the attested root, checked below, grants)
+        assert not any(r.startswith("live") for r in roots), (klass, roots, case)
         if case.policy == "plugin":
             # a plugin's own key: an adapter row of exactly the plugin's distribution, one the
             # policy lets it speak for, on traces by an emitter it is trusted for by exact
@@ -596,7 +601,7 @@ def _control(policy_key: Path, kind: str) -> Forged:
 def test_the_forgers_cases_would_grant_if_its_key_were_trusted(kind: str) -> None:
     # the property is not vacuous: the very case the forger writes grants once its key is
     # trusted; the same case with a copied real signature does not
-    ((klass, rooted),) = _control(WORLD.forger_key, kind).rows
+    ((klass, rooted, _),) = _control(WORLD.forger_key, kind).rows
     if kind == "forger":
         assert klass == "native_conformance" and rooted and not rooted <= SIGNED_ORIGINALS
     else:
@@ -623,7 +628,7 @@ def _plugin_case(runtime: str, mechanism: str) -> Case:
 ])
 def test_a_plugin_key_grants_its_own_adapter_row_and_nothing_else(
         runtime: str, mechanism: str, granted: str | None) -> None:
-    ((klass, _),) = forge(_plugin_case(runtime, mechanism), SIGNER).rows
+    ((klass, _, _),) = forge(_plugin_case(runtime, mechanism), SIGNER).rows
     assert (klass if klass in GRANTING else None) == granted
 
 
@@ -645,7 +650,7 @@ def test_each_identity_family_is_closed_where_it_would_grant(
     case.traces = [(case.traces[0][0], case.traces[0][1].replace(
         '"name":"toyrt_plugin"', json.dumps({"name": emitter})[1:-1]), "forger")]
     case.plugin_dist, case.artifact = dist, artifact
-    ((klass, _),) = forge(case, SIGNER).rows
+    ((klass, _, _),) = forge(case, SIGNER).rows
     assert klass not in GRANTING, klass
 
 
@@ -663,3 +668,19 @@ def test_the_honest_verdict_verifies_until_a_resource_changes(edit: str, ok: boo
     case.verdict_edit = edit
     forged = forge(case, SIGNER)
     assert forged.exit_code == 0 and forged.verdict_ok is ok
+
+
+def test_a_planted_file_is_never_live_but_its_own_attestation_still_counts() -> None:
+    # the original toy trace with the test key's real attestation, planted in the run's live
+    # folder: the live root never takes it (the run did not write it), the attested root does,
+    # exactly as anywhere else -- the same bytes a trusted key signed
+    base = "toy/witness.jsonl"
+    case = Case(traces=[(base, BASES[base], "copied")],
+                anchors=[(0, "observation", 0, True), (0, "lifecycle", 0, True),
+                         (0, "failure_outcome", 0, True)],
+                runtime=("toyrt", "0.1"), mechanism="native", lowers="offloadable",
+                source=("toy-emitter", "0.1"), roots=["toyrt@tree"], policy="shipped",
+                bundle="shipped", planted=True)
+    ((klass, rooted, roots),) = forge(case, SIGNER).rows
+    assert klass == "native_conformance" and rooted <= SIGNED_ORIGINALS
+    assert roots and all(r.startswith("attested") for r in roots), roots
