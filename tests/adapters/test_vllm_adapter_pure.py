@@ -11,12 +11,11 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from scheduler_kit import OWNER, Engine, claim, make_engine, ref, rejected_kinds
 
 from residentkv.adapters.vllm.config import (
     ConnectorConfigError,
@@ -254,148 +253,49 @@ def test_middleware_finds_the_control_socket_and_reads_sse_verdicts() -> None:
 # the full claim object, offloaded, and reused by ``resident_claim_ref``. It imports vLLM (its
 # request status and logger), so these tests skip where vLLM is not installed.
 
-OWNER = "tenant:a/session:1"
-PROMPT = 297  # two full 128-token blocks restorable, like the witness
-
-
-class _Request:
-    """What the scheduler role reads of vLLM's ``Request``."""
-
-    def __init__(self, rid: str, params: dict[str, Any] | None) -> None:
-        self.request_id = rid
-        self.kv_transfer_params = params
-        self.num_prompt_tokens = PROMPT
-        self.block_hashes = ["h0", "h1"]
-        self.cache_salt = None
-        self.status: Any = None
-
-    def get_finished_reason(self) -> Any:
-        from vllm.v1.request import RequestStatus
-
-        return RequestStatus.get_finished_reason(self.status)
-
-
-@dataclass
-class _Engine:
-    side: Any
-    sink: Path
-    n: int = 0
-
-    def events(self, name: str | None = None) -> list[dict[str, Any]]:
-        lines = self.sink.read_text(encoding="utf-8").splitlines()
-        found = [json.loads(x) for x in lines]
-        return [e for e in found if name is None or e["event"] == name]
-
-    def start(self, params: dict[str, Any] | None) -> _Request:
-        self.n += 1
-        req = _Request(f"r{self.n}", params)
-        self.side.on_new_request(req)
-        return req
-
-    def finish(self, req: _Request, status: str = "FINISHED_LENGTH_CAPPED") -> Any:
-        from vllm.v1.request import RequestStatus
-
-        req.status = RequestStatus[status]
-        return self.side.request_finished(req, [])[1]
-
-    def step(self, req: _Request, computed: int = 0) -> Any:
-        sched_out = SimpleNamespace(
-            num_scheduled_tokens={req.request_id: PROMPT - computed},
-            scheduled_new_reqs=[SimpleNamespace(req_id=req.request_id,
-                                                num_computed_tokens=computed)],
-            scheduled_cached_reqs=SimpleNamespace(req_ids=[], num_computed_tokens=[]))
-        return self.side.build_connector_meta(sched_out)
-
-    def facts(self, *facts: Any, invalid: tuple[int, ...] = ()) -> None:
-        from residentkv.adapters.vllm.messages import ResidentWorkerMetadata
-
-        self.side.update_connector_output(SimpleNamespace(
-            kv_connector_worker_meta=ResidentWorkerMetadata(list(facts)),
-            invalid_block_ids=set(invalid)))
-
-    def register(self, cid: str) -> None:
-        """A resident request with the full claim: accepted, stored, offloaded, served."""
-        from residentkv.adapters.vllm.rules import WorkerFact
-
-        req = self.start({"resident_claim": claim(cid)})
-        self.side.update_state_after_alloc(req, None, 0)
-        (store,) = self.step(req).stores
-        self.facts(WorkerFact("store", store.job_id, 0, True, 1, 2, nbytes=1))
-        assert self.finish(req)["resident_claim"]["outcome"] == "offloaded"
-
-    def lookup(self, req: _Request) -> tuple[int | None, bool]:
-        return self.side.get_num_new_matched_tokens(req, 0)
-
-    def alloc(self, req: _Request, tokens: int) -> Any:
-        blocks = SimpleNamespace(get_block_ids=lambda: ([20, 21, 22],))
-        self.side.update_state_after_alloc(req, blocks, tokens)
-        return self.step(req, computed=tokens).loads
-
-
-def claim(cid: str, owner: str = OWNER) -> dict[str, Any]:
-    from residentkv.adapters.vllm.witness import make_claim
-
-    return make_claim(cid, owner, "tiny", "prefix-a")
-
-
-def ref(cid: Any, owner: Any = OWNER) -> dict[str, Any]:
-    return {"resident_claim_ref": {"claim_id": cid, "owner_scope": owner}}
-
-
 @pytest.fixture
-def engine(tmp_path: Path) -> Iterator[_Engine]:
-    pytest.importorskip("vllm")
-    from residentkv.adapters.vllm.control import Operator
-    from residentkv.adapters.vllm.scheduler import SchedulerSide
-
-    sink = tmp_path / "t.jsonl"
-    cfg = parse_connector_config({"host_tier_bytes": 1 << 20, "event_sink": str(sink)})
-    op = Operator(cfg)
-    side = SchedulerSide(cfg, op, block_size=128, policy="fail", bytes_per_block=1024,
-                         num_slots=16, world_size=1, model_names={"tiny"})
-    op.scheduler = side
-    side.kv_cache_manager = SimpleNamespace(get_block_ids=lambda rid: ([10, 11, 12],))
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    built = make_engine(tmp_path)
     try:
-        yield _Engine(side, sink)
+        yield built
     finally:
-        op.writer.close()
+        built.side.op.writer.close()
 
 
-def _rejected_kinds(engine: _Engine) -> dict[str, int]:
-    counters = engine.side.stats.data["counters"]
-    return {k.split("|", 1)[1]: v for k, v in counters.items()
-            if k.startswith("claims_rejected|")}
-
-
-def test_a_reference_to_a_claim_this_engine_never_held_is_not_held(engine: _Engine) -> None:
+def test_a_reference_to_a_claim_this_engine_never_held_is_not_held(engine: Engine) -> None:
     req = engine.start(ref("c1"))
     assert engine.lookup(req) == (0, False)  # plain recompute: nothing is offered to restore
     outcome = engine.finish(req)["resident_claim"]
     assert outcome["outcome"] == "rejected" and outcome["claim_id"] == "c1"
     assert outcome["reason"] == "not held: claim 'c1' is not held by this engine"
     (rejected,) = engine.events("claim_rejected")
-    assert rejected["claim_id"] == "c1" and rejected["reason"] == outcome["reason"]
+    # about the request, never the claim: the engine cannot tell whether this request's owner
+    # owns the id, so naming it could decide another tenant's claim (SPEC §9.1)
+    assert rejected["claim_id"] is None and rejected["reason"] == outcome["reason"]
     assert rejected["seq"] == outcome["seq"]
     assert not engine.events("claim_accepted") and engine.side.claims == {}  # never registered
-    assert _rejected_kinds(engine) == {"not_held": 1}
+    assert rejected_kinds(engine) == {"not_held": 1}
     (started,) = engine.events("request_started")
     assert started["claim_ref"] == "c1" and started["owner_scope"] == OWNER
     assert engine.side.op.outcome_for("r1") == outcome
 
 
-def test_a_second_rejection_of_one_claim_names_no_claim(engine: _Engine) -> None:
+def test_a_second_rejection_of_one_claim_names_no_claim(engine: Engine) -> None:
     # SPEC §4.2: a stream decides a claim once; a second claim_rejected naming it is illegal
+    bad = claim("c1")
+    bad["cache_identity"]["block_size"] = 16
     for _ in range(2):
-        req = engine.start(ref("c1"))
+        req = engine.start({"resident_claim": bad})
         engine.lookup(req)
         outcome = engine.finish(req)["resident_claim"]
         assert outcome["outcome"] == "rejected" and outcome["claim_id"] == "c1"
     first, second = engine.events("claim_rejected")
     assert first["claim_id"] == "c1" and second["claim_id"] is None
-    assert second["reason"] == first["reason"]
+    assert second["reason"].startswith("claim 'c1' was decided before: rejected (")
+    assert first["reason"] in second["reason"]
 
 
-def test_a_reference_to_a_held_claim_restores_it_like_the_full_claim(engine: _Engine) -> None:
+def test_a_reference_to_a_held_claim_restores_it_like_the_full_claim(engine: Engine) -> None:
     engine.register("c1")
     req = engine.start(ref("c1"))
     assert engine.lookup(req) == (256, True)
@@ -408,7 +308,7 @@ def test_a_reference_to_a_held_claim_restores_it_like_the_full_claim(engine: _En
 
 
 def test_a_failed_restore_of_a_referenced_claim_is_refused_then_failed_closed(
-        engine: _Engine) -> None:
+        engine: Engine) -> None:
     from residentkv.adapters.vllm.rules import WorkerFact
 
     engine.register("c1")
@@ -428,11 +328,11 @@ def test_a_failed_restore_of_a_referenced_claim_is_refused_then_failed_closed(
     assert outcome["outcome"] == "rejected" and outcome["reason"] == "claim 'c1' has failed closed"
     (rejected,) = engine.events("claim_rejected")
     assert rejected["claim_id"] is None  # the claim's lifecycle ended with its own failure
-    assert _rejected_kinds(engine) == {"failed_closed": 1}
+    assert rejected_kinds(engine) == {"failed_closed": 1}
 
 
 def test_a_reference_from_another_owner_is_rejected_without_naming_the_claim(
-        engine: _Engine) -> None:
+        engine: Engine) -> None:
     engine.register("c1")
     req = engine.start(ref("c1", "tenant:b/session:9"))
     assert engine.lookup(req) == (0, False)  # another tenant never receives the KV
@@ -442,12 +342,12 @@ def test_a_reference_from_another_owner_is_rejected_without_naming_the_claim(
     assert rejected["claim_id"] is None and "'c1'" in rejected["reason"]
     assert OWNER not in rejected["reason"]  # the holder's scope is not disclosed
     assert not engine.events("claim_restore_required")
-    assert _rejected_kinds(engine) == {"conflict": 1}
+    assert rejected_kinds(engine) == {"conflict": 1}
     assert engine.events("request_started")[-1]["claim_ref"] == "c1"
 
 
 def test_a_reference_to_a_released_claim_is_not_held_and_leaves_its_lifecycle_alone(
-        engine: _Engine) -> None:
+        engine: Engine) -> None:
     engine.register("c1")
     engine.side.op.release_claims(["c1"])
     req = engine.start(ref("c1"))
@@ -455,7 +355,7 @@ def test_a_reference_to_a_released_claim_is_not_held_and_leaves_its_lifecycle_al
     assert outcome["outcome"] == "rejected" and outcome["reason"].startswith("not held:")
     (rejected,) = engine.events("claim_rejected")
     assert rejected["claim_id"] is None
-    assert _rejected_kinds(engine) == {"not_held": 1}
+    assert rejected_kinds(engine) == {"not_held": 1}
 
 
 @pytest.mark.parametrize(("value", "named", "problem"), [
@@ -467,7 +367,7 @@ def test_a_reference_to_a_released_claim_is_not_held_and_leaves_its_lifecycle_al
     ({"claim_id": "c1", "owner_scope": 7}, "c1", "owner_scope"),
     ({"claim_id": "c1", "owner_scope": OWNER, "inject": True}, "c1", "unknown field(s) inject"),
 ])
-def test_a_malformed_reference_is_rejected_as_invalid(engine: _Engine, value: Any,
+def test_a_malformed_reference_is_rejected_as_invalid(engine: Engine, value: Any,
                                                       named: str | None, problem: str) -> None:
     engine.register("c1")
     req = engine.start({"resident_claim_ref": value})
@@ -478,21 +378,21 @@ def test_a_malformed_reference_is_rejected_as_invalid(engine: _Engine, value: An
         "reason"]
     (rejected,) = engine.events("claim_rejected")
     assert rejected["claim_id"] is None  # a malformed request never marks the held claim
-    assert _rejected_kinds(engine) == {"invalid": 1}
+    assert rejected_kinds(engine) == {"invalid": 1}
     assert engine.events("request_started")[-1].get("claim_ref") == named  # None: left out
 
 
-def test_a_request_with_both_a_claim_and_a_reference_is_rejected(engine: _Engine) -> None:
+def test_a_request_with_both_a_claim_and_a_reference_is_rejected(engine: Engine) -> None:
     engine.register("c1")
     req = engine.start({"resident_claim": claim("c1"), **ref("c1")})
     assert engine.lookup(req) == (0, False)
     outcome = engine.finish(req)["resident_claim"]
     assert outcome["outcome"] == "rejected" and "not both" in outcome["reason"]
-    assert _rejected_kinds(engine) == {"invalid": 1}
+    assert rejected_kinds(engine) == {"invalid": 1}
     assert engine.events("claim_rejected")[0]["claim_id"] is None
 
 
-def test_request_started_names_the_claim_a_request_carries(engine: _Engine) -> None:
+def test_request_started_names_the_claim_a_request_carries(engine: Engine) -> None:
     engine.start({"resident_claim": claim("c9")})
     engine.start({"resident_claim": {"claim_id": 3}})
     engine.start(None)
@@ -600,7 +500,7 @@ def test_corrupt_rules_are_single_use_and_corrupt() -> None:
                                 "verify_content": "no"})
 
 
-def _store_with_digest(engine: _Engine, cid: str, shares: list[bytes]) -> Any:
+def _store_with_digest(engine: Engine, cid: str, shares: list[bytes]) -> Any:
     from residentkv.adapters.vllm.rules import WorkerFact
 
     req = engine.start({"resident_claim": claim(cid)})
@@ -614,7 +514,7 @@ def _store_with_digest(engine: _Engine, cid: str, shares: list[bytes]) -> Any:
 
 
 def test_the_store_records_its_digest_and_the_restore_says_it_was_verified(
-        engine: _Engine) -> None:
+        engine: Engine) -> None:
     from residentkv.adapters.vllm.rules import WorkerFact
 
     _store_with_digest(engine, "c1", [b"\x01" * 16])
@@ -630,7 +530,7 @@ def test_the_store_records_its_digest_and_the_restore_says_it_was_verified(
 
 
 def test_a_digest_mismatch_is_a_failed_load_and_a_claim_scoped_refusal(
-        engine: _Engine) -> None:
+        engine: Engine) -> None:
     from residentkv.adapters.vllm.rules import LoadFailure, WorkerFact
 
     _store_with_digest(engine, "c1", [b"\x01" * 16])
@@ -655,7 +555,7 @@ def test_a_digest_mismatch_is_a_failed_load_and_a_claim_scoped_refusal(
     assert engine.side.op.status()["rules"] and engine.side.op.take_injection("c1", OWNER) is None
 
 
-def test_tensor_parallel_shares_fold_into_one_digest_in_rank_order(engine: _Engine) -> None:
+def test_tensor_parallel_shares_fold_into_one_digest_in_rank_order(engine: Engine) -> None:
     pytest.importorskip("xxhash")
     from residentkv.adapters.vllm.host_tier import combine_digests
 
@@ -666,7 +566,7 @@ def test_tensor_parallel_shares_fold_into_one_digest_in_rank_order(engine: _Engi
 
 
 def test_with_verification_off_nothing_is_digested_and_the_restore_says_unverified(
-        engine: _Engine) -> None:
+        engine: Engine) -> None:
     from residentkv.adapters.vllm.rules import WorkerFact
 
     engine.side.op.configure(verify_content=False)

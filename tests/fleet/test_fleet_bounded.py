@@ -22,13 +22,19 @@ from residentkv.fleet.view import DECISION_OF, OpenedStream
 
 def open_in_prefix(path: str, prefix: list[Any]) -> set[tuple[str, str]]:
     """From the whole prefix: claim-carrying requests unfinished, or with no decision naming
-    their claim yet."""
+    their claim yet, of the stream being read (SPEC §9.1: a file that opens with
+    stream_started holds one stream per incarnation; a stream's requests are settled when the
+    next begins)."""
     found = set()
+    openers = [k for k, o in enumerate(prefix) if k and o.event == "stream_started"]
+    begin = openers[-1] if prefix and prefix[0].event == "stream_started" and openers else 0
     for pos, e in enumerate(prefix):
+        if pos < begin:
+            continue
         if e.event != "request_started" or e.request_id is None or e.claim_ref is None:
             continue
         if any(o.event == "request_started" and o.request_id == e.request_id
-               for o in prefix[:pos]):
+               for o in prefix[begin:pos]):
             continue
         later = [(k, o) for k, o in enumerate(prefix) if k > pos
                  and o.request_id == e.request_id]

@@ -197,9 +197,13 @@ def test_a_decision_naming_another_claim(tmp_path: Path) -> None:
 
 
 def test_a_rejection_naming_no_claim_where_the_claim_was_never_held(tmp_path: Path) -> None:
+    # a reference to a claim this replica never held ("not held"): the rejection is about the
+    # request; naming c2 would decide it, and the request may not own it (SPEC §9.1)
     r0 = Replica("r0", Clock()).registered("c1", "q1").start("q2", "c2")
     r0.reject(None, "q2").finish("q2")
-    only(judge(tmp_path, r0), ONE_OUTCOME, "F008")
+    j = judge(tmp_path, r0)
+    assert j.passed, [p.render() for p in j.problems]
+    assert {r.request_id: r.decision for r in j.requests}["q2"] == "rejected"
 
 
 def test_an_unnamed_rejection_of_a_claim_held_here_is_its_decision(tmp_path: Path) -> None:
@@ -417,3 +421,51 @@ def test_problems_are_sorted_by_stream_then_line(tmp_path: Path) -> None:
     order = [(j.streams.index(next(s for s in j.streams if s.path == p.path)), p.line)
              for p in j.problems]
     assert order == sorted(order) and len(order) == 2
+
+
+# ------------------------------------------------------------------ incarnations (SPEC §9.1)
+
+
+def restarted_fleet(graceful: bool) -> tuple[Replica, Replica]:
+    """r0 holds c1 when its engine stops; its next incarnation numbers requests afresh."""
+    clock = Clock()
+    r0, r1 = Replica("r0", clock, incarnation="a"), Replica("r1", clock)
+    r0.registered("c1", "q1").reused("c1", "q2")
+    r1.registered("c2", "q3", "tenant:b")
+    r0.restart("b", ["c1"], graceful=graceful)
+    # ids of the first stream recur; c1, decided there, is answered with no second decision
+    r0.registered("c3", "q1").start("q2", "c1").unnamed("c1", "q2").finish("q2")
+    return r0, r1
+
+
+@pytest.mark.parametrize("graceful", [False, True])
+def test_a_replica_restarted_on_its_sink_passes(tmp_path: Path, graceful: bool) -> None:
+    j = judge(tmp_path, *restarted_fleet(graceful))
+    assert j.passed, [p.render() for p in j.problems]
+    assert [(r.request_id, r.decision) for r in j.requests if r.path.endswith("r0-0.jsonl")] == [
+        ("q1", "accepted"), ("q2", "reused"), ("q1", "accepted"), ("q2", "rejected")]
+    assert {c.claim_id: c.status for c in j.claims}["c1"] == "ended"
+
+
+def test_a_claimed_request_its_engine_death_cut_off_need_not_finish(tmp_path: Path) -> None:
+    clock = Clock()
+    r0 = Replica("r0", clock, incarnation="a").registered("c1", "q1")
+    r0.start("q2", "c1").reuse("c1", "q2")  # in flight when the engine dies
+    r0.restart("b", ["c1"], graceful=False)
+    j = judge(tmp_path, r0)
+    assert j.passed, [p.render() for p in j.problems]
+    r0.events = r0.events[:-2]  # the same request, and a graceful stop that never finished it
+    r0.restart("b", ["c1"], graceful=True)
+    assert "F010" in {p.code for p in judge(tmp_path, r0).problems}
+
+
+@pytest.mark.parametrize(("graceful", "event"), [(False, "stream_started"),
+                                                  (True, "stream_closed")])
+def test_a_claim_its_stopped_engine_did_not_end_vanished(tmp_path: Path, graceful: bool,
+                                                         event: str) -> None:
+    r0, r1 = restarted_fleet(graceful)
+    r0.events = [e for e in r0.events if e["event"] != "claim_harmed"]
+    p = only(judge(tmp_path, r0, r1), LEGAL, "F018")
+    assert p.illegal is not None and (p.illegal.event, p.illegal.violation) == (event,
+                                                                                "vanished")
+    assert (p.replica, p.claim_id, p.line) == ("r0", "c1", line_of(r0, event, int(not graceful)))

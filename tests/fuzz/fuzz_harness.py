@@ -30,7 +30,7 @@ from residentkv.errors import UserInputError
 BOUND_S = int(os.environ.get("RESIDENTKV_FUZZ_BOUND_S", "60"))
 TOTAL_S = float(os.environ.get("RESIDENTKV_FUZZ_SECONDS", "0"))
 #: the number of fuzz tests sharing the long run's time (kept in step with tests/fuzz/)
-FUZZ_TESTS = 6
+FUZZ_TESTS = 7
 SHORT = settings(max_examples=int(os.environ.get("RESIDENTKV_FUZZ_EXAMPLES", "15")),
                  derandomize=True, deadline=None, database=None,
                  suppress_health_check=list(HealthCheck))

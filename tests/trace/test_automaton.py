@@ -21,6 +21,7 @@ from residentkv.model.automaton import (
     PRE,
     REQUEST_TABLE,
     STAY,
+    TERMINAL,
     VIOLATION_WHY,
     Guard,
     Phase,
@@ -268,3 +269,48 @@ def test_docs_show_the_generated_table() -> None:
     assert begin in docs and end in docs, "docs/trace-gates.md lacks the automaton markers"
     shown = docs.split(begin, 1)[1].split(end, 1)[0]
     assert shown == render_table(), "regenerate it from residentkv.model.automaton.render_table()"
+
+
+# ------------------------------------------------------------ every state where a stream ends
+def _stream_event(seq: int, kind: str, **fields: Any) -> Envelope:
+    body = {"schema": "residentkv.event/v1", "seq": seq, "ts_ns": seq, "source": "test",
+            "event": kind, "claim_id": None, "request_id": None, **fields}
+    if kind == "stream_started":
+        body.update(FIELDS["stream_started"])
+    return EVENT_ADAPTER.validate_python(body)  # type: ignore[return-value]
+
+
+def _harm(seq: int) -> Envelope:
+    return ev(seq, "claim_harmed", {"request_id": None, "cause": "engine_restarted",
+                                    "before": PRED, "after": {**PRED, "holds": False}})
+
+
+@pytest.mark.parametrize("stop", ["close", "restart", "restart_ended"])
+@pytest.mark.parametrize("state", list(Phase))
+def test_every_state_where_a_stream_ends(state: Phase, stop: str) -> None:
+    """SPEC §9.1, in both readers: a claim open (accepted, not ended) at a graceful
+    stream_closed, or at the next incarnation's stream_started and not ended at its head,
+    vanished; one in any other state did not."""
+    events = [_stream_event(0, "stream_started", incarnation="a"),
+              *(ev(1 + e.seq, e.event, {"request_id": e.request_id, "claim_id": None,
+                                        "owner_scope": getattr(e, "owner_scope", None)})
+                for e in starts()),
+              *(ev(4 + i, k, ch) for i, (k, ch) in enumerate(PREFIX[state]))]
+    seq = len(events)
+    if stop == "close":
+        events.append(_stream_event(seq, "stream_closed", reason="shutdown"))
+    else:  # the next stream numbers its seqs afresh
+        events.append(_stream_event(0, "stream_started", incarnation="b"))
+        if stop == "restart_ended":
+            events.append(_harm(1))
+        events.append(ev(2, "request_started", {"request_id": "r-7", "claim_id": None}))
+    facts = collect(events)
+    track = facts.claims.get(C)
+    stream = Stream(events, True)
+    assert (None if track is None else track.run.violation) == legal.claim_violation(stream, C)
+    own = None if track is None else track.run.own
+    vanished = own is not None and own.violation is Violation.VANISHED
+    open_at_end = state not in PRE and state not in TERMINAL
+    # a harm needs a materialization first: an accepted claim's stop ends it by a release
+    ended = stop == "restart_ended" and state is not Phase.ACCEPTED
+    assert vanished == (open_at_end and not ended), own

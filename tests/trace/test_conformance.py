@@ -135,6 +135,14 @@ def test_trace_check_conformance_exits_0_on_a_healthy_stream(
     assert trace["conformance"]["passed"] and trace["conformance"]["live"][:2] == [
         "c-2.0", "c-2.2"]
     assert {r["gate"] for r in trace["results"]} == {"conformance"}
+    # the shape the chaos harness reads: kept stable
+    verdict = trace["conformance"]
+    assert set(verdict) == {"gate", "passed", "claims", "failed", "live", "streams"}
+    assert set(verdict["streams"][0]) == {"index", "incarnation", "end", "reason", "offset",
+                                          "line"}
+    assert set(trace["results"][0]) == {"gate", "claim_id", "passed", "missing", "controls",
+                                        "evidence", "boundary", "illegal", "why", "because",
+                                        "deciding"}
 
 
 def test_the_scenario_gates_still_ask_for_their_chains() -> None:

@@ -28,7 +28,7 @@ from residentkv.audit.observed import (
     is_expected_observed_failure,
     observed_shortfalls,
 )
-from residentkv.errors import UsageError
+from residentkv.errors import UsageError, install_hint
 from residentkv.jsontext import write_json
 from residentkv.lowering.anchors import Verifier
 from residentkv.lowering.check import run_check
@@ -199,7 +199,7 @@ def _live_witness(opts: AuditOptions, descriptors: list[Path],
     if runner is None:
         if importlib.util.find_spec("vllm") is None:
             raise UsageError("audit --live runs the witness on real vLLM, which is not "
-                             "installed; install it with pip install 'residentkv[vllm]' "
+                             f"installed; install it with {install_hint('vllm')} "
                              "(or make install-vllm), or drop --live to use the shipped traces")
         from residentkv.adapters.vllm.witness import run_witness
 

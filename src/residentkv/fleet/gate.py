@@ -46,6 +46,8 @@ class _Row:
     decision: Decision | None = None
     reject: tuple[int, int] | None = None  # (ts_ns, line) of its first claim_rejected
     failed: bool = False
+    #: told of the first request of its id another replica's stream carries (F012)
+    twinned: bool = False
 
 
 @dataclass(slots=True)
@@ -103,15 +105,21 @@ class _Pass:
         #: claim-carrying requests that finished (their verdict can only get worse)
         self.closed: dict[str, _Req] = {}
         self.accepts: dict[str, _Accept] = {}
-        #: claims a claim_rejected naming them decided in this stream
-        self.rejected: set[str] = set()
         self.handovers: dict[tuple[str | None, str], _Handover] = {}
         self.legal = StreamLegality()
+        #: SPEC §9.1: the file opened with stream_started (a later one opens the next
+        #: incarnation's stream), and the current stream saw its stream_closed
+        self.provenanced = False
+        self.closing = False
 
     def feed(self, line: int, e: Event) -> None:
         """Take the next valid event of the stream."""
         if not self.events:
             self._head(line, e)
+            self.provenanced = e.event == "stream_started"
+        elif self.provenanced and e.event == "stream_started":
+            self._next_incarnation()
+        self.closing = self.closing or e.event == "stream_closed"
         self.events += 1
         ts = int(e.ts_ns)
         self.end_ts = ts if self.end_ts is None else max(self.end_ts, ts)
@@ -176,8 +184,7 @@ class _Pass:
         kind = v.DECISION_OF.get(e.event)
         if kind is None:
             return
-        if not v.names_claim(e, row.claim, row.claim in self.accepts
-                             or row.claim in self.rejected):
+        if not v.names_claim(e, row.claim):
             self.gate.add(v.other_claim(self.path, line, row.request_id, row.claim, e.event,
                                         e.claim_id), row)
             return
@@ -203,8 +210,6 @@ class _Pass:
             return
         if name == "claim_accepted" and c not in self.accepts:
             self.accepts[c] = _Accept(c, self.index, self.path, line, int(e.ts_ns), e.owner_scope)
-        elif name == "claim_rejected":
-            self.rejected.add(c)
         elif name in v.ENDINGS and c in self.accepts:
             self.accepts[c].ended = True
         elif name in v.HANDOVERS:
@@ -222,10 +227,22 @@ class _Pass:
         elif h.known is None:
             h.known = (line, e.event, start.owner)
 
+    def _next_incarnation(self) -> None:
+        """The next incarnation's stream begins: the current one's requests are settled (a
+        request its death cut off could not finish) and forgotten: ids start afresh."""
+        self._settle_requests(cut=not self.closing)
+        self.gate.handovers += self.handovers.values()
+        for kept in (self.starts, self.open, self.closed, self.handovers):
+            kept.clear()
+        self.closing = False
+
+    def _settle_requests(self, *, cut: bool) -> None:
+        for req in [*self.open.values(), *self.closed.values()]:
+            self._settle(req, cut=cut)
+
     def end(self, opened: OpenedStream) -> FleetStream:
         """The stream is over: settle its requests, hand its claim facts to the fleet."""
-        for req in [*self.open.values(), *self.closed.values()]:
-            self._settle(req)
+        self._settle_requests(cut=False)
         for claim, step, line in self.legal.end():
             self.gate.add(v.illegal_transition(self.path, line, self.replica, claim, step))
         for found in opened.problems:
@@ -238,12 +255,12 @@ class _Pass:
         return FleetStream(path=self.path, replica=self.replica, events=self.events,
                            usable=opened.usable)
 
-    def _settle(self, req: _Req) -> None:
+    def _settle(self, req: _Req, *, cut: bool) -> None:
         row = req.row
         if not req.kinds:
             self.gate.add(v.no_decision(self.path, row.line, row.request_id, row.claim), row)
         row.decision = req.kinds[0] if len(req.kinds) == 1 else None
-        if req.finish_line is None:
+        if req.finish_line is None and not cut:
             self.gate.add(v.unfinished(self.path, row.line, row.request_id, row.claim), row)
 
 
@@ -271,14 +288,19 @@ class FleetGate:
             row.failed = True
 
     def new_row(self, row: _Row) -> _Row:
+        # one request id carried in two replicas' streams (its incarnations' streams in one
+        # file start their ids afresh: a repeat there is another request)
         earlier = self.claimed.setdefault(row.request_id, [])
-        if earlier:
+        others = [r for r in earlier if r.stream != row.stream]
+        if others:
             self.add(v.in_two_streams(row.path, row.line, row.request_id, row.claim,
-                                      earlier[0].path), row)
-        if len(earlier) == 1:  # the first carrier learns of its first twin
-            first = earlier[0]
-            self.add(v.in_two_streams(first.path, first.line, first.request_id, first.claim,
-                                      row.path), first)
+                                      others[0].path), row)
+            row.twinned = True
+        for first in others:  # each earlier carrier learns of its first twin
+            if not first.twinned:
+                first.twinned = True
+                self.add(v.in_two_streams(first.path, first.line, first.request_id,
+                                          first.claim, row.path), first)
         earlier.append(row)
         self.rows.append(row)
         return row

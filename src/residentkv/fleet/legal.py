@@ -15,8 +15,16 @@ from dataclasses import dataclass, field
 
 from residentkv.fleet.view import Event
 from residentkv.model.automaton import Step
-from residentkv.trace.acceptor import CLAIM_STEPS, REQUEST_STEPS, ClaimRun, RequestRun
+from residentkv.trace.acceptor import (
+    CLAIM_STEPS,
+    REQUEST_STEPS,
+    ClaimRun,
+    Incarnations,
+    RequestRun,
+    end_stream,
+)
 from residentkv.trace.gates import IllegalStep, illegal_step
+from residentkv.trace.streams import STREAM_KINDS, StreamEnd
 
 __all__ = ["StreamLegality"]
 
@@ -28,11 +36,21 @@ class StreamLegality:
     requests: dict[str, RequestRun] = field(default_factory=dict)
     #: request -> the owner scope its first request_started declared
     scopes: dict[str, str | None] = field(default_factory=dict)
-    #: seq -> line of the events a violation may point at
+    #: position -> line of the events a violation may point at
     lines: dict[int, int] = field(default_factory=dict)
+    files: Incarnations = field(default_factory=Incarnations)
+    previous: int = -1
 
     def feed(self, line: int, e: Event) -> None:
-        """Take the next valid event of the stream (in seq order)."""
+        """Take the next valid event of the file (in order)."""
+        if self.files.slow or e.event in STREAM_KINDS:
+            placed = self.files.place(e, self.previous, self.claims.values)
+            e = placed.event
+            if e.event in STREAM_KINDS:
+                self.lines[e.seq] = line  # where a claim may vanish
+            if placed.ended is not None:
+                self._end(placed.ended)
+        self.previous = e.seq
         name, rid, cid, seq = e.event, e.request_id, e.claim_id, e.seq
         req = None
         if rid is not None:
@@ -55,13 +73,18 @@ class StreamLegality:
         if req is not None:
             req.names(run)
 
+    def _end(self, how: StreamEnd) -> None:
+        """A stream of the file ended: its accepting conditions; requests are per stream."""
+        end_stream(self.requests.values(), self.claims.values(), how)
+        self.requests.clear()
+        self.scopes.clear()
+
     def end(self) -> list[tuple[str, IllegalStep, int | None]]:
-        """The stream is over: (claim, its first illegal step, that event's line) for every
-        claim whose run, or the run of a request naming it, the automaton refused."""
-        for req in self.requests.values():
-            req.end()
-        for run in self.claims.values():
-            run.end()
+        """The file is over: (claim, its first illegal step, that event's line) for every
+        claim whose run, or the run of a request naming it, the automaton refused (the end of
+        the reading is the end of the last stream, as for the scenario gates)."""
+        how, _ = self.files.finish()
+        end_stream(self.requests.values(), self.claims.values(), how)
         out = []
         for claim, run in self.claims.items():
             step: Step | None = run.violation

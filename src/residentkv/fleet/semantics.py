@@ -6,9 +6,12 @@ bounded one-pass optimisation and must return the same :class:`FleetJudgement` o
 
 Conventions the two share (decided here, see docs/fleet-view.md):
 
-- A request is ``(stream, request_id)``; its ``request_started`` is the first one of that id in
-  the stream, and it carries a claim when that event has a ``claim_ref``. Its *window* is every
-  later event of the stream naming the request.
+- A request is ``(stream, incarnation, request_id)``: a replica's file may hold one stream per
+  engine incarnation (SPEC §9.1), and each starts its request ids afresh. Its
+  ``request_started`` is the first one of that id in the incarnation's stream, and it carries a
+  claim when that event has a ``claim_ref``. Its *window* is every later event of that stream
+  naming the request. A claim-carrying request its incarnation's death cut off (the next
+  incarnation's ``stream_started`` follows with no ``stream_closed``) could not finish there.
 - Streams are ordered as given for tie-breaks and for "first"; across streams, time is
   ``ts_ns`` (one shared clock is assumed).
 - A claim's home is the stream of its earliest ``claim_accepted`` by ``ts_ns`` (ties: the
@@ -33,13 +36,15 @@ from residentkv.fleet.model import (
 )
 from residentkv.fleet.view import Event
 from residentkv.trace.gates import check_events
+from residentkv.trace.streams import StreamCursor, StreamEnd
 
 Lines = list[tuple[int, Event]]
 
 
 @dataclass
 class Stream:
-    """One stream as the reference sees it: every valid event with its line."""
+    """One replica's file as the reference sees it: every valid event with its line, each
+    event's incarnation (the stream of the file that holds it) and how each stream ended."""
 
     index: int
     path: str
@@ -47,6 +52,10 @@ class Stream:
     problems: list[FleetProblem]
     hidden: int
     usable: bool
+    #: per event: the index of its incarnation's stream, and its position (SPEC §9.1)
+    incarnation: list[int]
+    positions: list[int]
+    ends: list[StreamEnd]
 
     @property
     def replica(self) -> str | None:
@@ -54,12 +63,23 @@ class Stream:
             return v.replica_name(self.events[0][1])
         return None
 
-    def first_start(self, request: str | None, before: int | None = None) -> int | None:
-        """Position of the request's first ``request_started`` (before position *before*)."""
-        for pos, (_, e) in enumerate(self.events[:before]):
+    def first_start(self, request: str | None, at: int, *, before: bool = False) -> int | None:
+        """Position of the request's first ``request_started`` in the incarnation of the event
+        at *at* (*before*: before it)."""
+        k = self.incarnation[at]
+        stop = at if before else len(self.events)
+        for pos in range(self.incarnation.index(k), stop):
+            e = self.events[pos][1]
+            if self.incarnation[pos] != k:
+                break
             if e.event == "request_started" and request is not None and e.request_id == request:
                 return pos
         return None
+
+    def cut_off(self, pos: int) -> bool:
+        """Whether the incarnation of the event at *pos* died (the next one's stream_started
+        follows it with no stream_closed)."""
+        return self.ends[self.incarnation[pos]] is StreamEnd.RESTARTED
 
     @property
     def end_ts(self) -> int:
@@ -90,8 +110,17 @@ def load(paths: Sequence[str | Path]) -> list[Stream]:
     streams = []
     for i, path in enumerate(paths):
         events, opened = v.read_all(path)
+        cursor = StreamCursor()
+        incarnation: list[int] = []
+        positions: list[int] = []
+        for _, e in events:
+            placed = cursor.restart(e, positions[-1]) if cursor.opens(e) else cursor.enter(e)
+            incarnation.append(len(cursor.spans) - 1)
+            positions.append(placed.seq)
+        cursor.finish()
         streams.append(Stream(i, str(path), events, opened.problems, opened.hidden,
-                              opened.usable))
+                              opened.usable, incarnation, positions,
+                              [s.end for s in cursor.spans]))
     return streams
 
 
@@ -207,7 +236,7 @@ def claimed_requests(streams: list[Stream]) -> tuple[list[Row], list[FleetProble
     finishes in its own stream, never by fallback recompute, and is served by one replica."""
     rows: list[Row] = []
     out: list[FleetProblem] = []
-    restarts: dict[tuple[int, str], list[FleetProblem]] = {}
+    restarts: dict[tuple[int, int, str], list[FleetProblem]] = {}
     for s in streams:
         for pos, (line, e) in enumerate(s.events):
             if e.event != "request_started":
@@ -216,7 +245,7 @@ def claimed_requests(streams: list[Stream]) -> tuple[list[Row], list[FleetProble
                 if e.claim_ref is not None:
                     out.append(v.claimed_without_id(s.path, line, e.claim_ref))
                 continue
-            first = s.first_start(e.request_id)
+            first = s.first_start(e.request_id, pos)
             assert first is not None
             if first == pos:
                 if e.claim_ref is not None:
@@ -226,11 +255,13 @@ def claimed_requests(streams: list[Stream]) -> tuple[list[Row], list[FleetProble
             if e.claim_ref is not None or head.claim_ref is not None:
                 found = v.restarted(s.path, line, e.request_id, head_line)
                 # a restart of a claimed request is a problem of that request
-                key = (s.index, e.request_id) if head.claim_ref is not None else (-1, "")
+                key = ((s.index, first, e.request_id) if head.claim_ref is not None
+                       else (-1, -1, ""))
                 restarts.setdefault(key, []).append(found)
-    out += restarts.pop((-1, ""), [])
+    out += restarts.pop((-1, -1, ""), [])
     for row in rows:
-        of_row = judge_row(row, rows) + restarts.get((row.stream.index, row.request_id), [])
+        of_row = judge_row(row, rows) + restarts.get((row.stream.index, row.pos,
+                                                      row.request_id), [])
         row.failed = bool(of_row)
         out += of_row
     out += orphans(streams)
@@ -240,9 +271,11 @@ def claimed_requests(streams: list[Stream]) -> tuple[list[Row], list[FleetProble
 
 
 def window(row: Row) -> Lines:
-    """The events of the row's stream after its start that name the request."""
-    return [(line, e) for line, e in row.stream.events[row.pos + 1:]
-            if e.request_id == row.request_id]
+    """The events of the row's stream (its incarnation's) after its start that name the
+    request."""
+    s, k = row.stream, row.stream.incarnation[row.pos]
+    return [(line, e) for pos, (line, e) in enumerate(s.events) if pos > row.pos
+            and s.incarnation[pos] == k and e.request_id == row.request_id]
 
 
 def judge_row(row: Row, rows: list[Row]) -> list[FleetProblem]:
@@ -258,25 +291,20 @@ def judge_row(row: Row, rows: list[Row]) -> list[FleetProblem]:
             continue
         if e.event not in v.DECISION_OF:
             continue
-        if not v.names_claim(e, c, _decided_before(s, line, c)):
+        if not v.names_claim(e, c):
             out.append(v.other_claim(s.path, line, r, c, e.event, e.claim_id))
             continue
         named.append((line, e))
         if finish is not None and i > finish[1]:
             out.append(v.after_finish(s.path, line, r, c, e.event, finish[0]))
     out += _kinds(row, named)
-    if finish is None:
+    if finish is None and not s.cut_off(row.pos):
         out.append(v.unfinished(s.path, row.line, r, c))
     # the first other stream carrying the same request id (rows are in stream order)
     other = next((o for o in rows if o.request_id == r and o.stream is not s), None)
     if other is not None:
         out.append(v.in_two_streams(s.path, row.line, r, c, other.stream.path))
     return out
-
-
-def _decided_before(s: Stream, line: int, claim: str) -> bool:
-    return any(e.event in ("claim_accepted", "claim_rejected") and e.claim_id == claim
-               for ln, e in s.events if ln < line)
 
 
 def _kinds(row: Row, named: Lines) -> list[FleetProblem]:
@@ -307,7 +335,7 @@ def orphans(streams: list[Stream]) -> list[FleetProblem]:
         for pos, (line, e) in enumerate(s.events):
             if e.event not in v.CLAIMED_ONLY:
                 continue
-            start = s.first_start(e.request_id, before=pos)
+            start = s.first_start(e.request_id, pos, before=True)
             if start is None or s.events[start][1].claim_ref is None:
                 out.append(v.orphan(s.path, line, e.request_id, e.event, e.claim_id))
     return out
@@ -323,12 +351,12 @@ def cross_tenant(streams: list[Stream], homes: dict[str, Accept]) -> list[FleetP
     request and claim, at its first offending event."""
     out = []
     for s in streams:
-        seen: set[tuple[str | None, str]] = set()
+        seen: set[tuple[int, str | None, str]] = set()
         for pos, (line, e) in enumerate(s.events):
             if e.event not in v.HANDOVERS or e.claim_id not in homes:
                 continue
-            key = (e.request_id, e.claim_id)
-            start = s.first_start(e.request_id, before=pos)
+            key = (s.incarnation[pos], e.request_id, e.claim_id)
+            start = s.first_start(e.request_id, pos, before=True)
             owner = None if start is None else s.events[start][1].owner_scope
             claim_owner = homes[e.claim_id].owner
             if key in seen or (start is not None and owner == claim_owner):
@@ -343,13 +371,14 @@ def cross_tenant(streams: list[Stream], homes: dict[str, Accept]) -> list[FleetP
 
 
 def legal_transitions(streams: list[Stream]) -> list[FleetProblem]:
-    """SPEC §4.2, per replica stream: every claim the stream names has a legal history there,
-    as the single-stream gates judge it (their ``legal_transitions``, on that stream alone).
-    One problem per stream and claim, at the claim's first illegal step."""
+    """SPEC §4.2, per replica: every claim the file names has a legal history there, as the
+    single-stream gates judge it (their ``legal_transitions``, on that file alone, its
+    incarnations' streams followed as SPEC §9.1 says). One problem per file and claim, at the
+    claim's first illegal step (its seq a position in the file)."""
     out = []
     for s in streams:
         events = [e for _, e in s.events]
-        lines = {e.seq: line for line, e in s.events}
+        lines = {p: line for p, (line, _) in zip(s.positions, s.events, strict=True)}
         for c in dict.fromkeys(e.claim_id for e in events if e.claim_id is not None):
             (result,) = check_events(events, ("observation",), claim_id=c)
             if result.illegal is not None:

@@ -52,14 +52,15 @@ def is_fallback(e: Event) -> bool:
     return bool(e.event == "claim_restored" and e.source == "fallback_recompute")
 
 
-def names_claim(e: Event, claim: str, decided_here: bool) -> bool:
-    """Whether decision *e* is about *claim*. A rejection may leave the claim unnamed only on a
-    replica where the claim was decided (accepted or rejected, naming it) before: naming it
-    there again would write a second decision into that claim's history on the replica, which
-    the automaton refuses (SPEC §4.2); where the replica never decided it, it must name it."""
+def names_claim(e: Event, claim: str) -> bool:
+    """Whether decision *e* is about *claim*, the claim its request carries. A rejection may
+    leave the claim unnamed: it is about the request (whose ``claim_ref`` says which claim it
+    asked for). Naming the claim would decide it -- a second decision where the replica decided
+    it before (SPEC §4.2), and, for a reference, a decision by a request that may not own the
+    claim: a reference never decides one (SPEC §9.1, other tenants change nothing)."""
     if e.claim_id == claim:
         return True
-    return e.event == "claim_rejected" and e.claim_id is None and decided_here
+    return e.event == "claim_rejected" and e.claim_id is None
 
 
 def replica_name(e: Event) -> str | None:

@@ -87,7 +87,7 @@ class Guard(StrEnum):
 #: what each guard asks, for the generated table in docs/trace-gates.md
 GUARD_WHY: dict[Guard, str] = {
     Guard.ALWAYS: "otherwise",
-    Guard.BEST_EFFORT: "`protection_mode` is `best_effort` (not a claim, SPEC §2)",
+    Guard.BEST_EFFORT: "`protection_mode` is `best_effort` (not a claim)",
     Guard.NOT_CARRIER: "a `request_started` named the claim before acceptance on another "
                        "request than the one this `claim_accepted` names",
     Guard.CHANGED_DEFINITION: "it differs from the first `claim_accepted` in a defining field",
@@ -184,7 +184,7 @@ VIOLATION_WHY: dict[Violation, str] = {
                                  "request's request_started may name the claim",
     Violation.NOT_CARRIER: "a request_started named the claim before acceptance, but the "
                            "acceptance names another request",
-    Violation.BEST_EFFORT: "best_effort is not a claim (SPEC §2); the claim fails every gate",
+    Violation.BEST_EFFORT: "best_effort is not a claim; the claim fails every gate",
     Violation.ACCEPTED_CHANGED: "a second claim_accepted changes a defining field",
     Violation.DECIDED_TWICE: "the claim was already accepted or rejected",
     Violation.SUBMITTED_LATE: "claim_submitted after the claim was decided",
@@ -230,7 +230,7 @@ VIOLATION_WHY: dict[Violation, str] = {
                              "claim_accepted or claim_rejected ever decided it, so no request "
                              "carries it (checked when the stream ends)",
     Violation.OUTCOME_ENVELOPE: "an outcome event's envelope claim_id equals its "
-                                "outcome_claim_id (SPEC §4.1)",
+                                "outcome_claim_id",
     Violation.UNCLAIMED_BRANCH: "a scheduler_load_failure naming no claim explains no "
                                 "claim's failure chain",
     Violation.CARRIER_SCOPE: "a claim is carried by a request of its own owner scope",
@@ -239,12 +239,12 @@ VIOLATION_WHY: dict[Violation, str] = {
     Violation.FOREIGN_JOB: "a load's job must be one its own restore cycle started",
     Violation.VANISHED: "the claim was open when its stream closed gracefully, or open when its "
                         "incarnation died and not ended among the next stream's first events "
-                        "(SPEC §9.1: nothing vanishes; checked where the stream ends)",
+                        "(nothing vanishes; checked where the stream ends)",
     Violation.DECIDED_ACROSS: "the claim was accepted in an earlier incarnation's stream: a "
-                              "claim id is decided once, across incarnations (SPEC §9.1)",
+                              "claim id is decided once, across incarnations",
     Violation.ACCEPTED_AFTER_END: "an ended claim (released, demoted, expired, harmed, failed "
-                                  "closed) is never accepted again: a claim id is decided once "
-                                  "(SPEC §9.1); a new claim takes a new id",
+                                  "closed) is never accepted again: a claim id is decided once; "
+                                  "a new claim takes a new id",
 }
 
 
@@ -520,7 +520,7 @@ def _render_cell(cell: Cell) -> str:
 # ------------------------------------------------------------------ facts of one event alone
 def proves(kind: str, blocks: int, start: int, footprint: int, leading: int,
            surviving: int) -> bool:
-    """Whether a materialization's numbers prove the accepted predicate (SPEC §2, §4.2).
+    """Whether a materialization's numbers prove the accepted predicate.
 
     Positions ``0 .. leading-1`` are present and position ``leading`` is not (when it is inside
     the footprint). With ``surviving == footprint`` every position is present; with

@@ -85,6 +85,9 @@ FIELDS: dict[str, str] = {
                    "when known.",
     "missed_to": "Last sequence number of the runtime's own stream that was not seen, when "
                  "known.",
+    "detail": "The unseen window in words: the publisher stream (topic, data-parallel rank), the "
+              "exact batch numbers (also when they do not fit a signed 64-bit field) and why "
+              "nothing filled it.",
     # requests and scheduler
     "prompt_tokens": "Prompt length in tokens.",
     "claim_ref": "The claim_id the request's parameters name (a registration or a reuse "
@@ -106,7 +109,7 @@ FIELDS: dict[str, str] = {
     "replica": "Replica of the runtime the stream comes from, when there are several.",
     "rank": "Worker rank the stream comes from, when the runtime is distributed.",
     "incarnation": "The engine incarnation writing this stream; a restart on the same sink "
-                   "opens a new stream with a new incarnation (SPEC 9.1).",
+                   "opens a new stream with a new incarnation.",
     # generic counters
     "name": "Counter name.",
     "value": "Counter value.",
@@ -118,7 +121,9 @@ PER_EVENT: dict[tuple[str, str], str] = {
                                   "digest_mismatch when the bytes read back differ from the "
                                   "digest recorded at store.",
     ("observation_gap", "reason"): "Why part of the runtime's history was not seen: "
-                                   "sequence_gap, subscription_dropped or late_start.",
+                                   "late_start, sequence_jump, subscription_dropped, "
+                                   "publisher_restarted, undecodable_batch, malformed_message, "
+                                   "unconfirmed_tail or presence_ambiguous.",
     ("stream_closed", "reason"): "Why the stream closed: shutdown for a graceful stop (every "
                                  "claim still open must have ended before this event).",
     ("claim_restored", "source"): "Where the restored KV came from: offload_tier (a real "

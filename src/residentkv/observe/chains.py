@@ -1,156 +1,218 @@
-"""Chain reconstruction: which runtime block hashes hold which claimed positions.
+"""Chain reconstruction and counted presence: which runtime blocks hold which claimed positions.
 
-vLLM never publishes a claim, only chains: each ``BlockStored`` names its parent block hash and
-the token ids of its blocks. A claimed prefix's block *i* is the block whose tokens are the
-claim's *i*-th block of tokens and whose parent is the claim's block *i - 1* (no parent for
-block 0). The index learns those hashes as the chains arrive and, from then on, tracks each
-claimed position's presence on every medium from ``BlockStored``/``BlockRemoved`` alone.
+A runtime never publishes a claim, only chains: each ``BlockStored`` names its parent block hash
+and the token ids of its blocks. A claimed prefix's block *i* is the block whose tokens are the
+claim's *i*-th block of tokens, whose parent is the claim's block *i - 1* (no parent for block
+0), and which was stored under the claim's cache salt and LoRA (and session, when the claim
+names one). The index learns those hashes as the chains arrive — from any medium — and counts,
+for each learned hash, its physical copies per (source, hash, KV-cache group) on the device
+medium (SPEC §9.2). Blocks no claim needs are never kept: a store below an unlearned parent, or
+a removal of an unlearned hash, costs one dictionary lookup.
 
-Memory: one entry per live stored block (its media, as a bit mask) plus one per learned claimed
-block; token ids are compared as they pass and never kept.
+A copy count is an interval ``[certain, possible]``: a store of a claimed chain from its root
+whose every claimed block is already present may be a second physical copy or vLLM's report of
+a prefix-cache hit (``kv_cache_report_mode: full``; the two are identical on the wire), so it
+raises only ``possible``. A position is *present* when a learned hash of it has a certain copy
+in every group the claim needs, *absent* when some needed group has no possible copy, and
+*ambiguous* otherwise.
+
+Every operation returns the claimed positions it touched (a list); nothing changes state lazily.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
 
 from residentkv.observe.claims import ObservedClaim, block_key
-from residentkv.observe.wire import BlockHash, BlockRemoved, BlockStored
+from residentkv.observe.lazy import first_token
+from residentkv.observe.wire import BlockHash, WireError
+
+#: (source, block hash, KV-cache group)
+CopyKey = tuple[int, BlockHash, int | None]
 
 
-@dataclass(eq=False)
-class Tracked:
-    """One claim's positions: the hashes learned for each and how many are live per medium."""
+class Presence(IntEnum):
+    """A claimed position on one source's device medium."""
 
-    claim: ObservedClaim
-    #: position -> runtime hashes learned for it (several under different salts or adapters)
-    hashes: list[list[BlockHash]] = field(default_factory=list)
-    #: position -> number of its hashes live on the device medium
-    live: list[int] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        n = len(self.claim.blocks)
-        self.hashes = [[] for _ in range(n)]
-        self.live = [0] * n
-
-    @property
-    def present(self) -> list[int]:
-        """The positions stored on the device medium now."""
-        return [p for p, n in enumerate(self.live) if n > 0]
+    ABSENT = 0
+    AMBIGUOUS = 1
+    PRESENT = 2
 
 
 @dataclass(frozen=True, slots=True)
-class Change:
-    """A claimed position appeared on or vanished from the device medium."""
+class Touch:
+    """A learned block of claim *claim* (an index) at *position* changed on *source*."""
 
-    tracked: Tracked
+    claim: int
     position: int
     block_hash: BlockHash
-    present: bool
+    source: int
 
 
 class ChainIndex:
-    """Live stored blocks per medium, and the claimed positions among them (device medium)."""
+    """Learned claimed blocks and their copies on the device medium, per source."""
 
-    def __init__(self, claims: list[ObservedClaim], device_medium: str | None) -> None:
-        self.tracked = [Tracked(c) for c in claims]
+    def __init__(self, claims: Sequence[ObservedClaim], device_medium: str | None) -> None:
+        self.claims = list(claims)
         self.device_medium = device_medium
-        self._roots: dict[bytes, list[Tracked]] = {}
-        for t in self.tracked:
-            self._roots.setdefault(t.claim.blocks[0], []).append(t)
-        self._known: dict[BlockHash, list[tuple[Tracked, int]]] = {}
-        self._live: dict[BlockHash, int] = {}
-        self._bits: dict[str | None, int] = {}
-        self.unmatched_removals = 0
+        self._roots: dict[bytes, list[int]] = {}
+        for i, c in enumerate(self.claims):
+            self._roots.setdefault(c.blocks[0], []).append(i)
+        #: the first token of every claim's first block: most roots are rejected on it
+        self._first_tokens = {c.first_token for c in self.claims}
+        #: learned hash -> [(claim index, position)]
+        self._known: dict[BlockHash, list[tuple[int, int]]] = {}
+        #: claim index -> position -> learned hashes
+        self.hashes: list[list[list[BlockHash]]] = [[[] for _ in c.blocks] for c in self.claims]
+        self._copies: dict[CopyKey, list[int]] = {}
+        #: source -> groups that stored a learned block on the device medium
+        self._groups: dict[int, set[int | None]] = {}
         #: block sizes the runtime published (a claim of another block size can never match)
         self.block_sizes: set[int] = set()
 
-    def _bit(self, medium: str | None) -> int:
-        bit = self._bits.get(medium)
-        if bit is None:
-            bit = self._bits[medium] = 1 << len(self._bits)
-        return bit
-
     @property
-    def live_blocks(self) -> int:
-        """Blocks stored on at least one medium now."""
-        return len(self._live)
+    def learned(self) -> int:
+        """Hashes learned as claimed blocks."""
+        return len(self._known)
 
-    def stored(self, ev: BlockStored) -> Iterator[Change]:
-        """Apply one ``BlockStored``; yield the claimed positions it made present."""
-        bit = self._bit(ev.medium)
-        device = ev.medium == self.device_medium
-        parent = ev.parent_block_hash
+    # -------------------------------------------------------------------------- events
+    def stored(self, source: int, ev: Any) -> list[Touch]:
+        """Apply one ``BlockStored``; return the claimed positions it touched."""
         size = ev.block_size
         self.block_sizes.add(size)
-        tokens = ev.token_ids
-        for j, h in enumerate(ev.block_hashes):
-            before = self._live.get(h, 0)
-            self._live[h] = before | bit
-            owners = self._known.get(h)
-            if owners is None:
-                owners = self._learn(h, parent, tokens[j * size:(j + 1) * size])
-            if device and not before & bit:
-                for t, pos in owners:
-                    t.live[pos] += 1
-                    if t.live[pos] == 1:
-                        yield Change(t, pos, h, True)
-            parent = h
+        hashes = ev.block_hashes
+        if not hashes:
+            return []
+        known = self._known
+        parent = ev.parent_block_hash
+        if hashes[0] not in known:
+            if parent is None:
+                if first_token(ev.token_ids) not in self._first_tokens:
+                    return []                  # a root no claim starts with
+            elif parent not in known:
+                return []                      # below a block no claim needs
+        if size <= 0:
+            raise WireError(f"BlockStored with block_size {size}")
+        tokens = ev.tokens()
+        mappable = len(tokens) == len(hashes) * size
+        above: list[tuple[int, int]] | None = None if parent is None else known.get(parent, [])
+        walked: list[tuple[BlockHash, list[tuple[int, int]]]] = []
+        for j, h in enumerate(hashes):
+            owners = known.get(h)
+            if mappable:
+                owners = self._learn(h, owners, above, tokens[j * size:(j + 1) * size], ev, j)
+            if not owners:
+                break
+            walked.append((h, owners))
+            above = owners
+        if not walked or ev.medium != self.device_medium:
+            return []
+        group = ev.group_idx
+        self._groups.setdefault(source, set()).add(group)
+        copies = self._copies
+        maybe_report = parent is None and all(
+            copies.get((source, h, group), (0, 0))[0] > 0 for h, _ in walked)
+        touched: list[Touch] = []
+        for h, owners in walked:
+            count = copies.setdefault((source, h, group), [0, 0])
+            count[1] += 1
+            if not maybe_report:
+                count[0] += 1
+            touched += [Touch(c, p, h, source) for c, p in owners]
+        return touched
 
-    def _learn(self, h: BlockHash, parent: BlockHash | None,
-               chunk: list[int]) -> list[tuple[Tracked, int]]:
-        """Claimed positions *h* holds: a root matching a claim's first block, or a child of a
-        learned claimed block matching the claim's next block."""
-        if parent is None:
-            owners = [(t, 0) for t in self._roots.get(block_key(chunk), ())]
+    def _learn(self, h: BlockHash, owners: list[tuple[int, int]] | None,
+               above: list[tuple[int, int]] | None, chunk: list[int], ev: Any,
+               j: int) -> list[tuple[int, int]] | None:
+        """The claimed positions *h* holds, adding any this store shows: a root matching a
+        claim's first block, or a child of a claimed block matching the claim's next block —
+        each stored under the claim's salt, LoRA and session."""
+        if above is None:
+            candidates = [(c, 0) for c in self._roots.get(block_key(chunk), ())]
         else:
-            above = self._known.get(parent)
             if not above:
-                return []
+                return owners
             key = block_key(chunk)
-            owners = [(t, pos + 1) for t, pos in above
-                      if pos + 1 < len(t.claim.blocks) and t.claim.blocks[pos + 1] == key]
-        if owners:
-            self._known[h] = owners
-            for t, pos in owners:
-                t.hashes[pos].append(h)
+            candidates = [(c, p + 1) for c, p in above
+                          if p + 1 < len(self.claims[c].blocks)
+                          and self.claims[c].blocks[p + 1] == key]
+        for c, p in candidates:
+            if owners is not None and (c, p) in owners:
+                continue
+            claim = self.claims[c]
+            if claim.session_id is not None and ev.session_id != claim.session_id:
+                continue
+            if not ev.stored_under(j, p == 0, claim.cache_salt, claim.lora_name):
+                continue
+            if owners is None:
+                owners = self._known[h] = []
+            owners.append((c, p))
+            self.hashes[c][p].append(h)
         return owners
 
-    def removed(self, ev: BlockRemoved) -> Iterator[Change]:
-        """Apply one ``BlockRemoved``; yield the claimed positions it made absent."""
-        bit = self._bit(ev.medium)
-        device = ev.medium == self.device_medium
+    def removed(self, source: int, ev: Any) -> list[Touch]:
+        """Apply one ``BlockRemoved``; return the claimed positions it touched."""
+        known = self._known
+        if ev.medium != self.device_medium:
+            return []
+        touched: list[Touch] = []
+        group = ev.group_idx
         for h in ev.block_hashes:
-            before = self._live.get(h)
-            if before is None or not before & bit:
-                self.unmatched_removals += 1  # removal of a block never seen stored
+            owners = known.get(h)
+            if owners is None:
                 continue
-            after = before & ~bit
-            if after:
-                self._live[h] = after
-            else:
-                del self._live[h]
-            if device:
-                for t, pos in self._known.get(h, ()):
-                    t.live[pos] -= 1
-                    if t.live[pos] == 0:
-                        yield Change(t, pos, h, False)
+            count = self._copies.get((source, h, group))
+            if count is None or count[1] == 0:
+                continue                       # a removal of a copy never seen stored
+            count[1] -= 1
+            count[0] = min(max(count[0] - 1, 0), count[1])
+            touched += [Touch(c, p, h, source) for c, p in owners]
+        return touched
 
-    def cleared(self) -> Iterator[Change]:
-        """Apply ``AllBlocksCleared``: every live block is gone; yield the claimed positions."""
-        bit = self._bit(self.device_medium)
-        for t in self.tracked:
-            for pos, n in enumerate(t.live):
-                if n:
-                    t.live[pos] = 0
-                    gone = next(h for h in t.hashes[pos] if self._live.get(h, 0) & bit)
-                    yield Change(t, pos, gone, False)
-        self._live.clear()
+    def cleared(self, source: int) -> list[Touch]:
+        """Apply ``AllBlocksCleared``: every copy on *source* is gone."""
+        touched: list[Touch] = []
+        for (s, h, _), count in self._copies.items():
+            if s == source and count[1]:
+                count[0] = count[1] = 0
+                touched += [Touch(c, p, h, source) for c, p in self._known[h]]
+        return touched
 
-    def forget_live(self) -> None:
-        """Drop what is live without reporting it (the runtime restarted: its state is unknown,
-        not observed as lost)."""
-        self._live.clear()
-        for t in self.tracked:
-            t.live = [0] * len(t.live)
+    def forget(self, source: int | None) -> None:
+        """Drop what is known of *source*'s cache (every source for None) without reporting
+        it: after an unseen window its state is unknown, not observed as lost."""
+        self._copies = {k: v for k, v in self._copies.items()
+                        if source is not None and k[0] != source}
+        if source is None:
+            self._groups.clear()
+        else:
+            self._groups.pop(source, None)
+
+    # -------------------------------------------------------------------------- queries
+    def sources(self) -> set[int]:
+        """Sources with a copy of a learned block."""
+        return set(self._groups)
+
+    def positions(self, claim: int, source: int) -> list[Presence]:
+        """Each position of *claim* on *source*'s device medium."""
+        c = self.claims[claim]
+        needed = c.kv_groups if c.kv_groups is not None else self._groups.get(source, {None})
+        copies = self._copies
+        out: list[Presence] = []
+        for hashes in self.hashes[claim]:
+            best = Presence.ABSENT
+            for h in hashes:
+                state = Presence.PRESENT
+                for g in needed:
+                    certain, possible = copies.get((source, h, g), (0, 0))
+                    if possible == 0:
+                        state = Presence.ABSENT
+                        break
+                    if certain == 0:
+                        state = Presence.AMBIGUOUS
+                best = max(best, state)
+            out.append(best)
+        return out

@@ -8,13 +8,20 @@ YAML (or JSON, a subset of YAML)::
       - claim_id: c-1             # every ResidentClaim field (``residentkv schema claim``)
         ...
         tokens: [11, 12, ...]     # the claimed prefix's token ids, or taken from objects
+        cache_salt: s-1           # optional: the salt its requests carry (default: none)
+        lora_name: adapter-a      # optional: the LoRA adapter it runs under (default: none)
+        session_id: sess-7        # optional: only chains this session stored count
+        kv_groups: [0]            # optional: the KV-cache groups it needs (default: every
+                                  # group the runtime stored claimed blocks in)
 
 A claim needs ``footprint_blocks`` full blocks of tokens (``cache_identity.block_size`` each):
-the runtime publishes full blocks only. Every problem is a located ``L030``/``L031`` error.
+the runtime publishes full blocks only. Every problem is a located ``L030``/``L031`` error; a
+misspelt key is answered with the nearest one.
 """
 
 from __future__ import annotations
 
+import difflib
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +44,9 @@ from residentkv.model.claim import ResidentClaim
 INVALID = "L030"
 TOO_SHORT = "L031"
 _TOP_KEYS = frozenset({"claims", "objects"})
+#: what a claim entry may hold beside the ResidentClaim fields
+_BINDING_KEYS = ("tokens", "cache_salt", "lora_name", "session_id", "kv_groups")
+_CLAIM_KEYS = frozenset(ResidentClaim.model_fields) | frozenset(_BINDING_KEYS)
 
 
 def block_key(tokens: Sequence[int]) -> bytes:
@@ -47,18 +57,28 @@ def block_key(tokens: Sequence[int]) -> bytes:
 
 @dataclass(frozen=True)
 class ObservedClaim:
-    """A claim to watch and the token ids of the prefix it names, one key per block
-    (:func:`block_key`)."""
+    """A claim to watch, the token ids of the prefix it names (one key per block,
+    :func:`block_key`) and what its blocks are stored under: the cache salt and LoRA adapter
+    (none unless named), the session (any unless named) and the KV-cache groups it needs
+    (every group the runtime stores claimed blocks in, unless named)."""
 
     claim: ResidentClaim
     blocks: tuple[bytes, ...]
+    first_token: int = 0
+    cache_salt: str | None = None
+    lora_name: str | None = None
+    session_id: str | None = None
+    kv_groups: frozenset[int] | None = None
 
     @classmethod
-    def of(cls, claim: ResidentClaim, tokens: Sequence[int]) -> ObservedClaim:
+    def of(cls, claim: ResidentClaim, tokens: Sequence[int], *, cache_salt: str | None = None,
+           lora_name: str | None = None, session_id: str | None = None,
+           kv_groups: frozenset[int] | None = None) -> ObservedClaim:
         """*claim* over the first ``footprint_blocks`` full blocks of *tokens*."""
         size = claim.cache_identity.block_size
         return cls(claim, tuple(block_key(tokens[j * size:(j + 1) * size])
-                                for j in range(claim.footprint_blocks)))
+                                for j in range(claim.footprint_blocks)), tokens[0],
+                   cache_salt, lora_name, session_id, kv_groups)
 
     @property
     def claim_id(self) -> str:
@@ -142,13 +162,16 @@ def _one(entry: Any, i: int, objects: dict[str, list[int]], root: Any,
         line, col = locate(root, where)
         raise ClaimsFileError(f"claims.{i}: expected a claim mapping", path=shown, line=line,
                               col=col)
-    fields = {k: v for k, v in entry.items() if k != "tokens"}
+    _misspelt(entry, root, shown, where)
+    fields = {k: v for k, v in entry.items() if k not in _BINDING_KEYS}
     try:
         claim = ResidentClaim.model_validate(fields)
     except ValidationError as e:
         first = validation_findings(e, root, shown, where, default=INVALID)[0]
-        raise ClaimsFileError(first.message, path=shown, line=first.line,
+        hint = f"; {first.help}" if first.help else ""
+        raise ClaimsFileError(f"{first.message}{hint}", path=shown, line=first.line,
                               col=first.col) from None
+    binding = _binding(entry, root, shown, where)
     if "tokens" in entry:
         tokens = _tokens(entry["tokens"], root, shown, (*where, "tokens"))
     elif claim.object_id in objects:
@@ -165,4 +188,43 @@ def _one(entry: Any, i: int, objects: dict[str, list[int]], root: Any,
             f"claims.{i}: {len(tokens)} tokens cover {len(tokens) // size} full blocks of "
             f"{size}; expected at least footprint_blocks={claim.footprint_blocks}",
             code=TOO_SHORT, path=shown, line=line, col=col)
-    return ObservedClaim.of(claim, tokens)
+    return ObservedClaim.of(claim, tokens, **binding)
+
+
+def _misspelt(entry: dict[str, Any], root: Any, shown: str, where: tuple[str | int, ...]) -> None:
+    """A key no claim entry holds: name the nearest one (a typo would otherwise read as a
+    missing field, or silently leave a binding at its default)."""
+    for key in entry:
+        if key in _CLAIM_KEYS:
+            continue
+        close = difflib.get_close_matches(str(key), sorted(_CLAIM_KEYS), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]}?" if close else (
+            "a claim holds the ResidentClaim fields (`residentkv schema claim`) and "
+            + ", ".join(_BINDING_KEYS))
+        line, col = locate(root, (*where, key))
+        raise ClaimsFileError(f"{'.'.join(map(str, where))}.{key}: unknown key; {hint}",
+                              path=shown, line=line, col=col)
+
+
+def _binding(entry: dict[str, Any], root: Any, shown: str,
+             where: tuple[str | int, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("cache_salt", "lora_name", "session_id"):
+        value = entry.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            line, col = locate(root, (*where, key))
+            raise ClaimsFileError(f"{'.'.join(map(str, where))}.{key}: expected a non-empty "
+                                  "string (or leave it out: none)", path=shown, line=line,
+                                  col=col)
+        out[key] = value
+    groups = entry.get("kv_groups")
+    if groups is not None:
+        ok = isinstance(groups, list) and groups and all(
+            isinstance(g, int) and not isinstance(g, bool) and 0 <= g < 2**31 for g in groups)
+        if not ok:
+            line, col = locate(root, (*where, "kv_groups"))
+            raise ClaimsFileError(f"{'.'.join(map(str, where))}.kv_groups: expected a "
+                                  "non-empty list of KV-cache group indices (integers >= 0)",
+                                  path=shown, line=line, col=col)
+        out["kv_groups"] = frozenset(int(g) for g in groups)
+    return out

@@ -31,7 +31,7 @@ def claims_table(views: Iterable[ClaimView], *, batches: int, gaps: int,
         ago = "-" if v.last_change is None else f"{max(0.0, now - v.last_change):.0f}s ago"
         table.add_row(c.claim_id, c.claim.protection_mode.value,
                       f"[{_STYLE[v.status]}]{v.status.value}[/]",
-                      f"{len(v.tracked.present)}/{len(c.blocks)}", needs, str(v.losses), ago)
+                      f"{v.stored}/{len(c.blocks)}", needs, str(v.losses), ago)
     return table
 
 
@@ -45,7 +45,7 @@ class LiveView:
 
     def _table(self) -> Table:
         o = self.observer
-        return claims_table(o.views.values(), batches=o.batches, gaps=o.gaps)
+        return claims_table(o.views, batches=o.batches, gaps=o.gaps)
 
     def start(self) -> None:
         self.live.start()

@@ -16,7 +16,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 from residentkv.observe.claims import ObservedClaim
-from residentkv.observe.observer import ClaimStatus, GapReason
+from residentkv.observe.observer import ClaimStatus
+from residentkv.observe.sequence import Cause
 
 _BUCKETS = (0.01, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 300, 900, 3600)
 
@@ -52,7 +53,7 @@ class Metrics:
         if held_for_s is not None:
             self.time_to_loss.observe(held_for_s)
 
-    def gap(self, reason: GapReason) -> None:
+    def gap(self, reason: Cause) -> None:
         self.gaps.inc()
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> int:

@@ -1,44 +1,44 @@
 """The observer: a runtime's own KV event batches in, v1 claim events out.
 
-:class:`Observer` is pure (no sockets): the subscriber hands it decoded frames. For each claim it
-writes ``claim_accepted`` when observation starts, ``claim_materialized`` whenever the claim's
-predicate comes to hold on the positions stored on the device medium, and ``block_evicted``
-(``reason`` ``runtime_removed``, or ``runtime_cleared`` for ``AllBlocksCleared``) for every
-needed position the runtime drops after the claim materialized. It never writes an outcome
-(harm, expiry, demotion, refusal): the runtime published none, and a loss without one is what
-the gates must fail.
+:class:`Observer` is pure (no sockets, no clock but the batches' own ``ts``): the sequence
+tracker (:mod:`residentkv.observe.sequence`) decides which batches continue the stream, and
+the observer carries out its actions — apply a batch, write an ``observation_gap``, forget a
+source's cache state. For each claim it writes ``claim_accepted`` when observation starts,
+``claim_materialized`` whenever the claim's predicate comes to hold on the positions present on
+the device medium, and ``block_evicted`` (``reason`` ``runtime_removed``, or
+``runtime_cleared`` for ``AllBlocksCleared``) for every needed position whose last copy leaves
+after the claim materialized. It never writes an outcome (harm, expiry, demotion, refusal): the
+runtime published none, and a loss without one is what the gates must fail.
 
-Batches are numbered by the publisher. A batch that was not seen — a jump in the numbers, a
-first batch numbered above 0, a subscription that dropped, a batch that could not be decoded —
-is asked from the replay endpoint when one is configured; what it cannot supply becomes an
-``observation_gap`` event, and every claim's state becomes unknown (never a pass).
+A claim lives in one source's cache (its *home*: the source where it materialized); another
+data-parallel rank's copies never keep it alive. A needed position that becomes *ambiguous*
+(:class:`~residentkv.observe.chains.Presence`) is a gap (``presence_ambiguous``): the observer
+cannot tell whether the claim still holds, so it says so rather than guess.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from residentkv.model.predicate import evaluate_predicate
+from residentkv.model.integers import INT64_MAX
+from residentkv.model.predicate import PredicateResult, evaluate_predicate
 from residentkv.model.vocabulary import DEVICE_TIER
-from residentkv.observe.chains import ChainIndex, Change, Tracked
+from residentkv.observe.chains import ChainIndex, Presence, Touch
 from residentkv.observe.claims import ObservedClaim
-from residentkv.observe.wire import (
-    AllBlocksCleared,
-    BlockRemoved,
-    BlockStored,
-    Frame,
-    KVEvent,
-    hash_hex,
-)
-from residentkv.trace.writer import EventWriter
+from residentkv.observe.lazy import CLEARED, REMOVED, STORED
+from residentkv.observe.sequence import Action, Apply, Cause, Forget, Gap, SourceKey
+from residentkv.observe.wire import Batch, WireError, hash_hex
 
 SOURCE = "residentkv.observer"
-#: vLLM's KV events name blocks by hash only; block_evicted.block_id says "not published"
+#: the runtimes' KV events name blocks by hash only; block_evicted.block_id says "not published"
 NO_BLOCK_ID = -1
+
+#: an event sink: ``emit(event, **fields)`` (the trace writer's ``emit``)
+Emit = Callable[..., Any]
 
 
 class ClaimStatus(StrEnum):
@@ -51,21 +51,20 @@ class ClaimStatus(StrEnum):
     UNKNOWN = "unknown"     # part of the runtime's history was not seen
 
 
-class GapReason(StrEnum):
-    """Why an ``observation_gap`` was written."""
-
-    LATE_START = "late_start"
-    SEQUENCE_JUMP = "sequence_jump"
-    SUBSCRIPTION_DROPPED = "subscription_dropped"
-    PUBLISHER_RESTARTED = "publisher_restarted"
-    UNDECODABLE_BATCH = "undecodable_batch"
-
-
 class EvictionReason(StrEnum):
     """``block_evicted.reason`` values the observer writes."""
 
     RUNTIME_REMOVED = "runtime_removed"
     RUNTIME_CLEARED = "runtime_cleared"
+
+
+class Fact(StrEnum):
+    """What the observer saw happen to a claim."""
+
+    MATERIALIZED = "materialized"
+    LOST = "lost"
+    AMBIGUOUS = "ambiguous"
+    UNSEEN = "unseen"       # an observation gap
 
 
 class Listener(Protocol):
@@ -76,206 +75,245 @@ class Listener(Protocol):
 
     def lost(self, claim: ObservedClaim, held_for_s: float | None) -> None: ...
 
-    def gap(self, reason: GapReason) -> None: ...
-
-
-#: replay(start_seq) -> the buffered frames from start_seq on (possibly fewer, never invented)
-Replay = Callable[[int], Iterable[Frame]]
+    def gap(self, reason: Cause) -> None: ...
 
 
 @dataclass(eq=False)
 class ClaimView:
-    """The observer's running picture of one claim."""
+    """The observer's facts about one claim; its status is derived from them."""
 
-    tracked: Tracked
-    status: ClaimStatus = ClaimStatus.PENDING
-    holds: bool = False
-    materialized: bool = False
-    held_since: float | None = None  # runtime's batch ts of the last materialization
-    losses: int = 0
-    last_change: float | None = None  # time.time() of the last status change
-    unknown: bool = False
+    claim: ObservedClaim
+    #: (fact, the publisher's batch number it was seen in; None for a gap with no number)
+    facts: list[tuple[Fact, int | None]] = field(default_factory=list)
+    #: each position on the home source, as last evaluated
+    positions: list[Presence] = field(default_factory=list)
+    home: int | None = None
+    held_since_ts: float | None = None
+    notified: ClaimStatus | None = None
+    last_change: float | None = None  # time.time() of the last status change (live view)
+
+    def state_fact(self) -> Fact | None:
+        """The last of materialized, lost and ambiguous (gaps aside)."""
+        return next((f for f, _ in reversed(self.facts) if f is not Fact.UNSEEN), None)
 
     @property
-    def claim(self) -> ObservedClaim:
-        return self.tracked.claim
+    def holds(self) -> bool:
+        """Materialized and not lost since (possibly ambiguous)."""
+        for fact, _ in reversed(self.facts):
+            if fact in (Fact.MATERIALIZED, Fact.LOST):
+                return fact is Fact.MATERIALIZED
+        return False
+
+    @property
+    def losses(self) -> int:
+        return sum(1 for f, _ in self.facts if f is Fact.LOST)
+
+    @property
+    def stored(self) -> int:
+        """Footprint positions present on the home source now."""
+        return sum(1 for p in self.positions if p is Presence.PRESENT)
+
+    @property
+    def status(self) -> ClaimStatus:
+        if any(f is Fact.UNSEEN for f, _ in self.facts):
+            return ClaimStatus.UNKNOWN
+        if not any(f is Fact.MATERIALIZED for f, _ in self.facts):
+            return ClaimStatus.PENDING
+        if not self.holds:
+            return ClaimStatus.LOST
+        if self.stored < len(self.claim.blocks):
+            return ClaimStatus.AT_RISK
+        return ClaimStatus.HELD
+
+    def first(self, fact: Fact) -> int | None:
+        """The batch number *fact* was first seen in (None: never, or not numbered)."""
+        return next((seq for f, seq in self.facts if f is fact), None)
+
+    def last(self, fact: Fact) -> int | None:
+        return next((seq for f, seq in reversed(self.facts) if f is fact), None)
 
 
 class Observer:
-    """Turns frames into v1 events through *writer* (which already wrote ``stream_started``)."""
+    """Carries out the sequence tracker's actions and writes v1 events through *emit* (a
+    writer that already wrote ``stream_started``)."""
 
-    def __init__(self, claims: Sequence[ObservedClaim], writer: EventWriter, *,
-                 device_medium: str | None = "GPU", replay: Replay | None = None,
-                 listeners: Sequence[Listener] = ()) -> None:
+    def __init__(self, claims: Sequence[ObservedClaim], emit: Emit, *,
+                 device_medium: str | None = "GPU", listeners: Sequence[Listener] = ()) -> None:
         self.index = ChainIndex(list(claims), device_medium)
-        self.views = {t.claim.claim_id: ClaimView(t) for t in self.index.tracked}
-        self._by_tracked = {id(v.tracked): v for v in self.views.values()}
-        self.writer = writer
+        self.views = [ClaimView(c, positions=[Presence.ABSENT] * len(c.blocks))
+                      for c in self.index.claims]
+        self.by_id = {v.claim.claim_id: v for v in self.views}
+        self.emit = emit
         self.device_medium = device_medium
-        self.replay = replay
         self.listeners = list(listeners)
-        self.expected: int | None = None
-        self.dropped = False
+        self._sources: dict[SourceKey, int] = {}
         self.batches = 0
         self.kv_events = 0
         self.gaps = 0
-        self._ts = 0.0
+        self._batch: Batch | None = None
 
-    # ---------------------------------------------------------------------- lifecycle
+    # -------------------------------------------------------------------------- lifecycle
     def start(self) -> None:
         """Write ``claim_accepted`` for every claim: observation starts now."""
-        for v in self.views.values():
+        for v in self.views:
             c = v.claim.claim
             self._emit_claim("claim_accepted", v, registration=c.registration.value,
                              protection_mode=c.protection_mode.value,
                              footprint_blocks=c.footprint_blocks,
                              predicate=c.predicate.model_dump(mode="json"),
                              owner_scope=c.owner_scope, expires_after_s=c.expires_after_s)
-            self._set_status(v, ClaimStatus.PENDING)
+            self._notify(v)
 
-    def finish(self) -> None:
-        """End of observation: a subscription still down leaves an open-ended gap."""
-        if self.dropped:
-            self._gap(GapReason.SUBSCRIPTION_DROPPED, self.expected, None)
-        self.writer.flush()
+    def act(self, actions: Iterable[Action]) -> None:
+        """Carry out the tracker's actions in order."""
+        for a in actions:
+            if isinstance(a, Apply):
+                self.apply(a.batch)
+            elif isinstance(a, Gap):
+                self.gap(a.cause, a.first, a.last, _describe(a))
+            elif isinstance(a, Forget):
+                self.forget(a.key)
 
-    # ---------------------------------------------------------------------- input
-    def on_frame(self, frame: Frame) -> None:
-        """One batch from the subscription, in arrival order."""
-        self._catch_up(frame.seq)
-        self._apply(frame)
-
-    def on_undecodable(self, seq: int) -> None:
-        """Batch *seq* arrived but is not in the runtime's format: its content is unknown."""
-        if self.expected is not None and seq < self.expected:
-            return  # a stray copy of a batch already applied
-        self._catch_up(seq)
-        self._gap(GapReason.UNDECODABLE_BATCH, seq, seq)
-        self.expected = seq + 1
-
-    def on_disconnect(self) -> None:
-        """The subscription dropped: whatever is published until it is back is not seen."""
-        self.dropped = True
-
-    # ---------------------------------------------------------------------- internals
-    def _catch_up(self, seq: int) -> None:
-        """Before batch *seq* is applied: account for every batch before it not yet seen."""
-        exp = self.expected
-        if exp is None:
-            if seq > 0:
-                self._fill(0, seq - 1, GapReason.LATE_START)
-        elif seq > exp:
-            reason = GapReason.SUBSCRIPTION_DROPPED if self.dropped else GapReason.SEQUENCE_JUMP
-            self._fill(exp, seq - 1, reason)
-        elif seq < exp:
-            # numbering restarted: the runtime restarted, and its cache with it, unseen
-            self._gap(GapReason.PUBLISHER_RESTARTED, None, None)
-            self.index.forget_live()
-            if seq > 0:
-                self._fill(0, seq - 1, GapReason.LATE_START)
-        self.dropped = False
-
-    def _fill(self, first: int, last: int, reason: GapReason) -> None:
-        """Batches *first*..*last* were missed: replay what the publisher still buffers, and
-        write a gap for every run of batches it cannot supply."""
-        got: dict[int, Frame] = {}
-        if self.replay is not None:
-            got = {f.seq: f for f in self.replay(first) if first <= f.seq <= last}
-        if not got:
-            self._gap(reason, first, last)
-            return
-        run_start: int | None = None
-        for s in range(first, last + 1):
-            if s in got:
-                if run_start is not None:
-                    self._gap(reason, run_start, s - 1)
-                    run_start = None
-                self._apply(got[s])
-            elif run_start is None:
-                run_start = s
-        if run_start is not None:
-            self._gap(reason, run_start, last)
-
-    def _gap(self, reason: GapReason, missed_from: int | None, missed_to: int | None) -> None:
-        self.gaps += 1
-        self.writer.emit("observation_gap", source=SOURCE, reason=reason.value,
-                         missed_from=missed_from, missed_to=missed_to)
-        for v in self.views.values():
-            v.unknown = True
-            self._set_status(v, ClaimStatus.UNKNOWN)
-        for listener in self.listeners:
-            listener.gap(reason)
-
-    def _apply(self, frame: Frame) -> None:
+    # -------------------------------------------------------------------------- actions
+    def apply(self, batch: Batch) -> None:
+        """Apply one batch that continues its source's stream."""
         self.batches += 1
-        self._ts = frame.batch.ts
-        for ev in frame.batch.events:
-            self.kv_events += 1
-            self._event(ev)
-        self.expected = frame.seq + 1
+        self._batch = batch
+        sid = self._source(batch.topic, batch.rank)
+        index = self.index
+        self.kv_events += len(batch.events)
+        for ev in batch.events:
+            kind = type(ev)
+            try:
+                if kind in STORED:
+                    touched = index.stored(sid, ev)
+                    reason = EvictionReason.RUNTIME_REMOVED
+                elif kind in REMOVED:
+                    touched = index.removed(sid, ev)
+                    reason = EvictionReason.RUNTIME_REMOVED
+                elif kind in CLEARED:
+                    touched = index.cleared(sid)
+                    reason = EvictionReason.RUNTIME_CLEARED
+                else:
+                    continue
+            except WireError as e:
+                # a field read only now (a claimed chain's token ids) does not decode: the
+                # rest of this batch is unseen, and so is the cache state it leaves
+                self.gap(Cause.UNDECODABLE_BATCH, batch.seq, batch.seq,
+                         f"batch {batch.seq}: {e}")
+                self.forget((batch.topic, batch.rank))
+                return
+            if touched:
+                self._touched(touched, reason)
 
-    def _event(self, ev: KVEvent) -> None:
-        if isinstance(ev, BlockStored):
-            changes = list(self.index.stored(ev))
-            reason = EvictionReason.RUNTIME_REMOVED
-        elif isinstance(ev, BlockRemoved):
-            changes = list(self.index.removed(ev))
-            reason = EvictionReason.RUNTIME_REMOVED
-        elif isinstance(ev, AllBlocksCleared):
-            changes = list(self.index.cleared())
-            reason = EvictionReason.RUNTIME_CLEARED
-        else:
-            return
-        if not changes:
-            return
-        touched: dict[int, ClaimView] = {}
-        for ch in changes:
-            v = self._by_tracked[id(ch.tracked)]
-            touched[id(v)] = v
-            if not ch.present:
-                self._evicted(v, ch, reason)
-        for v in touched.values():
-            self._evaluate(v)
+    def gap(self, cause: Cause, first: int | None, last: int | None, detail: str) -> None:
+        """Write an ``observation_gap``: every claim's state is unknown from here."""
+        self.gaps += 1
+        exact = all(n is None or n <= INT64_MAX for n in (first, last))
+        self.emit("observation_gap", source=SOURCE, reason=cause.value,
+                  missed_from=first if exact else None, missed_to=last if exact else None,
+                  detail=detail or None)
+        seq = None if self._batch is None else self._batch.seq
+        for v in self.views:
+            v.facts.append((Fact.UNSEEN, seq))
+            self._notify(v)
+        for listener in self.listeners:
+            listener.gap(cause)
 
-    def _evicted(self, v: ClaimView, ch: Change, reason: EvictionReason) -> None:
-        """A needed position left the device medium after the claim materialized."""
-        if not v.materialized or ch.position not in v.claim.needed:
+    def forget(self, key: SourceKey | None) -> None:
+        """Drop what is known of *key*'s cache (every source for None)."""
+        sid = None if key is None else self._sources.get(key)
+        if key is not None and sid is None:
             return
-        self.writer.emit("block_evicted", claim_id=v.claim.claim_id, source=SOURCE,
-                         block_id=NO_BLOCK_ID, protected=False, reason=reason.value,
-                         position=ch.position, medium=self.device_medium,
-                         block_hash=hash_hex(ch.block_hash))
+        self.index.forget(sid)
+        for v in self.views:
+            if sid is None or v.home == sid:
+                v.home = None
+                v.positions = [Presence.ABSENT] * len(v.positions)
 
-    def _evaluate(self, v: ClaimView) -> None:
-        present = v.tracked.present
-        result = evaluate_predicate(v.claim.claim.predicate, present)
-        if result.holds and not v.holds:
-            self._emit_claim("claim_materialized", v, surviving=result.surviving,
-                             leading=result.leading, required=result.required, holds=True,
-                             tier=DEVICE_TIER)
-            v.materialized = True
-            v.held_since = self._ts
-        elif v.holds and not result.holds:
-            v.losses += 1
-            held = None if v.held_since is None else max(0.0, self._ts - v.held_since)
-            for listener in self.listeners:
-                listener.lost(v.claim, held)
-        v.holds = result.holds
-        if not v.materialized:
-            status = ClaimStatus.PENDING
-        elif not result.holds:
-            status = ClaimStatus.LOST
-        elif len(present) < len(v.claim.blocks):
-            status = ClaimStatus.AT_RISK
-        else:
-            status = ClaimStatus.HELD
-        self._set_status(v, ClaimStatus.UNKNOWN if v.unknown else status)
+    # -------------------------------------------------------------------------- claims
+    def _source(self, topic: bytes, rank: int | None) -> int:
+        key = (topic, rank)
+        sid = self._sources.get(key)
+        if sid is None:
+            sid = self._sources[key] = len(self._sources)
+        return sid
 
-    def _set_status(self, v: ClaimView, new: ClaimStatus) -> None:
-        old = v.status if v.last_change is not None else None
-        if old == new:
+    def _touched(self, touched: list[Touch], reason: EvictionReason) -> None:
+        seen: dict[tuple[int, int], Touch] = {}
+        for t in touched:
+            seen.setdefault((t.claim, t.source), t)
+        for (ci, sid), _ in seen.items():
+            self._evaluate(self.views[ci], ci, sid, reason)
+
+    def _evaluate(self, v: ClaimView, ci: int, sid: int, reason: EvictionReason) -> None:
+        if v.home is not None and v.home != sid and v.holds:
+            return                              # held on its home source: this one is not it
+        states = self.index.positions(ci, sid)
+        pred = v.claim.claim.predicate
+        present = [p for p, s in enumerate(states) if s is Presence.PRESENT]
+        certain = evaluate_predicate(pred, present)
+        if v.home != sid:
+            if certain.holds:
+                v.home, v.positions = sid, states
+                self._materialized(v, certain)
             return
-        v.status = new
+        if any(f is Fact.MATERIALIZED for f, _ in v.facts):
+            for p in v.claim.needed:
+                if v.positions[p] is not Presence.ABSENT and states[p] is Presence.ABSENT:
+                    self._evicted(v, ci, p, reason)
+        v.positions = states
+        ambiguous = [p for p, s in enumerate(states) if s is Presence.AMBIGUOUS]
+        if certain.holds:
+            if not v.holds:
+                self._materialized(v, certain)
+        elif v.holds:
+            possible = evaluate_predicate(pred, present + ambiguous) if ambiguous else certain
+            if not possible.holds:
+                self._lost(v)
+            elif v.state_fact() is not Fact.AMBIGUOUS:      # said once until it resolves
+                self._ambiguous(v, ambiguous)
+        self._notify(v)
+
+    def _materialized(self, v: ClaimView, result: PredicateResult) -> None:
+        self._emit_claim("claim_materialized", v, surviving=result.surviving,
+                         leading=result.leading, required=result.required, holds=True,
+                         tier=DEVICE_TIER)
+        b = self._batch
+        v.facts.append((Fact.MATERIALIZED, None if b is None else b.seq))
+        v.held_since_ts = None if b is None else b.ts
+        self._notify(v)
+
+    def _lost(self, v: ClaimView) -> None:
+        b = self._batch
+        v.facts.append((Fact.LOST, None if b is None else b.seq))
+        held = None if b is None or v.held_since_ts is None else max(
+            0.0, b.ts - v.held_since_ts)
+        for listener in self.listeners:
+            listener.lost(v.claim, held)
+
+    def _ambiguous(self, v: ClaimView, positions: list[int]) -> None:
+        b = self._batch
+        v.facts.append((Fact.AMBIGUOUS, None if b is None else b.seq))
+        self.gap(Cause.PRESENCE_AMBIGUOUS, None, None,
+                 f"claim {v.claim.claim_id!r}: position(s) {positions} may have lost their last "
+                 "copy: a second store of the same chain from its root is either a second "
+                 "physical copy or the runtime's report of a prefix-cache hit, and the wire "
+                 "does not say which")
+
+    def _evicted(self, v: ClaimView, ci: int, position: int, reason: EvictionReason) -> None:
+        """A needed position's last copy left the device medium after materialization."""
+        hashes = self.index.hashes[ci][position]
+        self.emit("block_evicted", claim_id=v.claim.claim_id, source=SOURCE,
+                  block_id=NO_BLOCK_ID, protected=False, reason=reason.value,
+                  position=position, medium=self.device_medium,
+                  block_hash=hash_hex(hashes[-1]) if hashes else None)
+
+    def _notify(self, v: ClaimView) -> None:
+        new = v.status
+        if new == v.notified:
+            return
+        old, v.notified = v.notified, new
         v.last_change = time.time()
         for listener in self.listeners:
             listener.status_changed(v.claim, old, new)
@@ -284,4 +322,21 @@ class Observer:
         c = v.claim.claim
         identity = dict(zip(("object_id", "cache_identity", "request_token_map_id",
                              "predicate_id"), c.identity, strict=True))
-        self.writer.emit(event, claim_id=c.claim_id, source=SOURCE, **identity, **fields)
+        self.emit(event, claim_id=c.claim_id, source=SOURCE, **identity, **fields)
+
+
+def _describe(gap: Gap) -> str:
+    """The gap's source and exact window in words (the window may not fit a signed 64-bit
+    trace field)."""
+    parts = []
+    if gap.key is not None:
+        topic, rank = gap.key
+        parts.append(f"topic {topic.decode('utf-8', 'replace')!r}"
+                     + (f", data-parallel rank {rank}" if rank is not None else ""))
+    if gap.first is not None or gap.last is not None:
+        first = "?" if gap.first is None else str(gap.first)
+        last = "the end" if gap.last is None else str(gap.last)
+        parts.append(f"batches {first}..{last}")
+    if gap.detail:
+        parts.append(gap.detail)
+    return "; ".join(parts)

@@ -1,18 +1,20 @@
 """One observation, end to end: claims file, provenance, subscription, observer, trace.
 
 :func:`observe` runs until *stop* is set (SIGINT/SIGTERM in the command) or the duration
-passes, then flushes and closes the trace: ``stream_started`` (emitter
-``residentkv-observer``, the runtime release given or asked from the server's ``/version``),
-``claim_accepted`` per claim, then what the runtime's own events showed.
+passes, closes every publisher stream's tail, then flushes and closes the trace:
+``stream_started`` (emitter ``residentkv-observer``, the runtime release given or asked from
+the server), ``claim_accepted`` per claim, then what the runtime's own events showed.
+
+A trace file holds one observation: an ``--out`` that already holds events is refused
+(``T050``) unless the observation may replace it, since a second stream appended to the first
+would accept the same claims again, which a claim id decided once forbids.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
-import urllib.request
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,21 +22,22 @@ from pathlib import Path
 from residentkv import __version__
 from residentkv.errors import UsageError, UserInputError
 from residentkv.observe.claims import load_claims
+from residentkv.observe.discovery import Runtime
 from residentkv.observe.live import LiveView
 from residentkv.observe.metrics import Metrics
 from residentkv.observe.observer import ClaimView, Listener, Observer
-from residentkv.observe.subscriber import Subscription
+from residentkv.observe.subscriber import (
+    END_BUDGET_S,
+    HWM,
+    MAX_MESSAGE_BYTES,
+    Endpoint,
+    Subscription,
+)
+from residentkv.observe.wire import Dialect
 from residentkv.trace.writer import EventWriter, Provenance
 
 EMITTER = "residentkv-observer"
-
-
-@dataclass(frozen=True)
-class Runtime:
-    """The runtime release the observed stream comes from."""
-
-    name: str
-    version: str
+OUT_EXISTS = "T050"
 
 
 def parse_runtime(text: str) -> Runtime:
@@ -45,35 +48,23 @@ def parse_runtime(text: str) -> Runtime:
     return Runtime(name.strip(), version.strip())
 
 
-def runtime_from_server(base_url: str, timeout: float = 10.0) -> Runtime:
-    """Ask a vLLM server's ``/version``; vLLM names no distribution there, so the name is
-    ``vllm``."""
-    url = base_url.rstrip("/") + "/version"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            version = json.loads(r.read(1 << 16)).get("version")
-    except (OSError, ValueError, AttributeError) as e:
-        raise UserInputError(f"--server: cannot read {url}: {e}", code="L032") from None
-    if not isinstance(version, str) or not version:
-        raise UserInputError(f"--server: {url} names no version", code="L032")
-    return Runtime("vllm", version)
-
-
 @dataclass
 class ObserveOptions:
     """What ``residentkv observe`` was asked to do."""
 
-    kv_events: str
+    endpoints: list[Endpoint]
     claims: Path
     out: Path
     runtime: Runtime
-    bind: bool = False
-    replay: str | None = None
-    topic: str = ""
+    dialect: Dialect = Dialect.VLLM
     medium: str = "GPU"
     metrics_port: int | None = None
     duration: float | None = None
     live: bool = False
+    overwrite: bool = False
+    max_message_bytes: int = MAX_MESSAGE_BYTES
+    hwm: int = HWM
+    end_wait: float = END_BUDGET_S
 
 
 @dataclass
@@ -86,7 +77,6 @@ class Observation:
     kv_events: int
     gaps: int
     metrics_port: int | None = None
-    unmatched_removals: int = 0
     block_sizes: frozenset[int] = frozenset()
 
     def block_size_mismatches(self) -> list[str]:
@@ -97,21 +87,41 @@ class Observation:
                 if v.claim.block_size not in self.block_sizes]
 
 
+def refuse_existing(out: Path, overwrite: bool) -> None:
+    """A trace file holds one stream: refuse to append a second one (``T050``)."""
+    try:
+        size = out.stat().st_size
+    except OSError:
+        return
+    if size == 0:
+        return
+    if overwrite:
+        out.unlink()
+        return
+    raise UserInputError(
+        f"{out} already holds a trace ({size} bytes); a second observation appended to it "
+        "would be a second stream accepting the same claims again, and a claim id is decided "
+        "once: every claim would fail. Write to a new file (e.g. --out "
+        "observed-2.jsonl), or pass --overwrite to replace it",
+        code=OUT_EXISTS, path=str(out), line=1, col=1)
+
+
 def observe(opts: ObserveOptions, stop: threading.Event) -> Observation:
     """Run one observation until *stop* is set or ``opts.duration`` passes."""
     claims = load_claims(opts.claims)
+    refuse_existing(opts.out, opts.overwrite)
+    metrics = Metrics(claims) if opts.metrics_port is not None else None
+    listeners: list[Listener] = [metrics] if metrics is not None else []
+    sub = Subscription(opts.endpoints, dialect=opts.dialect,
+                       max_message_bytes=opts.max_message_bytes, hwm=opts.hwm,
+                       end_budget_s=opts.end_wait)
     writer = EventWriter(opts.out, source="residentkv.observer", provenance=Provenance(
         EMITTER, __version__, opts.runtime.name, opts.runtime.version,
         stream_id=f"observe-{uuid.uuid4()}"))
-    metrics = Metrics(claims) if opts.metrics_port is not None else None
-    listeners: list[Listener] = [metrics] if metrics is not None else []
-    sub = Subscription(opts.kv_events, bind=opts.bind, topic=opts.topic.encode(),
-                       replay_endpoint=opts.replay)
     port = None
     live: LiveView | None = None
     try:
-        obs = Observer(claims, writer, device_medium=opts.medium, replay=sub.replay,
-                       listeners=listeners)
+        obs = Observer(claims, writer.emit, device_medium=opts.medium, listeners=listeners)
         obs.start()
         writer.flush()
         if metrics is not None and opts.metrics_port is not None:
@@ -121,8 +131,8 @@ def observe(opts: ObserveOptions, stop: threading.Event) -> Observation:
             live = LiveView(obs)
             live.start()
         deadline = None if opts.duration is None else time.monotonic() + opts.duration
-        sub.run(obs, stop, deadline=deadline, tick=None if live is None else live.tick)
-        obs.finish()
+        sub.run(obs, stop, deadline=deadline, tick=None if live is None else live.tick,
+                flush=writer.flush)
     finally:
         if live is not None:
             live.stop()
@@ -130,7 +140,6 @@ def observe(opts: ObserveOptions, stop: threading.Event) -> Observation:
             metrics.close()
         sub.close()
         writer.close()
-    return Observation(trace=opts.out, views=list(obs.views.values()), batches=obs.batches,
+    return Observation(trace=opts.out, views=list(obs.views), batches=obs.batches,
                        kv_events=obs.kv_events, gaps=obs.gaps, metrics_port=port,
-                       unmatched_removals=obs.index.unmatched_removals,
                        block_sizes=frozenset(obs.index.block_sizes))

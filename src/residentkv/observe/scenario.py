@@ -1,16 +1,19 @@
 """The observer scenario on real vLLM: claims on a plain, unpatched OpenAI server.
 
 vLLM's OpenAI server runs with prefix caching, priority scheduling, a KV cache of a few blocks
-(so other prompts evict) and its ZeroMQ KV event publisher on an ipc endpoint — no residentkv
-connector, no middleware. ``residentkv observe`` watches two claims: a ``soft_priority`` claim
-on a prefix sent with the highest priority, and an ``offloadable`` claim. The official openai
-client sends the claimed prompts, then other prompts until both claims' needed blocks were
-evicted. The trace shows what the runtime itself published: materialization on real positions,
-then the loss of needed blocks with no outcome — which the gates must refuse.
+(so other prompts evict) and its ZeroMQ KV event publisher (and its replay endpoint) on ipc
+endpoints — no residentkv connector, no middleware. ``residentkv observe --server URL`` finds
+the publisher at the server's ``/kv_event_sources`` and watches two claims: a
+``soft_priority`` claim on a prefix sent with the highest priority, and an ``offloadable``
+claim. The official openai client sends the claimed prompts, then other prompts until both
+claims' needed blocks were evicted. The trace shows what the runtime itself published:
+materialization on real positions, then the loss of needed blocks with no outcome — which the
+gates must refuse. The replay endpoint confirms the stream's tail when the observer stops, so
+the trace has no gap.
 
 ``late_start=True`` starts the observer only after the claimed prompts were served: without a
-replay endpoint the stream is incomplete and must never pass; with ``replay=True`` the
-publisher's replay endpoint supplies the batches the observer missed.
+replay endpoint (``replay=False``) the stream is incomplete and must never pass; with one, the
+publisher's replay buffer supplies the batches the observer missed.
 """
 
 from __future__ import annotations
@@ -118,13 +121,15 @@ def _wait_for(trace: Path, event: str, proc: subprocess.Popen[bytes], what: str)
     raise RuntimeError(f"observer: no {event} after 60 s")
 
 
-def _start_observer(run: ObservedRun, claims: Path, endpoint: str, replay: str | None,
+def _start_observer(run: ObservedRun, claims: Path, server: str,
                     log: Path) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "residentkv", "observe", "--kv-events", endpoint,
-           "--topic", "kv", "--claims", str(claims), "--out", str(run.trace),
-           "--runtime", run.runtime, "--no-live"]
-    if replay is not None:
-        cmd += ["--replay", replay]
+    # the publisher from the server's /kv_event_sources; the release named as installed (the
+    # server's /version says only "0.32.0", and the observer checks that it agrees)
+    # --end-wait: a loaded CI machine may answer the tail's replay late; the harness stops
+    # the observer with SIGINT and waits, so it can give the answer more than a second
+    cmd = [sys.executable, "-m", "residentkv", "observe", "--server", server,
+           "--runtime", run.runtime, "--claims", str(claims), "--out", str(run.trace),
+           "--no-live", "--end-wait", "10"]
     with log.open("wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
                                 env=dict(os.environ), start_new_session=True)
@@ -144,7 +149,7 @@ def _stop_observer(proc: subprocess.Popen[bytes]) -> int:
 
 
 def run_observed_vllm(out_dir: str | Path, *, late_start: bool = False,
-                      replay: bool = False) -> ObservedRun:
+                      replay: bool = True) -> ObservedRun:
     """Run the scenario; the observer's trace is ``out_dir/observed.jsonl``."""
     from openai import OpenAI
 
@@ -169,10 +174,9 @@ def run_observed_vllm(out_dir: str | Path, *, late_start: bool = False,
     observer: subprocess.Popen[bytes] | None = None
     with ServerProcess(model, None, log=run.logs["server"], extra_args=extra,
                        middleware=False) as server:
-        if not late_start:
-            observer = _start_observer(run, claims, endpoint, replay_ep,
-                                       run.logs["observer"])
         server.wait_ready()
+        if not late_start:
+            observer = _start_observer(run, claims, server.base_url, run.logs["observer"])
         client = OpenAI(base_url=server.base_url + "/v1", api_key="none", max_retries=0)
 
         def send(tokens: list[int], **body: Any) -> None:
@@ -183,8 +187,7 @@ def run_observed_vllm(out_dir: str | Path, *, late_start: bool = False,
         send(prompts[SOFT], priority=HIGH_PRIORITY)
         send(prompts[OFFLOADABLE])
         if late_start:
-            observer = _start_observer(run, claims, endpoint, replay_ep,
-                                       run.logs["observer"])
+            observer = _start_observer(run, claims, server.base_url, run.logs["observer"])
         for seed in range(100, 100 + MAX_FILLERS):
             send(_prompt(seed))
             run.evicted = _evicted(run.trace)

@@ -53,7 +53,8 @@ def _attention(result: AuditResult) -> list[str]:
            for s in result.sources if s.get("path") is None]
     w = result.witness
     if w.get("mode") == "live" and not w.get("passed"):
-        out.append(f"witness: {w.get('matched')}/{w.get('runs')} scenario runs matched SPEC §9")
+        out.append(f"witness: {w.get('matched')}/{w.get('runs')} scenario runs matched their "
+                   "expected gate results")
     if result.suite.get("available") and not result.suite.get("passed"):
         out.append(f"suite: {result.suite['detail']}")
     out += [f"observed: {s}" for s in result.observed_short]
@@ -88,7 +89,8 @@ def render_audit_terminal(result: AuditResult, *, rows: bool = False, width: int
         return render_audit_text(result, width=max(width, 160))
     doc = result.doc
     w = result.witness
-    witness = (f"witness: live, {w.get('matched')}/{w.get('runs')} runs matched SPEC §9"
+    witness = (f"witness: live, {w.get('matched')}/{w.get('runs')} runs matched their "
+               "expected gate results"
                if w.get("mode") == "live" else
                f"witness: shipped traces ({len(w.get('traces', []))} files)")
     out = [witness, result.suite["detail"], "", *_matrix_lines(doc), ""]

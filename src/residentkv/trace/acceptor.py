@@ -41,7 +41,7 @@ from residentkv.model.automaton import (
 )
 from residentkv.model.event_record import EventRecord, required_label
 from residentkv.model.events import IDENTITY_FIELDS
-from residentkv.trace.streams import CLOSER, OPENER, StreamEnd
+from residentkv.trace.streams import CLOSER, OPENER, StreamCursor, StreamEnd
 
 #: fields of claim_accepted that define the claim (with its predicate): a second acceptance may
 #: not change them
@@ -522,3 +522,68 @@ class HeadWindow:
             if run.phase in LIVE:
                 run.vanish(self.opener, OPENER, settled=settled)
         return self.pending
+
+
+@dataclass(slots=True)
+class Placed:
+    """An event placed among the streams of its file (:meth:`Incarnations.place`)."""
+
+    #: the event at its position
+    event: Event
+    #: the claims of the head window that closed just before it (settled), if one did
+    head: list[ClaimRun] | None = None
+    #: it opened the next stream: how the previous one ended (the caller ends it)
+    ended: StreamEnd | None = None
+
+
+class Incarnations:
+    """The automaton's side of a file of several streams (SPEC §9.1): a pass hands it the
+    file's first event, every opener and closer, and every event while :attr:`slow` (a later
+    stream's, or one of a head window); it places each at its position, makes the claims open
+    at a ``stream_closed`` vanish, and keeps the head window of a stream opened after another.
+    Ending a stream's requests and claims (:func:`end_stream`) and forgetting what is kept per
+    request are the caller's."""
+
+    __slots__ = ("cursor", "head")
+
+    def __init__(self) -> None:
+        self.cursor = StreamCursor()
+        self.head: HeadWindow | None = None
+
+    @property
+    def slow(self) -> bool:
+        """Whether the next event must be placed whatever it is: the file's first, a later
+        stream's or one of a head window (the rest of the first stream's need not)."""
+        return not self.cursor.spans or bool(self.cursor.offset) or self.head is not None
+
+    def place(self, e: Event, previous: int, runs: Callable[[], Iterable[ClaimRun]]) -> Placed:
+        """Place *e*, which follows the event at position *previous*; *runs* gives every claim
+        run the pass keeps."""
+        cursor = self.cursor
+        head = None
+        if cursor.opens(e):
+            if self.head is not None:
+                head = self._close_head(settled=True)
+            ended = cursor.ended()
+            opener = cursor.restart(e, previous)
+            window = HeadWindow(runs(), opener.seq)
+            self.head = window if window.pending else None
+            return Placed(opener, head, ended)
+        if self.head is not None and not self.head.continues(e):
+            head = self._close_head(settled=True)
+        closes = e.event == CLOSER and not cursor.closed
+        positioned = cursor.enter(e)
+        if closes:
+            close_stream(runs(), positioned.seq)
+        return Placed(positioned, head)
+
+    def finish(self) -> tuple[StreamEnd, list[ClaimRun] | None]:
+        """The reading stopped: how the last stream ended, and the claims of the head window
+        the reading stopped in, if it did (they are live, not vanished)."""
+        head = self._close_head(settled=False) if self.head is not None else None
+        return self.cursor.finish(), head
+
+    def _close_head(self, *, settled: bool) -> list[ClaimRun]:
+        head, self.head = self.head, None
+        assert head is not None
+        return head.close(settled=settled)

@@ -10,7 +10,7 @@ drops resolved history only, never an open obligation.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,13 +25,12 @@ from residentkv.trace.acceptor import (
     CLAIM_STEPS,
     REQUEST_STEPS,
     ClaimRun,
-    HeadWindow,
+    Incarnations,
     RequestRun,
-    close_stream,
     end_stream,
 )
 from residentkv.trace.requirements import OBSERVATION, Seqs
-from residentkv.trace.streams import CLOSER, STREAM_KINDS, StreamCursor, StreamEnd
+from residentkv.trace.streams import STREAM_KINDS, StreamEnd
 
 #: events after which a claim makes no further promise (SPEC §4.1: "released, expired, failed
 #: closed"; demotion ends the claim too, SPEC §2)
@@ -269,7 +268,8 @@ class ClaimFailures:
 
 @dataclass(slots=True)
 class ClaimConflicts:
-    """Refusals and deferrals naming the claim (SPEC §2 hard_protected, §4 controls)."""
+    """Refusals and deferrals naming the claim (SPEC §2 hard_protected), and the negative
+    controls (SPEC §4) from the events that concern the claim (SPEC §9.1)."""
 
     smear: bool = False
     admission: bool = False
@@ -399,19 +399,16 @@ class StreamFacts:
     loaded_jobs: dict[int | str, dict[str, ClaimTrack]] = field(default_factory=dict)
     #: load job -> seq of its last failed-load report
     failed_jobs: dict[int | str, int] = field(default_factory=dict)
-    generic_counters: int = 0
     #: a claim_accepted declared best_effort: a problem line (SPEC §4.2), so no stream is well
     #: formed
     best_effort: bool = False
     #: seq of the first observation_gap (SPEC §4.2: what a gap hides is unknown)
     gap: int | None = None
-    unclaimed_store: int | None = None
     failure_names: set[str | None] = field(default_factory=set)
     failure_named_more: bool = False
     derived: dict[str, Any] = field(default_factory=dict)
-    #: SPEC §9.1: the streams of the file, and the head window of the current one
-    cursor: StreamCursor = field(default_factory=StreamCursor)
-    head: HeadWindow | None = None
+    #: SPEC §9.1: the streams of the file (and the head window of the current one)
+    files: Incarnations = field(default_factory=Incarnations)
 
     def forget_pass(self) -> None:
         """Drop the state only the pass reads (judging reads claims and stream-wide flags)."""
@@ -485,15 +482,25 @@ def stream_pass(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
     requests, scopes, carried = facts.requests, facts.owner_scopes, facts.carried
     dispatch = _DISPATCH
     claim_steps, request_steps = CLAIM_STEPS, REQUEST_STEPS
-    stream_kinds, slow, previous = STREAM_KINDS, True, -1
+    files, stream_kinds, previous = facts.files, STREAM_KINDS, -1
+    slow = files.slow
+
+    def runs() -> Iterator[ClaimRun]:
+        return (t.run for t in claims.values())
+
     # the hot loop: one lookup says what an event is; what every claim event shares is inline
     for event in records(events):
         name = event.event
         if slow or name in stream_kinds:
             # the file's first event, an opener or closer, or anything of a later stream or
-            # of a head window (SPEC §9.1): the cursor places it
-            event = _stream_event(facts, event, name, previous)
-            slow = bool(facts.cursor.offset) or facts.head is not None
+            # of a head window (SPEC §9.1): placed at its position
+            placed = files.place(event, previous, runs)
+            event = placed.event
+            if placed.head is not None:
+                _head_closed(facts, placed.head, settled=True)
+            if placed.ended is not None:
+                _end_stream(facts, placed.ended)
+            slow = files.slow
         previous = event.seq
         cid = event.claim_id
         rid = event.request_id
@@ -550,44 +557,18 @@ def stream_pass(events: Iterable[Envelope] | Iterable[Event]) -> StreamFacts:
                 continue
         if handler is not None:
             handler(facts, t, event)
-    how = facts.cursor.finish()
-    if facts.head is not None:  # the reading stopped inside a head window
-        _close_head(facts, settled=False)
+    how, head = files.finish()
+    if head is not None:  # the reading stopped inside a head window
+        _head_closed(facts, head, settled=False)
     _end_stream(facts, how, last=True)
     return facts
 
 
-def _stream_event(facts: StreamFacts, event: Event, name: str, previous: int) -> Event:
-    """SPEC §9.1: *event* at its position; an opener of a later stream ends the current one
-    first, a closer ends its claims, and an event that is no head ending closes the head
-    window."""
-    cursor = facts.cursor
-    if cursor.opens(event):
-        if facts.head is not None:
-            _close_head(facts, settled=True)
-        _end_stream(facts, cursor.ended())
-        opener: Event = cursor.restart(event, previous)
-        facts.head = HeadWindow((t.run for t in facts.claims.values()), opener.seq)
-        if not facts.head.pending:
-            facts.head = None
-        return opener
-    if facts.head is not None and not facts.head.continues(event):
-        _close_head(facts, settled=True)
-    closes = name == CLOSER and not cursor.closed
-    positioned: Event = cursor.enter(event)
-    if closes:
-        close_stream((t.run for t in facts.claims.values()), positioned.seq)
-    return positioned
-
-
-def _close_head(facts: StreamFacts, *, settled: bool) -> None:
-    """The head window closed (or the reading stopped in it): a failure its claim's ending
+def _head_closed(facts: StreamFacts, head: list[ClaimRun], *, settled: bool) -> None:
+    """A head window closed (or the reading stopped in it): a failure its claim's ending
     there answers is closed; one whose claim did not end stays open (not yet, if the reading
     stopped)."""
-    head, facts.head = facts.head, None
-    if head is None:
-        return
-    for run in head.close(settled=settled):
+    for run in head:
         failures = facts.claims[run.claim_id].failures
         if not failures.awaiting_head:
             continue
@@ -947,7 +928,6 @@ def _finish_of(t: ClaimTrack, rid: str, finish: tuple[int, str | None]) -> None:
 
 
 def _generic(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
-    facts.generic_counters += 1
     for c in _concerned(facts, t, e):
         c.conflicts.counter = True
 
@@ -975,9 +955,7 @@ def _store_finished(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
         if t is not None:  # SPEC §4.2: open until the claim's outcome on that request
             t.failures.open_on.add(e.request_id)
         return
-    if t is None:
-        if facts.unclaimed_store is None:
-            facts.unclaimed_store = e.seq
+    if t is None:  # an ordinary store: a control of the claims its request carries
         for c in facts.carriers(e.request_id):
             c.conflicts.unclaimed_store = True
     else:

@@ -6,18 +6,26 @@ are buffered and thread-safe: the lock covers both the ``seq`` assignment and th
 order equals ``seq`` order. Every byte written is also hashed as it is written: the process
 that wrote a trace can say what it wrote (:meth:`EventWriter.written_sha256`, the live root of
 SPEC §7.2), whatever happens to the file afterwards.
+
+A sink may hold several streams, one after the other (SPEC §9.1: one per engine incarnation).
+A writer that appends to a file whose last line was torn (its writer was killed mid-write) ends
+that line first, so its own stream starts on a line of its own; :func:`sink_events` reads back
+the events of chosen kinds from a sink, for an emitter resuming on its own journal.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import os
+import re
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import msgspec
 
@@ -25,6 +33,7 @@ from residentkv.model.events import SCHEMA_ID
 from residentkv.model.fast_events import FAST_STRUCTS
 
 _ENCODE = msgspec.json.Encoder().encode
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -72,9 +81,14 @@ class EventWriter:
         provenance: Provenance | None = None,
         first_seq: int = 0,
     ) -> None:
+        self._written = hashlib.sha256()
         if isinstance(sink, (str, Path)):
             Path(sink).parent.mkdir(parents=True, exist_ok=True)
+            torn = _ends_torn(Path(sink))
             self._fh: IO[str] = open(sink, "a", encoding="utf-8")  # noqa: SIM115
+            if torn:
+                self._fh.write("\n")  # the torn line stays a (reported) line of its own
+                self._written.update(b"\n")
             self._owns = True
         else:
             self._fh = sink
@@ -85,7 +99,6 @@ class EventWriter:
         self._buffer_lines = buffer_lines
         self._lock = threading.Lock()
         self._seq = itertools.count(first_seq)
-        self._written = hashlib.sha256()
         self.count = 0
         if provenance is not None:
             self.emit("stream_started", **provenance.fields())
@@ -159,3 +172,45 @@ class EventWriter:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _ends_torn(path: Path) -> bool:
+    """Whether *path* exists and its last byte is not a newline (a cut-off last line)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() == 0:
+                return False
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) != b"\n"
+    except FileNotFoundError:
+        return False
+
+
+def sink_events(path: str | Path, kinds: Iterable[str],
+                as_type: type[T] = dict[str, Any]) -> Iterator[T]:  # type: ignore[assignment]
+    """The events of *kinds* in the sink at *path*, in file order, decoded as *as_type* (plain
+    dicts, or a ``msgspec.Struct`` naming only the fields the caller reads: faster).
+
+    Streaming and cheap on large sinks: a line is decoded only when its ``event`` value is one
+    of *kinds*. Lines that do not decode (a torn line) are skipped -- the reader reports them;
+    this is for an emitter resuming on its own sink, not for judging one. A missing file holds
+    no events.
+    """
+    wanted = sorted(set(kinds))
+    pattern = re.compile(rb'"event"\s*:\s*"(?:' + b"|".join(
+        re.escape(k.encode()) for k in wanted) + rb')"')
+    decode = msgspec.json.Decoder(as_type).decode
+    try:
+        fh = open(path, "rb")  # noqa: SIM115
+    except FileNotFoundError:
+        return
+    with fh:
+        for line in fh:
+            if pattern.search(line) is None:
+                continue
+            try:
+                event = decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+            yield event

@@ -112,8 +112,9 @@ def paired_ms(router: Sequence[tuple[Sent, Served]],
 
 
 def _claim_scoped(s: Served, claim_id: str) -> bool:
-    """Restored from the host tier, or a rejection naming the claim: never a silent recompute."""
-    return s.restored_from_host or s.rejection(claim_id) is not None
+    """Restored from the host tier, or a rejection of the claim (naming it, or -- a reference
+    never names a claim, SPEC §9.1 -- naming none): never a silent recompute."""
+    return s.restored_from_host or s.rejection_of(claim_id) is not None
 
 
 def owner_restore(res: Mapping[str, Resolved], claims: Mapping[str, dict[str, Any]],

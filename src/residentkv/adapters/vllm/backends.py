@@ -122,11 +122,11 @@ class ServerBackend:
     end-to-end tests show separately that the default client does not retry a refusal."""
 
     def __init__(self, model_dir: Path, transfer: dict[str, Any], log: Path,
-                 tensor_parallel: int = 1) -> None:
+                 tensor_parallel: int = 1, server_args: list[str] | None = None) -> None:
         import openai
 
         self.server = ServerProcess(model_dir, transfer, log=log,
-                                    tensor_parallel=tensor_parallel)
+                                    tensor_parallel=tensor_parallel, extra_args=server_args)
         try:
             self.server.wait_ready()
         except BaseException:
@@ -184,8 +184,10 @@ class ServerBackend:
 
 
 def make_backend(shape: str, work_dir: Path, model_dir: Path, *, policy: str,
-                 host_tier_bytes: int, extra: dict[str, Any]) -> tuple[Any, str]:
-    """Start vLLM in *shape* with the connector; returns (backend, control socket path)."""
+                 host_tier_bytes: int, extra: dict[str, Any],
+                 server_args: list[str] | None = None) -> tuple[Any, str]:
+    """Start vLLM in *shape* with the connector (*server_args*: more arguments of the OpenAI
+    server, in the server shapes); returns (backend, control socket path)."""
     # short and absolute: unix socket paths are limited to 107 bytes
     control = str(Path(tempfile.gettempdir()) / f"rkv-{policy}-{uuid.uuid4().hex[:12]}.sock")
     transfer = transfer_config(event_sink=work_dir / f"engine-{policy}.jsonl", policy=policy,
@@ -195,7 +197,8 @@ def make_backend(shape: str, work_dir: Path, model_dir: Path, *, policy: str,
         return LLMBackend(shape, model_dir, transfer), control
     if shape in ("server", "tp2"):
         tp = 2 if shape == "tp2" else 1
-        backend = ServerBackend(model_dir, transfer, work_dir / f"server-{policy}.log", tp)
+        backend = ServerBackend(model_dir, transfer, work_dir / f"server-{policy}.log", tp,
+                                server_args)
         return backend, control
     raise ValueError(f"unknown shape {shape!r}")
 

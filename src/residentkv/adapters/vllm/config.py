@@ -106,6 +106,13 @@ class ConnectorConfig(BaseModel):
     per_owner_claim_blocks: int | None = Field(
         default=None, gt=0, description="most blocks one owner_scope may hold claimed"
     )
+    per_owner_claims: int | None = Field(
+        default=None, gt=0, description="most live claims one owner_scope may hold"
+    )
+    per_owner_claim_bytes: int | None = Field(
+        default=None, gt=0,
+        description="most host-tier bytes (all ranks) one owner_scope may hold claimed",
+    )
     load_mode: Literal["async", "sync"] = Field(
         default="async",
         description="async: vLLM's async-load protocol (copy issued after the forward launch, "

@@ -213,9 +213,10 @@ class ResidentClaimConnector(KVConnectorBase_V1):
         return self.scheduler_side.take_stats()
 
     def shutdown(self) -> None:
-        """Write the stream through when vLLM shuts the connector down."""
+        """vLLM stops the engine gracefully (its workers, and the host tier, are gone by now):
+        the live claims end (``claim_harmed``, cause ``shutdown``) and the stream closes."""
         if self.scheduler_side is not None:
-            self.scheduler_side.op.flush()
+            self.scheduler_side.op.close()
 
     @classmethod
     def build_kv_connector_stats(cls, data: dict[str, Any] | None = None) -> KVConnectorStats:

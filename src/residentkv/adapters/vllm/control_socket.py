@@ -5,13 +5,20 @@ mode 0600: the file system permission is the credential; an ordinary API client 
 no way to reach it). One JSON object per line in, one per line out:
 
 ``{"op": "configure", "event_sink": "...", "failure_injection": [...], "offload_unclaimed": b,
-"verify_content": b}``,
+"verify_content": b, "budgets": {"claims": n, "blocks": n, "bytes": n}}``,
 ``{"op": "release", "claim_ids": [...], "reason": "..."}``, ``{"op": "outcome", "request_id":
 "...", "contains": false}``, ``{"op": "status"}``, ``{"op": "flush"}``, ``{"op": "announce",
 "channel": "..."}`` (the server's claim outcome middleware says it is there), and for the witness
 harness ``{"op": "counter", "name": ..., "value": ..., "request_id": ...}`` (a
-``generic_counter`` it read from vLLM's output). Answers are ``{"ok": true, "result": ...}``
-or ``{"ok": false, "error": "..."}``.
+``generic_counter`` it read from vLLM's output), and ``{"op": "written", "sink": "..."}`` (the
+sha256 of the last stream the engine wrote to that sink and closed, for the live root).
+Answers are ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``.
+
+``{"op": "watch"}`` keeps the connection open: the answer (``{"ok": true, "result":
+{"incarnation": ...}}``) is followed, when the engine stops gracefully, by one line
+``{"event": "closed", "reason": "shutdown"}`` and the end of the connection; when the engine
+process dies the connection simply ends. The server middleware watches this way, so it learns
+that the engine is gone the moment it is, whatever vLLM's front end does with the requests.
 
 :class:`ControlClient` speaks it with the same method names as the in-process
 :class:`~residentkv.adapters.vllm.control.Operator`.
@@ -22,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import socket
 import socketserver
 import threading
@@ -33,18 +41,39 @@ from pydantic import ValidationError
 
 from residentkv.adapters.vllm.config import InjectionRule
 from residentkv.adapters.vllm.control import Operator
+from residentkv.adapters.vllm.rules import Budgets
 
 __all__ = ["ControlClient", "ControlError", "ControlServer", "serve_control"]
 
 
 class ControlError(RuntimeError):
-    """The control socket refused a command or could not be reached."""
+    """The control socket refused a command or could not be reached.
+
+    ``gone``: nothing listens on the socket any more, or it hung up without an answer (the
+    engine process ended); a timeout is not ``gone`` (the engine may only be slow)."""
+
+    def __init__(self, message: str, *, gone: bool = False) -> None:
+        super().__init__(message)
+        self.gone = gone
 
 
 def _rules(raw: Any) -> list[InjectionRule]:
     if not isinstance(raw, list):
         raise ValueError("failure_injection must be a list of rules")
     return [InjectionRule.model_validate(r) for r in raw]
+
+
+def _budgets(raw: Any) -> Budgets | None:
+    """``{"claims", "blocks", "bytes"}``: each a positive integer or null (unbounded)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or raw.keys() - {"claims", "blocks", "bytes"}:
+        raise ValueError("budgets is an object with claims, blocks, bytes (each an integer > 0 "
+                         "or null)")
+    for key, value in raw.items():
+        if value is not None and (type(value) is not int or value <= 0):
+            raise ValueError(f"budgets.{key} must be an integer > 0 or null")
+    return Budgets(raw.get("claims"), raw.get("blocks"), raw.get("bytes"))
 
 
 def dispatch(op: Operator, cmd: dict[str, Any]) -> Any:
@@ -60,6 +89,7 @@ def dispatch(op: Operator, cmd: dict[str, Any]) -> Any:
             if "failure_injection" in cmd else None,
             offload_unclaimed=cmd.get("offload_unclaimed"),
             verify_content=verify,
+            budgets=_budgets(cmd.get("budgets")),
         )
         return op.status()
     if name == "release":
@@ -91,8 +121,13 @@ def dispatch(op: Operator, cmd: dict[str, Any]) -> Any:
     if name == "flush":
         op.flush()
         return True
+    if name == "written":
+        sink = cmd.get("sink")
+        if not isinstance(sink, str) or not sink:
+            raise ValueError("sink must be a non-empty string")
+        return op.written_sha256(sink)
     raise ValueError(f"unknown op {name!r}; one of configure, release, outcome, status, flush, "
-                     "announce, counter")
+                     "announce, counter, watch, written")
 
 
 class _Handler(socketserver.StreamRequestHandler):
@@ -104,10 +139,29 @@ class _Handler(socketserver.StreamRequestHandler):
                 cmd = json.loads(line)
                 if not isinstance(cmd, dict):
                     raise ValueError("a command is a JSON object")
+                if cmd.get("op") == "watch":
+                    self._watch()
+                    return
                 reply = {"ok": True, "result": dispatch(self.server.operator, cmd)}
             except (ValueError, KeyError, ValidationError) as exc:
                 reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
             self.wfile.write(json.dumps(reply).encode() + b"\n")
+            self.wfile.flush()
+
+    def _watch(self) -> None:
+        """Hold the connection until the engine closes (one closing line) or the watcher
+        hangs up."""
+        closed = self.server.watch_closed
+        reply = {"ok": True, "result": {"incarnation": self.server.operator.incarnation}}
+        self.wfile.write(json.dumps(reply).encode() + b"\n")
+        self.wfile.flush()
+        while not closed.wait(0.5):
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                return  # the watcher hung up
+        line = {"event": "closed", "reason": self.server.closed_reason}
+        with contextlib.suppress(OSError):
+            self.wfile.write(json.dumps(line).encode() + b"\n")
             self.wfile.flush()
 
 
@@ -119,6 +173,9 @@ class ControlServer(socketserver.ThreadingUnixStreamServer):
     def __init__(self, path: str | Path, op: Operator) -> None:
         self.path = str(path)
         self.operator = op
+        #: set when the engine closed gracefully: watchers get one closing line
+        self.watch_closed = threading.Event()
+        self.closed_reason = ""
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)  # a stale socket of an earlier engine
@@ -131,8 +188,14 @@ class ControlServer(socketserver.ThreadingUnixStreamServer):
                                        daemon=True)
         self.thread.start()
 
+    def engine_closed(self, reason: str) -> None:
+        """The engine closed its last stream: tell every watcher (the engine is gone)."""
+        self.closed_reason = reason
+        self.watch_closed.set()
+
     def close(self) -> None:
         """Stop serving and remove the socket file."""
+        self.engine_closed("control socket closed")
         self.shutdown()
         self.server_close()
         with contextlib.suppress(FileNotFoundError):
@@ -147,8 +210,10 @@ def serve_control(path: str, op: Operator) -> ControlServer:
     server = _SERVERS.get(path)
     if server is not None:
         server.operator = op
-        return server
-    server = _SERVERS[path] = ControlServer(path, op)
+        server.watch_closed.clear()
+    else:
+        server = _SERVERS[path] = ControlServer(path, op)
+    op.on_close.append(server.engine_closed)
     return server
 
 
@@ -173,11 +238,14 @@ class ControlClient:
                         break
                     data += chunk
         except OSError as exc:
-            raise ControlError(f"control socket {self.path}: {exc}") from None
+            gone = isinstance(exc, (ConnectionRefusedError, FileNotFoundError,
+                                    ConnectionResetError, BrokenPipeError))
+            raise ControlError(f"control socket {self.path}: {exc}", gone=gone) from None
         try:
             reply = json.loads(data)
         except ValueError:
-            raise ControlError(f"control socket {self.path}: no answer") from None
+            raise ControlError(f"control socket {self.path}: no answer",
+                               gone=not data) from None
         if not reply.get("ok"):
             raise ControlError(str(reply.get("error")))
         return reply.get("result")
@@ -185,9 +253,10 @@ class ControlClient:
     def configure(self, *, event_sink: str | Path | None = None,
                   failure_injection: Sequence[InjectionRule | dict[str, Any]] | None = None,
                   offload_unclaimed: bool | None = None,
-                  verify_content: bool | None = None) -> dict[str, Any]:
-        """Swap the sink, the injection rules, the unclaimed-offload switch or content
-        verification."""
+                  verify_content: bool | None = None,
+                  budgets: Budgets | None = None) -> dict[str, Any]:
+        """Swap the sink, the injection rules, the unclaimed-offload switch, content
+        verification or the per-owner budgets."""
         args: dict[str, Any] = {}
         if event_sink is not None:
             args["event_sink"] = str(event_sink)
@@ -199,6 +268,9 @@ class ControlClient:
             args["offload_unclaimed"] = offload_unclaimed
         if verify_content is not None:
             args["verify_content"] = verify_content
+        if budgets is not None:
+            args["budgets"] = {"claims": budgets.claims, "blocks": budgets.blocks,
+                               "bytes": budgets.bytes}
         result: dict[str, Any] = self.call("configure", **args)
         return result
 
@@ -233,9 +305,10 @@ class ControlClient:
         """The current event sink."""
         return str(self.status()["sink"])
 
-    def written_sha256(self) -> str:
-        """sha256 of what the engine's writer has written to the current sink so far."""
-        return str(self.status()["written_sha256"])
+    def written_sha256(self, sink: str | Path) -> str | None:
+        """sha256 of the last stream the engine's writer wrote to *sink* and closed."""
+        result: str | None = self.call("written", sink=str(sink))
+        return result
 
     @property
     def injections_fired(self) -> int:

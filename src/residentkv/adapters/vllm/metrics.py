@@ -37,6 +37,9 @@ COUNTERS: dict[str, tuple[str, str]] = {
     "claims_refused": (PREFIX + "claims_refused",
                        "active requests refused because their claim's restore failed"),
     "claims_released": (PREFIX + "claims_released", "claims released by the operator"),
+    "claims_expired": (PREFIX + "claims_expired", "claims expired after their duration"),
+    "claims_harmed": (PREFIX + "claims_harmed",
+                      "claims whose KV was lost with the engine (graceful stop)"),
     "claims_fallback_recompute": (PREFIX + "claims_fallback_recompute",
                                   "claims served by recompute after a failed restore (harm)"),
 }

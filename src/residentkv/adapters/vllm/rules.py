@@ -14,18 +14,23 @@ metadata types.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from residentkv.adapters.vllm.host_tier import combine_digests, format_digest
 from residentkv.model.claim import PredicateSpec, ProtectionMode, Registration, ResidentClaim
 
 __all__ = [
-    "ENDED_KEPT",
+    "DECIDED_KEPT",
+    "LOWERED_MODES",
+    "Budgets",
     "ClaimHit",
     "ClaimRecord",
+    "Decision",
+    "Decisions",
     "Finish",
     "Hit",
     "JobKind",
@@ -43,15 +48,19 @@ __all__ = [
     "UnclaimedKey",
     "WorkerFact",
     "acceptance_problem",
+    "budget_problem",
+    "decided_problem",
     "held_claim_problem",
+    "loss_fields",
     "ref_problem",
     "resolve_ref",
     "restorable_blocks",
     "started_fields",
+    "stop_ending",
 ]
 
-#: released claim ids remembered, so a late reference to one is not named (see resolve_ref)
-ENDED_KEPT = 10_000
+#: decided claim ids whose decision is remembered word for word; older ones only as "decided"
+DECIDED_KEPT = 100_000
 _REF_KEYS = frozenset({"claim_id", "owner_scope"})
 
 JobKind = Literal["store", "load"]
@@ -181,7 +190,9 @@ class Resolved:
 # ============================================================ records
 
 
-OutcomeKind = Literal["accepted", "offloaded", "restored", "refused", "fallback_recompute"]
+#: ``engine_stopped``: the engine stopped under the request (its claim ends with the stop)
+OutcomeKind = Literal["accepted", "offloaded", "restored", "refused", "fallback_recompute",
+                      "engine_stopped"]
 
 
 @dataclass(frozen=True)
@@ -261,6 +272,20 @@ class ClaimRecord:
     store_planned: bool = False
     closed: bool = False  # failed_closed: no further restores are attempted
     digest: str | None = None  # content digest its store recorded; loads verify against it
+    #: the last materialization the worker ranks reported: (surviving, leading, required, holds)
+    materialized: tuple[int, int, int, bool] | None = None
+    #: a restore cycle is open (restore required, neither restored nor failed yet)
+    cycle_open: bool = False
+    #: monotonic ns at which the claim expires (``expires_after_s`` after its acceptance)
+    deadline_ns: int | None = None
+    #: an ending asked for while a request still carried the claim: (event, reason), written
+    #: when the last such request finishes (an ending inside a restore cycle would be illegal)
+    ending: tuple[str, str] | None = None
+
+    @property
+    def held_materialized(self) -> bool:
+        """Whether a materialization that holds was reported (what makes a loss harm)."""
+        return self.materialized is not None and self.materialized[3]
 
     def serves(self, salt: str | None, hashes: Sequence[Hashable], prompt_tokens: int,
                block_size: int) -> bool:
@@ -268,7 +293,7 @@ class ClaimRecord:
         claim: it is offloaded and open, and the request has the same salt and prefix, with
         the whole footprint before its last prompt token."""
         n = self.claim.footprint_blocks
-        return (self.offloaded and not self.closed and salt == self.salt
+        return (self.offloaded and not self.closed and self.ending is None and salt == self.salt
                 and tuple(hashes[:n]) == self.hashes
                 and n <= restorable_blocks(prompt_tokens, block_size))
 
@@ -299,6 +324,106 @@ class RequestState:
         if self.claim_id is None:
             return None
         return self.last_outcome.params(self.claim_id)
+
+
+# ============================================================ decisions (the sink is the journal)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How a claim id was decided in this sink, and how it ended: what a later request naming
+    the id is told (a claim id is decided once, across incarnations)."""
+
+    accepted: bool
+    #: the rejection's reason, or how the accepted claim ended ("harmed (engine_restarted)")
+    detail: str | None = None
+
+    def describe(self) -> str:
+        if not self.accepted:
+            return f"rejected ({self.detail})"
+        return self.detail or "accepted"
+
+
+#: what a claim id whose decision is no longer remembered word for word is told
+FORGOTTEN = Decision(accepted=True, detail="its decision is no longer kept")
+
+
+class Decisions:
+    """Every claim id this sink decided (accepted, or rejected naming it), across incarnations.
+
+    The newest :data:`DECIDED_KEPT` keep their decision; an id that leaves that memory sets the
+    bits of a Bloom filter (16 Mi bits, 7 hashes: about 1 in 2,000 false positives at a million
+    ids), so an id whose decision was forgotten is still known as decided -- fail closed: a
+    false positive turns a new claim id down ("decided before"), it never decides one twice.
+    """
+
+    _BITS = 1 << 24
+    _HASHES = 7
+
+    def __init__(self, kept: int = DECIDED_KEPT) -> None:
+        self.kept = kept
+        self._recent: OrderedDict[str, Decision] = OrderedDict()
+        self._bloom = bytearray(self._BITS // 8)
+
+    def _positions(self, claim_id: str) -> list[int]:
+        # the process's own string hash (the filter lives in memory, one process, one seed),
+        # two of them combined (Kirsch-Mitzenmacher)
+        h1, h2 = hash(claim_id), hash((claim_id, 1)) | 1
+        return [(h1 + i * h2) % self._BITS for i in range(self._HASHES)]
+
+    def record(self, claim_id: str, decision: Decision) -> None:
+        """Remember *claim_id*'s decision (or its ending: a later record replaces it)."""
+        recent = self._recent
+        if claim_id in recent:
+            recent.move_to_end(claim_id)
+        recent[claim_id] = decision
+        if len(recent) > self.kept:
+            # the oldest leaves the exact memory; the filter keeps knowing it was decided
+            forgotten, _ = recent.popitem(last=False)
+            for pos in self._positions(forgotten):
+                self._bloom[pos >> 3] |= 1 << (pos & 7)
+
+    def get(self, claim_id: str) -> Decision | None:
+        """The decision of *claim_id*; :data:`FORGOTTEN` if only the filter knows it; None if
+        this sink never decided it."""
+        found = self._recent.get(claim_id)
+        if found is not None:
+            return found
+        if all(self._bloom[pos >> 3] & (1 << (pos & 7)) for pos in self._positions(claim_id)):
+            return FORGOTTEN
+        return None
+
+    def __len__(self) -> int:
+        return len(self._recent)
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Per-owner budgets over the live claims of one ``owner_scope`` (None: unbounded)."""
+
+    claims: int | None = None
+    blocks: int | None = None
+    bytes: int | None = None
+
+
+def loss_fields(materialized: tuple[int, int, int, bool] | None,
+                footprint: int) -> dict[str, Any]:
+    """``claim_harmed``'s predicate results: the last known one before, and after a stop the
+    honest one -- nothing of the claim survives the host tier's death."""
+    surviving, leading, required, holds = materialized or (0, 0, footprint, False)
+    return {"before": {"surviving": surviving, "leading": leading, "required": required,
+                       "holds": holds},
+            "after": {"surviving": 0, "leading": 0, "required": required, "holds": False}}
+
+
+def stop_ending(*, held_materialized: bool, cycle_open: bool, lost: bool) -> str:
+    """The event that ends a live claim when its stream closes: ``claim_harmed`` when its KV
+    is lost (the engine stops or died) and a materialization held -- or when a restore cycle
+    is open, where nothing else may end it -- else ``claim_released`` (a claim never
+    materialized holds nothing to lose; a sink swap lets the claim go)."""
+    if cycle_open or (lost and held_materialized):
+        return "claim_harmed"
+    return "claim_released"
 
 
 # ============================================================ rules
@@ -348,6 +473,18 @@ def ref_problem(ref: object) -> str | None:
     return None
 
 
+def _ending_problem(known: ClaimRecord) -> Problem | None:
+    """A held claim that no request may use any more: failed closed, or ending."""
+    cid = known.claim.claim_id
+    if known.closed:
+        return Problem("failed_closed", f"claim {cid!r} has failed closed", name_claim=False)
+    if known.ending is not None:
+        word = "released" if known.ending[0] == "claim_released" else "expired"
+        return Problem("ending", f"claim {cid!r} is ending: {word} ({known.ending[1]})",
+                       name_claim=False)
+    return None
+
+
 def held_claim_problem(known: ClaimRecord, claim: ResidentClaim) -> Problem | None:
     """A claim submitted again under an accepted claim's id: a reuse of it (None), or why
     not."""
@@ -356,53 +493,80 @@ def held_claim_problem(known: ClaimRecord, claim: ResidentClaim) -> Problem | No
         # the reason carries the id instead.
         return Problem("conflict", f"claim_id {claim.claim_id!r} is already bound to a "
                        "different claim", name_claim=False)
-    if known.closed:
-        return Problem("failed_closed", f"claim {claim.claim_id!r} has failed closed",
-                       name_claim=False)
-    return None
+    return _ending_problem(known)
+
+
+def decided_problem(claim_id: str, decision: Decision) -> Problem:
+    """A registration (or full-claim reuse) of an id this sink decided before and no longer
+    holds: answered with that decision or the loss, never a second acceptance. Unnamed: the
+    claim's history already holds its one decision."""
+    return Problem("decided", f"claim {claim_id!r} was decided before: {decision.describe()}; "
+                   "a claim id is decided once -- register the claim under a new claim id",
+                   name_claim=False)
 
 
 def resolve_ref(ref: object, claims: Mapping[str, ClaimRecord],
-                ended: Mapping[str, object]) -> str | Problem:
+                decisions: Decisions) -> str | Problem:
     """A reuse by reference: the claim id it reuses, or why not. It can only reuse a claim
-    this engine holds for that owner; it never registers one. *ended* holds the ids of
-    claims this engine released."""
+    this engine holds for that owner; it never registers one, and its rejection never names a
+    claim: a request that may not own the claim must not decide it (SPEC §9.1), and the
+    request's ``claim_ref`` already says which claim it asked for."""
     problem = ref_problem(ref)
     if problem is not None or not isinstance(ref, dict):
-        # Unnamed: a malformed request must not leave a rejection on a claim it may name.
         return Problem("invalid", f"invalid claim reference: {problem}", name_claim=False)
     cid, owner = str(ref["claim_id"]), ref["owner_scope"]
     known = claims.get(cid)
     if known is None:
-        # Named on an engine that never held the claim: its only event here says it was
-        # asked for and is not held. A claim this engine held and released keeps its finished
-        # lifecycle clean, like the conflict and failed_closed paths.
-        released = cid in ended
+        past = decisions.get(cid)
         return Problem("not_held", f"not held: claim {cid!r} is not held by this engine"
-                       + (" (released)" if released else ""), name_claim=not released)
+                       + (f" ({past.describe()})" if past is not None else ""),
+                       name_claim=False)
     if known.claim.owner_scope != owner:
-        # Another owner's request: naming the claim would put that request's rejection on the
-        # holder's claim (the conflict path's rule); the reason names the id. The holder's
-        # owner_scope is not disclosed.
+        # Another owner's request; the holder's owner_scope is not disclosed.
         return Problem("conflict", f"claim_id {cid!r} is bound to another owner_scope",
                        name_claim=False)
-    if known.closed:
-        return Problem("failed_closed", f"claim {cid!r} has failed closed", name_claim=False)
-    return cid
+    return _ending_problem(known) or cid
+
+
+def budget_problem(claim: ResidentClaim, claims: Mapping[str, ClaimRecord], budgets: Budgets,
+                   block_bytes: int) -> Problem | None:
+    """Whether accepting *claim* would take its owner over one of its budgets (over the owner's
+    open claims, slots held included); the reason names the budget."""
+    mine = [c for c in claims.values()
+            if c.claim.owner_scope == claim.owner_scope and not c.closed]
+    blocks = sum(c.claim.footprint_blocks for c in mine)
+    asks = claim.footprint_blocks
+    owner = claim.owner_scope
+    if budgets.claims is not None and len(mine) + 1 > budgets.claims:
+        return Problem("budget", f"budget per_owner_claims exceeded: owner {owner!r} holds "
+                       f"{len(mine)} claims, budget {budgets.claims}")
+    if budgets.blocks is not None and blocks + asks > budgets.blocks:
+        return Problem("budget", f"budget per_owner_claim_blocks exceeded: owner {owner!r} "
+                       f"holds {blocks} blocks, asks {asks}, budget {budgets.blocks}")
+    if budgets.bytes is not None and (blocks + asks) * block_bytes > budgets.bytes:
+        return Problem("budget", f"budget per_owner_claim_bytes exceeded: owner {owner!r} "
+                       f"holds {blocks * block_bytes} bytes, asks {asks * block_bytes}, budget "
+                       f"{budgets.bytes}")
+    return None
+
+
+#: the modes this connector lowers: the host tier keeps the claim until it ends (offloadable),
+#: and until its duration has passed (expiring: ``claim_expired`` before the KV leaves)
+LOWERED_MODES = frozenset({ProtectionMode.OFFLOADABLE, ProtectionMode.EXPIRING})
 
 
 def acceptance_problem(claim: ResidentClaim, *, prompt_tokens: int, hashed_blocks: int,
-                       block_size: int, model_names: set[str], budget: int | None,
-                       claims: Mapping[str, ClaimRecord]) -> Problem | None:
+                       block_size: int, model_names: set[str], budgets: Budgets,
+                       block_bytes: int, claims: Mapping[str, ClaimRecord]) -> Problem | None:
     """Why this engine cannot accept a new claim for a request of *prompt_tokens* tokens whose
-    first *hashed_blocks* prefix block hashes are known, if it cannot. *budget* is the
-    per-owner claim budget in blocks (None: unbounded) over the open *claims*."""
+    first *hashed_blocks* prefix block hashes are known, if it cannot. *budgets* are the
+    per-owner budgets over the open *claims*; a block is *block_bytes* in the host tier."""
     if claim.registration is not Registration.PRE_REGISTERED:
         return Problem("registration",
                        "registration post_hoc: a claim named after the fact cannot be accepted")
-    if claim.protection_mode is not ProtectionMode.OFFLOADABLE:
+    if claim.protection_mode not in LOWERED_MODES:
         return Problem("protection_mode", f"protection_mode {claim.protection_mode.value} is "
-                       "not offered by this connector (it lowers offloadable only)")
+                       "not offered by this connector (it lowers offloadable and expiring)")
     ci = claim.cache_identity
     if ci.block_size != block_size:
         return Problem("block_size", f"cache_identity.block_size {ci.block_size} != engine "
@@ -416,11 +580,4 @@ def acceptance_problem(claim: ResidentClaim, *, prompt_tokens: int, hashed_block
                        f"{full} full prompt blocks of the request")
     if hashed_blocks < claim.footprint_blocks:
         return Problem("footprint", "the request's prefix block hashes are not available")
-    if budget is not None:
-        held = sum(c.claim.footprint_blocks for c in claims.values()
-                   if c.claim.owner_scope == claim.owner_scope and not c.closed)
-        if held + claim.footprint_blocks > budget:
-            return Problem("budget", f"owner {claim.owner_scope!r} claim budget exceeded: "
-                           f"holds {held} blocks, asks {claim.footprint_blocks}, budget "
-                           f"{budget}")
-    return None
+    return budget_problem(claim, claims, budgets, block_bytes)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
@@ -39,9 +38,10 @@ from residentkv.adapters.vllm.host_tier import SlotAllocator
 from residentkv.adapters.vllm.messages import ResidentConnectorMetadata, ResidentWorkerMetadata
 from residentkv.adapters.vllm.metrics import ResidentClaimStats
 from residentkv.adapters.vllm.rules import (
-    ENDED_KEPT,
     ClaimHit,
     ClaimRecord,
+    Decision,
+    Decisions,
     Finish,
     Hit,
     LoadFailure,
@@ -57,10 +57,13 @@ from residentkv.adapters.vllm.rules import (
     UnclaimedKey,
     WorkerFact,
     acceptance_problem,
+    decided_problem,
     held_claim_problem,
+    loss_fields,
     resolve_ref,
     restorable_blocks,
     started_fields,
+    stop_ending,
 )
 from residentkv.adapters.vllm.server import NO_OUTCOME_CHANNEL, lacks_outcome_channel
 from residentkv.model.claim import ResidentClaim
@@ -123,10 +126,6 @@ class SchedulerSide:
         self.model_names = model_names
         self.slots = SlotAllocator(num_slots)
         self.claims: dict[str, ClaimRecord] = {}
-        self._ended: OrderedDict[str, None] = OrderedDict()
-        #: claims a rejection has named on this engine, the latest kept (SPEC §4.2: a stream
-        #: decides a claim once, so a later rejection of it names none)
-        self._turned_down: OrderedDict[str, None] = OrderedDict()
         self.reqs: dict[str, RequestState] = {}
         self.jobs: dict[int, StoreJob | LoadJob] = {}
         self._facts: dict[int, dict[int, WorkerFact]] = {}
@@ -168,15 +167,18 @@ class SchedulerSide:
         elif ref is not None:
             self._intake_ref(state, ref)
 
+    @property
+    def decisions(self) -> Decisions:
+        """Every claim id this engine's sink decided (the journal, across incarnations)."""
+        return self.op.decisions
+
     def _reject(self, state: RequestState, raw: object, problem: Problem) -> None:
         sent = raw.get("claim_id") if isinstance(raw, dict) else None
         cid = sent if isinstance(sent, str) and sent and problem.name_claim else None
-        if cid is not None and self._decided(cid):
+        if cid is not None and (cid in self.claims or self.decisions.get(cid) is not None):
             cid = None  # decided here already: naming it again would decide it twice
         elif cid is not None:
-            self._turned_down[cid] = None
-            while len(self._turned_down) > ENDED_KEPT:
-                self._turned_down.popitem(last=False)
+            self.decisions.record(cid, Decision(False, problem.reason))
         ident = {}
         if isinstance(raw, dict):
             for key in ("object_id", "request_token_map_id"):
@@ -189,11 +191,6 @@ class SchedulerSide:
                            reason=problem.reason, **ident)
         self.stats.count("claims_rejected", problem.kind)
         state.rejected = Rejection(sent, problem.reason, rec["seq"])
-
-    def _decided(self, claim_id: str) -> bool:
-        """Whether this engine's stream has already accepted or rejected *claim_id*."""
-        return (claim_id in self.claims or claim_id in self._ended
-                or claim_id in self._turned_down)
 
     def _intake(self, request: Request, state: RequestState, raw: object) -> None:
         try:
@@ -213,11 +210,17 @@ class SchedulerSide:
             else:
                 self._reject(state, raw, problem)
             return
+        past = self.decisions.get(claim.claim_id)
+        if past is not None:
+            # decided once, across incarnations: the decision or the loss, never a second
+            # acceptance (and never a recompute reported as the claim held)
+            self._reject(state, raw, decided_problem(claim.claim_id, past))
+            return
         problem = acceptance_problem(
             claim, prompt_tokens=request.num_prompt_tokens,
             hashed_blocks=len(request.block_hashes), block_size=self.block_size,
-            model_names=self.model_names, budget=self.config.per_owner_claim_blocks,
-            claims=self.claims)
+            model_names=self.model_names, budgets=self.op.budgets,
+            block_bytes=self.block_bytes, claims=self.claims)
         slots = None
         if problem is None:
             slots = self.slots.reserve_claim(claim.claim_id, claim.footprint_blocks)
@@ -233,7 +236,7 @@ class SchedulerSide:
 
     def _intake_ref(self, state: RequestState, ref: object) -> None:
         """A reuse by reference (see :func:`~residentkv.adapters.vllm.rules.resolve_ref`)."""
-        found = resolve_ref(ref, self.claims, self._ended)
+        found = resolve_ref(ref, self.claims, self.decisions)
         if isinstance(found, Problem):
             self._reject(state, ref, found)
         else:
@@ -243,10 +246,14 @@ class SchedulerSide:
                 slots: list[int]) -> None:
         identity = dict(zip(("object_id", "cache_identity", "request_token_map_id",
                              "predicate_id"), claim.identity, strict=True))
+        deadline = None
+        if claim.expires_after_s is not None:
+            deadline = time.monotonic_ns() + int(claim.expires_after_s * 1e9)
         self.claims[claim.claim_id] = ClaimRecord(
             claim=claim, salt=request.cache_salt,
             hashes=tuple(request.block_hashes[: claim.footprint_blocks]), slots=slots,
-            identity=identity, resident_request=request.request_id)
+            identity=identity, resident_request=request.request_id, deadline_ns=deadline)
+        self.decisions.record(claim.claim_id, Decision(True))
         state.claim_id = claim.claim_id
         ev = self.op.emit("claim_accepted", claim_id=claim.claim_id, request_id=request.request_id,
                           registration=claim.registration.value,
@@ -257,6 +264,8 @@ class SchedulerSide:
                           **identity)
         self.stats.count("claims_accepted")
         state.last_outcome = Outcome("accepted", seq=ev["seq"])
+        if deadline is not None:
+            self.op.wake()  # the expiry clock runs even while the engine is idle
 
     # ============================================================ lookup / allocation
 
@@ -336,6 +345,7 @@ class SchedulerSide:
             self.op.emit("claim_restore_required", claim_id=ref, request_id=state.request_id,
                          generation=rec.generation, from_tier=HOST_TIER, to_tier=DEVICE_TIER,
                          tokens=num_external_tokens, **rec.identity)
+            rec.cycle_open = True
             state.restore_required_ns = time.monotonic_ns()
             job = LoadJob(next(self._job_ids), state.request_id, ref, rec.claim.owner_scope, dst,
                           rec.slots[first:n], rec.generation, self.async_load,
@@ -476,6 +486,9 @@ class SchedulerSide:
                                   "source": worker_source(res.ranks)}
         if res.materialized is not None and job.identity is not None:
             surviving, leading, required, holds = res.materialized
+            rec = self.claims.get(job.claim_id) if job.claim_id is not None else None
+            if rec is not None:
+                rec.materialized = res.materialized
             self.op.emit("claim_materialized", surviving=surviving, leading=leading,
                          required=required, holds=holds, tier=DEVICE_TIER,
                          ts_ns=res.started_ns, **job.identity, **common)
@@ -554,6 +567,7 @@ class SchedulerSide:
         self.stats.count("claims_restored")
         if state.restore_required_ns is not None:
             self.stats.latency((time.monotonic_ns() - state.restore_required_ns) / 1e9)
+        rec.cycle_open = False
         state.restored_gen = job.generation
         state.last_outcome = Outcome("restored", seq=ev["seq"])
         if not job.async_load:
@@ -582,7 +596,7 @@ class SchedulerSide:
             reason = "restored content does not match its stored digest"
         else:
             reason = "injected load failure" if res.injected else "host-tier load failed"
-        self._close(rec)
+        self._close(rec, reason)
         if finished:
             self.op.emit("claim_restore_failed", claim_id=job.claim_id, request_id=job.request_id,
                          generation=job.generation, reason=reason, injected=res.injected,
@@ -617,26 +631,101 @@ class SchedulerSide:
         state.reused = True
         state.last_outcome = Outcome("restored", seq=ev["seq"])
 
-    def _close(self, rec: ClaimRecord) -> None:
+    def _close(self, rec: ClaimRecord, reason: str) -> None:
         # A failed-closed claim makes no further promise, so its host copy is let go.
         rec.closed = True
         rec.offloaded = False
+        rec.cycle_open = False
         self.slots.release_claim(rec.claim.claim_id)
+        self.decisions.record(rec.claim.claim_id, Decision(True, f"failed closed ({reason})"))
+
+    # ============================================================ endings
+
+    def _busy(self, claim_id: str) -> bool:
+        """Whether a running request carries the claim (its restore cycle, reuse or store
+        may still name it: an ending now would come before them)."""
+        return any(s.claim_id == claim_id for s in self.reqs.values())
+
+    def _end(self, rec: ClaimRecord, event: str, reason: str) -> None:
+        """Write the claim's ending, then let its host slots go (the KV leaves after it)."""
+        cid = rec.claim.claim_id
+        self.claims.pop(cid, None)
+        if not rec.closed:
+            self.op.emit(event, claim_id=cid, reason=reason, **rec.identity)
+            word = "released" if event == "claim_released" else "expired"
+            self.stats.count(f"claims_{word}")
+            self.decisions.record(cid, Decision(True, f"{word} ({reason})"))
+        self.slots.release_claim(cid)
+
+    def _end_when_idle(self, rec: ClaimRecord, event: str, reason: str) -> None:
+        if self._busy(rec.claim.claim_id):
+            rec.ending = rec.ending or (event, reason)  # written when its requests finish
+        else:
+            self._end(rec, event, reason)
 
     def release_claim(self, claim_id: str, reason: str) -> bool:
         """End an accepted claim on the operator's behalf (``claim_released``), freeing its
-        host slots. Returns whether the claim was live. Caller holds the operator's lock."""
-        rec = self.claims.pop(claim_id, None)
+        host slots -- once no running request carries it. Returns whether the claim was live.
+        Caller holds the operator's lock."""
+        rec = self.claims.get(claim_id)
         if rec is None:
             return False
-        self._ended[claim_id] = None
-        while len(self._ended) > ENDED_KEPT:
-            self._ended.popitem(last=False)
-        if not rec.closed:
-            self.op.emit("claim_released", claim_id=claim_id, reason=reason, **rec.identity)
-            self.stats.count("claims_released")
-        self.slots.release_claim(claim_id)
-        return not rec.closed
+        live = not rec.closed and rec.ending is None
+        self._end_when_idle(rec, "claim_released", reason)
+        return live
+
+    def expire_due(self, now_ns: int) -> int | None:
+        """Expire every claim whose duration has passed (``claim_expired``, then its slots
+        are freed; after its running requests finish, if any); the next deadline, if any.
+        Caller holds the operator's lock."""
+        nxt = None
+        for rec in list(self.claims.values()):
+            due = rec.deadline_ns
+            if due is None or rec.closed or rec.ending is not None:
+                continue
+            if due <= now_ns:
+                self._end_when_idle(rec, "claim_expired",
+                                    f"expires_after_s={rec.claim.expires_after_s:g} elapsed")
+            else:
+                nxt = due if nxt is None else min(nxt, due)
+        return nxt
+
+    def _settle(self, claim_id: str | None) -> None:
+        """A request carrying *claim_id* finished: write an ending that waited for it."""
+        rec = self.claims.get(claim_id) if claim_id is not None else None
+        if rec is not None and rec.ending is not None and not self._busy(claim_id or ""):
+            self._end(rec, *rec.ending)
+
+    def close_stream(self, reason: str, *, lost: bool) -> None:
+        """The stream closes (*lost*: the engine stops, its host tier with it): requests still
+        running finish here, then every live claim ends -- harm when it lost KV that
+        materialized, else a release -- and nothing is held any more. Caller holds the
+        operator's lock."""
+        for state in list(self.reqs.values()):
+            if state.claim_id is not None and state.rejected is None:
+                state.last_outcome = Outcome("engine_stopped", f"engine stopped ({reason})")
+            state.open_jobs.clear()
+            self._write_finish(state, Finish(reason, False, reason))
+        for rec in list(self.claims.values()):
+            cid = rec.claim.claim_id
+            if rec.closed:
+                self.claims.pop(cid, None)
+                continue
+            event = stop_ending(held_materialized=rec.held_materialized,
+                                cycle_open=rec.cycle_open, lost=lost)
+            if event == "claim_harmed":
+                self.claims.pop(cid, None)
+                self.op.emit(event, claim_id=cid, cause=reason,
+                             **loss_fields(rec.materialized, rec.claim.footprint_blocks),
+                             **rec.identity)
+                self.stats.count("claims_harmed")
+                self.decisions.record(cid, Decision(True, f"harmed ({reason})"))
+                self.slots.release_claim(cid)
+            else:
+                self._end(rec, event, reason if not lost else
+                          f"{reason}: the claim was never materialized")
+        self.jobs.clear()
+        self._planned_loads.clear()
 
     # ============================================================ finishes
 
@@ -690,6 +779,7 @@ class SchedulerSide:
             self.op.record_outcome(state.request_id, params[CLAIM_PARAM])
         self.reqs.pop(state.request_id, None)
         self._request_objects.pop(state.request_id, None)
+        self._settle(state.claim_id)
         return params
 
     # ============================================================ metrics

@@ -18,7 +18,15 @@ watches requests that carry ``kv_transfer_params.resident_claim`` or a reuse ref
 - every other response of a claimed request carries ``x-residentkv-claim-outcome`` (and
   ``x-residentkv-claim-id``), so a request served without its claim (``rejected``,
   ``fallback_recompute``; a reference to a claim this replica does not hold) is never mistaken
-  for one that held it.
+  for one that held it;
+- a claimed request whose engine died or stopped under it -- or which the engine never took in
+  because it was stopping -- becomes **HTTP 503** with ``x-should-retry: false`` and outcome
+  ``engine_stopped`` naming the claim and the loss (``seq`` null: the engine's trace records the
+  loss itself, at its next start or before it closes its stream); a stream already under way
+  ends with that error as its last ``data:`` line. Never an anonymous 500, never an empty 200.
+  The middleware learns that the engine is gone from a ``watch`` connection to its control
+  socket (it ends when the engine process does), answers at once, and cancels vLLM's handler
+  (which may otherwise wait for an engine that will never answer).
 
 The engine's control socket is taken from ``RESIDENTKV_CONTROL_SOCKET`` or from
 ``control_socket`` in the server's ``--kv-transfer-config``. Responses of requests without a claim
@@ -35,18 +43,20 @@ refusal laundered. Such claims are rejected at intake instead (:data:`NO_OUTCOME
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from residentkv.adapters.vllm.config import CLAIM_PARAM, CLAIM_REF_PARAM
 from residentkv.adapters.vllm.control_socket import ControlClient, ControlError
 
-__all__ = ["NO_OUTCOME_CHANNEL", "REFUSAL_STATUS", "ClaimOutcomeMiddleware",
-           "control_socket_path", "lacks_outcome_channel"]
+__all__ = ["ENGINE_STOPPED", "NO_OUTCOME_CHANNEL", "REFUSAL_STATUS", "STOPPED_STATUS",
+           "ClaimOutcomeMiddleware", "Lookup", "control_socket_path", "lacks_outcome_channel"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -56,6 +66,13 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 #: not retried by the official openai client when sent with ``x-should-retry: false``
 REFUSAL_STATUS = 409
+#: the engine stopped (or is stopping) under a claimed request: claim-scoped, not retried
+STOPPED_STATUS = 503
+#: the claim outcome of a request the engine gave none, because it stopped under it
+ENGINE_STOPPED = "engine_stopped"
+#: one outcome lookup on the control socket, and how often a slow engine is asked
+LOOKUP_TIMEOUT_S = 5.0
+LOOKUP_ATTEMPTS = 3
 PATHS = ("/v1/completions", "/v1/chat/completions")
 OUTCOME_HEADER = b"x-residentkv-claim-outcome"
 CLAIM_HEADER = b"x-residentkv-claim-id"
@@ -107,20 +124,33 @@ def control_socket_path(argv: list[str] | None = None) -> str | None:
     return None
 
 
-def _claimed(body: bytes) -> tuple[bool, bool]:
-    """Whether the request carries a claim or a claim reference (whatever its shape: the
-    engine rejects a malformed one, and that outcome must reach the client too) and whether it
-    asks for a stream."""
+@dataclass(frozen=True)
+class _Carried:
+    """What the middleware reads of a claimed request: whether it streams, and the claim id
+    it names (None when that is not a non-empty string)."""
+
+    stream: bool
+    claim_id: str | None
+
+
+def _claimed(body: bytes) -> _Carried | None:
+    """The request's claim or claim reference (whatever its shape: the engine rejects a
+    malformed one, and that outcome must reach the client too), or None."""
     try:
         data = json.loads(body)
     except ValueError:
-        return False, False
+        return None
     if not isinstance(data, dict):
-        return False, False
+        return None
     params = data.get("kv_transfer_params")
-    carried = isinstance(params, dict) and any(
-        params.get(key) is not None for key in (CLAIM_PARAM, CLAIM_REF_PARAM))
-    return carried, bool(data.get("stream"))
+    if not isinstance(params, dict):
+        return None
+    carried = [params[key] for key in (CLAIM_REF_PARAM, CLAIM_PARAM)
+               if params.get(key) is not None]
+    if not carried:
+        return None
+    cid = carried[0].get("claim_id") if isinstance(carried[0], dict) else None
+    return _Carried(bool(data.get("stream")), cid if isinstance(cid, str) and cid else None)
 
 
 def _sse_verdict(buffered: bytes) -> str | None:
@@ -145,18 +175,39 @@ def _sse_verdict(buffered: bytes) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Lookup:
+    """The engine's answer for a ticket: the claim outcome (None: the engine has none), or
+    that the engine is ``gone`` (nothing listens; it died or stopped) or ``silent`` (it did not
+    answer in time)."""
+
+    outcome: dict[str, Any] | None
+    engine: Literal["answered", "gone", "silent"] = "answered"
+
+
 class ClaimOutcomeMiddleware:
     """ASGI middleware; see the module docstring."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         path = control_socket_path()
-        self.control = ControlClient(path, timeout=5.0) if path else None
+        self.control = ControlClient(path, timeout=LOOKUP_TIMEOUT_S) if path else None
         self.announced = False
+        self._gone: asyncio.Event | None = None
+        #: why the engine is gone, once it is (see :meth:`_watch`)
+        self.gone_reason: str | None = None
+        self._watcher: asyncio.Task[None] | None = None
         if self.control is None:
             print("residentkv: ClaimOutcomeMiddleware has no control socket "
                   "(set control_socket in kv_connector_extra_config); the engine rejects "
                   "claims sent through this server", file=sys.stderr)
+
+    @property
+    def gone(self) -> asyncio.Event:
+        """Set once the engine is gone (created in the server's event loop)."""
+        if self._gone is None:
+            self._gone = asyncio.Event()
+        return self._gone
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http" or scope.get("method") != "POST" \
@@ -164,22 +215,51 @@ class ClaimOutcomeMiddleware:
             await self.app(scope, receive, send)
             return
         body = await _read_body(receive)
-        claimed, stream = _claimed(body)
+        carried = _claimed(body)
         replay = _replay(body, receive)
-        if not claimed:
+        if carried is None:
             await self.app(scope, replay, send)
             return
         await self._announce()
         ticket = TICKET_PREFIX + uuid.uuid4().hex
         headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"x-request-id"]
         scope = dict(scope, headers=[*headers, (b"x-request-id", ticket.encode())])
-        watcher = _Watcher(self, send, ticket, stream)
-        await self.app(scope, replay, watcher.send)
-        await watcher.finish()
+        watcher = _Watcher(self, send, ticket, carried)
+        if self.gone.is_set():
+            await watcher.engine_stopped()  # no engine to forward to
+            return
+        await self._run(self.app(scope, replay, watcher.send), watcher)
+
+    async def _run(self, app_call: Awaitable[None], watcher: _Watcher) -> None:
+        """Run the app for a claimed request, racing it against the engine's end: when the
+        engine goes, the request is answered at once, by name, and the app is cancelled
+        (vLLM's front end may otherwise wait for an engine that will never answer)."""
+        app_task = asyncio.ensure_future(app_call)
+        gone_task = asyncio.ensure_future(self.gone.wait())
+        try:
+            await asyncio.wait({app_task, gone_task}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            app_task.cancel()
+            raise
+        finally:
+            gone_task.cancel()
+        if app_task.done():
+            app_task.result()
+            await watcher.finish()
+            return
+        await watcher.engine_stopped()
+        app_task.cancel()
+        with contextlib.suppress(BaseException):
+            await app_task
 
     async def _announce(self) -> None:
-        """Tell the engine this server has an outcome channel (before its first claim)."""
-        if self.announced or self.control is None:
+        """Tell the engine this server has an outcome channel (before its first claim), and
+        start watching the engine."""
+        if self.control is None:
+            return
+        if self._watcher is None or (self._watcher.done() and not self.gone.is_set()):
+            self._watcher = asyncio.ensure_future(self._watch(self.control.path))
+        if self.announced:
             return
         control = self.control
         try:
@@ -190,37 +270,86 @@ class ClaimOutcomeMiddleware:
             return
         self.announced = True
 
-    async def outcome(self, ticket: str) -> dict[str, Any] | None:
+    async def _watch(self, path: str) -> None:
+        """Hold a ``watch`` connection to the engine's control socket: its end is the engine's
+        end (a closing line when it stopped gracefully, nothing when it died)."""
+        try:
+            reader, writer = await asyncio.open_unix_connection(path)
+        except OSError:
+            return  # not watching: the next claimed request tries again
+        reason: str | None = None
+        try:
+            writer.write(json.dumps({"op": "watch"}).encode() + b"\n")
+            await writer.drain()
+            if await reader.readline():
+                line = await reader.readline()
+                closing = json.loads(line) if line.strip() else {}
+                if isinstance(closing, dict) and isinstance(closing.get("reason"), str):
+                    reason = closing["reason"]
+        except (OSError, ValueError):
+            pass
+        finally:
+            writer.close()
+        self.gone_reason = reason
+        self.gone.set()
+
+    async def lookup(self, ticket: str) -> Lookup:
         """The claim outcome of the request with this ticket, from the engine."""
         if self.control is None:
-            return None
+            return Lookup(None, "gone")
         control = self.control
-        try:
-            result = await asyncio.to_thread(control.call, "outcome", request_id=ticket,
-                                             contains=True)
-        except ControlError:
-            return None
-        return result if isinstance(result, dict) else None
+        for _ in range(LOOKUP_ATTEMPTS):
+            try:
+                result = await asyncio.to_thread(control.call, "outcome", request_id=ticket,
+                                                 contains=True)
+            except ControlError as exc:
+                if exc.gone:
+                    return Lookup(None, "gone")
+                continue  # slow, not gone: ask again
+            return Lookup(result if isinstance(result, dict) else None)
+        return Lookup(None, "silent")
+
+    def stopped_reason(self, lookup: Lookup | None) -> str:
+        """What a client is told when the engine gave its request no claim outcome."""
+        if lookup is not None and lookup.engine == "silent":
+            return ("the engine did not say what became of the claim (it did not answer in "
+                    "time); do not count on it being held")
+        if lookup is not None and lookup.engine == "answered" and not self.gone.is_set():
+            return ("the engine has no claim outcome for this request: it did not take the "
+                    "request in (it is stopping); nothing was registered or reused for it")
+        if self.gone_reason is not None:
+            return (f"the engine stopped ({self.gone_reason}) under this request: the claims "
+                    f"it held ended with the stop (claim_harmed, cause {self.gone_reason}); "
+                    "register again under a new claim id")
+        return ("the engine stopped under this request (its process ended): a claim it held "
+                "is lost with its host tier, and the engine's next start on this sink ends it "
+                "(claim_harmed, cause engine_restarted); register again under a new claim id")
 
 
 class _Watcher:
     """Holds a claimed request's response until its claim outcome is decided."""
 
     def __init__(self, mw: ClaimOutcomeMiddleware, send: Send, ticket: str,
-                 stream: bool) -> None:
+                 carried: _Carried) -> None:
         self.mw = mw
         self.downstream = send
         self.ticket = ticket
-        self.stream = stream
+        self.stream = carried.stream
+        self.claim_id = carried.claim_id
         self.start: Message | None = None
         self.held: list[Message] = []
         self.passing = False
-        self.done = False
+        self.done = False  # the client has its whole answer; the app's later messages drop
 
     async def send(self, message: Message) -> None:
-        if self.passing or self.done:
-            if not self.done:
-                await self.downstream(message)
+        if self.done:
+            return
+        if self.passing:
+            if message["type"] == "http.response.body" and b'"error"' in message.get(
+                    "body", b""):
+                message = dict(message, body=await self._claim_scoped_errors(message["body"]))
+            self.done = not message.get("more_body", False)
+            await self.downstream(message)
             return
         if message["type"] == "http.response.start":
             self.start = message
@@ -238,13 +367,24 @@ class _Watcher:
             await self._decide(failed=status >= 500, body=buffered)
 
     async def _decide(self, failed: bool, body: bytes | None) -> None:
-        outcome = await self.mw.outcome(self.ticket)
+        found = await self.mw.lookup(self.ticket)
+        outcome = found.outcome
         if outcome is None and body is not None:
             outcome = _body_outcome(body)
-        if failed and outcome is not None and outcome.get("outcome") == "refused":
-            await self._refuse(outcome)
-            return
         assert self.start is not None
+        if outcome is None and not (400 <= self.start["status"] < 500):
+            # No outcome for a claimed request is never a success (an empty 200 of a request
+            # the engine never took in) nor an anonymous 500.
+            await self._unanswered(self.mw.stopped_reason(found))
+            return
+        if failed and outcome is not None and outcome.get("outcome") == "refused":
+            await self._error(REFUSAL_STATUS, outcome, "refused",
+                              f"resident claim {outcome.get('claim_id')!r} refused: "
+                              f"{outcome.get('reason')}")
+            return
+        if failed and outcome is not None and outcome.get("outcome") == "engine_stopped":
+            await self._unanswered(str(outcome.get("reason")), outcome)
+            return
         start = dict(self.start)
         extra = []
         if outcome is not None:
@@ -252,33 +392,87 @@ class _Watcher:
                      (CLAIM_HEADER, str(outcome.get("claim_id")).encode())]
         start["headers"] = [*self.start.get("headers", []), *extra]
         await self.downstream(start)
-        for message in self.held:
+        held, self.held = self.held, []
+        for message in held:
             await self.downstream(message)
-        self.held = []
         self.passing = True
+        self.done = bool(held) and not held[-1].get("more_body", False)
 
-    async def _refuse(self, outcome: dict[str, Any]) -> None:
-        payload = json.dumps({"error": {
-            "message": f"resident claim {outcome.get('claim_id')!r} refused: "
-                       f"{outcome.get('reason')}",
-            "type": "resident_claim_refused", "code": "resident_claim_refused", "param": None,
-            CLAIM_PARAM: outcome, "request_id": self.ticket,
-        }}).encode()
-        await self.downstream({"type": "http.response.start", "status": REFUSAL_STATUS,
+    def _stopped(self, reason: str) -> dict[str, Any]:
+        return {"claim_id": self.claim_id, "outcome": ENGINE_STOPPED, "reason": reason,
+                "seq": None}
+
+    async def _unanswered(self, reason: str, outcome: dict[str, Any] | None = None) -> None:
+        outcome = outcome or self._stopped(reason)
+        await self._error(STOPPED_STATUS, outcome, ENGINE_STOPPED,
+                          f"resident claim {self.claim_id!r}: {reason}")
+
+    async def _error(self, status: int, outcome: dict[str, Any], kind: str,
+                     message: str) -> None:
+        """Answer the request with a claim-scoped error the official client does not retry;
+        the rest of the app's response is dropped."""
+        payload = json.dumps({"error": _error_body(outcome, kind, message,
+                                                   self.ticket)}).encode()
+        await self.downstream({"type": "http.response.start", "status": status,
                                "headers": [(b"content-type", b"application/json"),
                                            (b"content-length", str(len(payload)).encode()),
                                            (b"x-should-retry", b"false"),
-                                           (OUTCOME_HEADER, b"refused"),
+                                           (OUTCOME_HEADER, kind.encode()),
                                            (CLAIM_HEADER, str(outcome.get("claim_id")).encode())]})
         await self.downstream({"type": "http.response.body", "body": payload,
                                "more_body": False})
-        self.done = True  # the rest of vLLM's error response is dropped
+        self.done = True
+
+    async def _claim_scoped_errors(self, body: bytes) -> bytes:
+        """A stream already under way carries an error (the engine failed under it): the
+        error line names the claim and what became of it."""
+        out = []
+        for line in body.split(b"\n"):
+            chunk = None
+            if line.startswith(b"data: {"):
+                with contextlib.suppress(ValueError):
+                    chunk = json.loads(line[6:])
+            if isinstance(chunk, dict) and isinstance(chunk.get("error"), dict):
+                found = await self.mw.lookup(self.ticket)
+                outcome = found.outcome if found.engine == "answered" and found.outcome and \
+                    found.outcome.get("outcome") in ("refused", ENGINE_STOPPED) else None
+                outcome = outcome or self._stopped(self.mw.stopped_reason(found))
+                kind = str(outcome.get("outcome"))
+                message = f"resident claim {self.claim_id!r}: {outcome.get('reason')}"
+                line = b"data: " + json.dumps({"error": _error_body(
+                    outcome, kind, message, self.ticket)}).encode()
+            out.append(line)
+        return b"\n".join(out)
+
+    async def engine_stopped(self) -> None:
+        """The engine is gone: answer now, by name, whatever the app has sent so far."""
+        if self.done:
+            return
+        reason = self.mw.stopped_reason(None)
+        if not self.passing:
+            await self._unanswered(reason)
+            return
+        outcome = self._stopped(reason)
+        error = _error_body(outcome, ENGINE_STOPPED, f"resident claim {self.claim_id!r}: "
+                            f"{reason}", self.ticket)
+        await self.downstream({"type": "http.response.body", "more_body": False,
+                               "body": b"data: " + json.dumps({"error": error}).encode()
+                               + b"\n\ndata: [DONE]\n\n"})
+        self.done = True
 
     async def finish(self) -> None:
         """The app returned: decide on whatever is still held (an empty or cut response)."""
         if not (self.passing or self.done) and self.start is not None:
             body = b"".join(m.get("body", b"") for m in self.held)
             await self._decide(failed=self.start["status"] >= 500, body=body)
+
+
+def _error_body(outcome: dict[str, Any], kind: str, message: str,
+                ticket: str) -> dict[str, Any]:
+    """The OpenAI-style error object of a claim-scoped answer."""
+    return {"message": message, "type": f"resident_claim_{kind}",
+            "code": f"resident_claim_{kind}", "param": None, CLAIM_PARAM: outcome,
+            "request_id": ticket}
 
 
 def _body_outcome(body: bytes) -> dict[str, Any] | None:

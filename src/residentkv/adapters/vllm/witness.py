@@ -47,6 +47,10 @@ __all__ = [
     "scenario_policy",
 ]
 
+#: the engine's sink between two scenario runs (in the engine's work folder, never a trace)
+BETWEEN_RUNS = "between-runs.jsonl"
+
+
 def _gates(role: str, **passed: bool) -> dict[str, bool]:
     """``{"<role>.<gate>": expected}``; gate names are checked against the vocabulary."""
     return {f"{role}.{GateName(gate)}": value for gate, value in passed.items()}
@@ -155,7 +159,7 @@ class Witness:
 
     def __init__(self, work_dir: str | Path, *, policy: str = "fail", load_mode: str = "async",
                  host_tier_bytes: int = 64 << 20, extra: dict[str, Any] | None = None,
-                 shape: str = "inproc") -> None:
+                 shape: str = "inproc", server_args: list[str] | None = None) -> None:
         from residentkv.adapters.vllm.backends import make_backend
         from residentkv.adapters.vllm.control_socket import ControlClient
         from residentkv.adapters.vllm.engine import SERVED_MODEL_NAME, write_tiny_model
@@ -169,7 +173,9 @@ class Witness:
         self.model_id = SERVED_MODEL_NAME
         self.backend, control = make_backend(
             shape, self.work_dir, self.model_dir, policy=policy, host_tier_bytes=host_tier_bytes,
-            extra={"load_mode": load_mode, **(extra or {})})
+            extra={"load_mode": load_mode, **(extra or {})}, server_args=server_args)
+        #: the engine's configured event sink (a restart on the same work dir reuses it)
+        self.sink = self.work_dir / f"engine-{policy}.jsonl"
         self.op = ControlClient(control)
         # The engine's first forward pays one-off warm-up costs; keep them out of the timings.
         self.generate([self.prompt("warmup", 0)], [None])
@@ -238,8 +244,10 @@ class Witness:
         finally:
             self.op.configure(failure_injection=[], offload_unclaimed=False, verify_content=True)
             self.op.release_claims(claims, reason="witness run ended")
-            self.op.flush()
-            run.trace_sha256 = self.op.written_sha256()
+            # the run's stream closes here (its writer hashed every byte it wrote there): the
+            # engine writes to a scratch sink until the next run swaps in that run's trace
+            self.op.configure(event_sink=self.work_dir / BETWEEN_RUNS)
+            run.trace_sha256 = self.op.written_sha256(trace)
         if gates and run.error is None:
             try:
                 run.gates = judge(trace, scenario, targets)
