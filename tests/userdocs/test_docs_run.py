@@ -127,7 +127,9 @@ def _signed_verdict_accepted(s: Scratch, outputs: list[str]) -> None:
     assert any(o.startswith("ok   verdict.intoto.json") and "PASSED" in o for o in outputs)
     with (s.folder / "descriptors" / "vllm-0.32.0.yaml").open("a", encoding="utf-8") as fh:
         fh.write("# edited after signing\n")
-    code, out = run_command("residentkv attest verify verdict.intoto.json --trust policy.yaml", s)
+    code, out = run_command(
+        "residentkv attest verify verdict.intoto.json --trust policy.yaml --resource-uri "
+        '"residentkv:check:descriptors/tensorrt-llm.yaml,descriptors/vllm-0.32.0.yaml"', s)
     assert code == 1 and "descriptors/vllm-0.32.0.yaml" in out, out
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from residentkv.lowering.bundles import OBLIGATIONS
 from residentkv.lowering.curation import REVIEW_STATES
+from residentkv.printable import printable_fields
 from residentkv.report.audit_report import render_audit_text
 from residentkv.report.audit_result import AuditResult
 from residentkv.report.runtime_matrix import runtime_matrix
@@ -81,7 +82,9 @@ def _report_path(result: AuditResult) -> str:
 
 
 def render_audit_terminal(result: AuditResult, *, rows: bool = False, width: int = 80) -> str:
-    """The audit's terminal view; *rows* adds the full row table (the detailed text view)."""
+    """The audit's terminal view; *rows* adds the full row table (the detailed text view).
+    Every field is escaped first (:func:`residentkv.printable.printable_fields`)."""
+    result = printable_fields(result)
     if rows:
         return render_audit_text(result, width=max(width, 160))
     doc = result.doc
