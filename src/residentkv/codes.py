@@ -566,6 +566,14 @@ _CODES: list[Code] = [
          "without KV events (or with an in-process inproc:// endpoint) gives nothing to watch",
          "residentkv observe --server http://127.0.0.1:8000 ... on a server started without "
          "--kv-events-config"),
+    Code("T052", "observation_stopped_early",
+         "observe was stopped (SIGINT/SIGTERM or --duration) before it subscribed to the "
+         "runtime's stream: while it read the claims file or asked the server",
+         "nothing was observed, so nothing can be judged; the observer honours a stop at once "
+         "in every state rather than hold it hostage to a slow claims file or server, and "
+         "writes no trace",
+         "residentkv observe --server http://127.0.0.1:8000 ... --duration 2 (the server never "
+         "answers)"),
 ]
 
 CODES: dict[str, Code] = {c.id: c for c in _CODES}
