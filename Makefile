@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.residentkv-installed
 VLLM_STAMP := $(VENV)/.vllm-installed
 EXAMPLES := src/residentkv/data/traces
 
-.PHONY: demo test lint typecheck unit bench fuzz fuzz-gates fuzz-inputs fuzz-trust install install-vllm browser clean witness-tp fleet
+.PHONY: demo test lint typecheck unit bench fuzz fuzz-gates fuzz-inputs fuzz-trust install install-vllm browser clean witness-tp fleet chaos
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -114,6 +114,18 @@ bench: $(VLLM_STAMP)
 # processes); `make test` runs three of them, the full set is too slow for it on two cores.
 witness-tp: $(VLLM_STAMP)
 	$(RKV) witness run --shape tp2 --scenario all --out witness-tp-out
+
+# `residentkv chaos` for a few minutes with every nemesis (docs/chaos.md): the documented server,
+# seeded clients of several tenants, two of each fault (restarts on the same sink included).
+# Exit 0 only when every figure that must be zero is zero and gate conformance passes; the
+# report, history and sink are in chaos-out/ (chaos.html: the timeline). `make test` runs a
+# short derandomized run (tests/adapters/chaos/test_chaos_vllm.py).
+CHAOS_SEED    ?= 1
+CHAOS_SECONDS ?= 180
+
+chaos: $(VLLM_STAMP)
+	$(RKV) chaos run --out chaos-out --seed $(CHAOS_SEED) --duration $(CHAOS_SECONDS) \
+	  --clients 4 --tenants 3 --sessions 3 --requests 2000 --fault all --faults-per-kind 2
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

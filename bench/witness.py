@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 from typing import Any
+
+from host_tier import describe, measure
 
 
 def pct(values: list[float], q: float) -> float:
@@ -46,59 +47,17 @@ def first(evs: list[dict[str, Any]], name: str, **match: Any) -> dict[str, Any]:
     raise LookupError(f"no {name} {match}")
 
 
-def copy_ratios(blocks: int, repeats: int = 200) -> dict[str, float]:
+def copy_ratios(blocks: int) -> dict[str, float]:
     """The connector's host-tier code against a plain torch copy of the same per-layer block
-    slices, in this process (the in-process engine's worker): store + digest
-    (``HostPool.store`` then ``seal``, what a claimed store runs), load + verify (``load`` then
-    ``verify``, what a restore runs), the bare copies, and the digest's share of each."""
-    import torch
-
+    slices, on the in-process engine's own KV tensors (its worker lives in this process):
+    ``bench/host_tier.py``'s interleaved rounds -- the fused store+digest and load+verify a
+    claimed store and restore run, and the two passes they replace."""
     from residentkv.adapters.vllm.worker import LOCAL_WORKERS
 
     worker = LOCAL_WORKERS[-1]
     pool, kv = worker.pool, worker.kv_caches
     assert pool is not None and kv is not None
-    ids, slots = list(range(1, blocks + 1)), list(range(blocks))
-
-    def timed(fn: Any) -> float:
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter_ns()
-            fn()
-            times.append(float(time.perf_counter_ns() - t0))
-        return pct(times, 0.5)
-
-    src = [t[1:blocks + 1] for t in kv.values()]
-    dst = [torch.empty_like(s) for s in src]
-    nbytes = sum(s.numel() * s.element_size() for s in src)
-
-    def plain() -> None:
-        for d, s in zip(dst, src, strict=True):
-            d.copy_(s)
-
-    def store_digest() -> None:
-        pool.store(kv, ids, slots)
-        pool.seal(slots)
-
-    def load_verify() -> None:
-        pool.load(kv, slots, ids)
-        if pool.verify(slots, ids):
-            raise AssertionError("the bench's own restore did not verify")
-
-    base = timed(plain)
-    t = {"store": timed(lambda: pool.store(kv, ids, slots)),
-         "load": timed(lambda: pool.load(kv, slots, ids)),
-         "store_digest": timed(store_digest), "load_verify": timed(load_verify),
-         "digest": timed(lambda: pool.seal(slots)), "verify": timed(lambda: pool.verify(slots,
-                                                                                        ids))}
-    out = {"plain_GBps": nbytes / base}
-    for k, v in t.items():
-        out[f"{k}_GBps"] = nbytes / v
-    for k in ("store", "load", "store_digest", "load_verify"):
-        out[f"{k}_ratio"] = base / t[k]
-    out["digest_share_of_store"] = t["digest"] / t["store_digest"]
-    out["verify_share_of_load"] = t["verify"] / t["load_verify"]
-    return out
+    return measure(pool, kv, blocks)
 
 
 def measure_shape(shape: str, runs: int, out: Path, load_mode: str) -> dict[str, Any]:
@@ -193,14 +152,7 @@ def main() -> None:
               f" without a claim {f['no_claim_cold_ms_p50']:.2f} ms -> ratio "
               f"{f['reuse_vs_no_claim_ratio']:.3f}   (target <= 1.05)")
         for n, v in f.get("host_pool_copy", {}).items():
-            print(f"  [{shape}] host tier, {n} blocks, vs plain torch copy {v['plain_GBps']:.2f} "
-                  f"GB/s: store+digest {v['store_digest_GBps']:.2f} GB/s (ratio "
-                  f"{v['store_digest_ratio']:.2f}), load+verify {v['load_verify_GBps']:.2f} GB/s"
-                  f" (ratio {v['load_verify_ratio']:.2f})   (target >= 0.5)")
-            print(f"  [{shape}]   bare copies: store {v['store_ratio']:.2f}, load "
-                  f"{v['load_ratio']:.2f}; digest's own share: {v['digest_share_of_store']:.0%}"
-                  f" of store+digest, {v['verify_share_of_load']:.0%} of load+verify "
-                  f"(XXH3-128 at {v['digest_GBps']:.1f} / {v['verify_GBps']:.1f} GB/s)")
+            print(describe(n, v, f"  [{shape}] "))
     print(f"  figures.json and traces in {out}")
 
 

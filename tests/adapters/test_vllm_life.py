@@ -46,7 +46,9 @@ TIER_BYTES = 4 * BLOCK_BYTES
 #: room for eight: the later incarnations hold several tenants' claims at once
 WIDE_TIER_BYTES = 16 * BLOCK_BYTES
 OWNER = "tenant:a/session:1"
-LONG = 1500  # tokens: a request still running when its engine is stopped
+#: tokens: as long as the model allows (max_model_len 2048 less the 297-token prompt, a margin),
+#: so that a request is still running when its engine is stopped
+LONG = 1740
 
 
 class Deployment:
@@ -55,11 +57,16 @@ class Deployment:
     def __init__(self, work: Path) -> None:
         self.work = work
         self.witness: Witness | None = None
+        self.shared: Any = None
         self.pool = ThreadPoolExecutor(max_workers=8)
 
     def start(self, *server_args: str, tier_bytes: int = TIER_BYTES) -> Witness:
         self.witness = Witness(self.work, shape="server", host_tier_bytes=tier_bytes,
                                server_args=list(server_args))
+        # one client for the pool's threads, made here: a client made in a thread while
+        # another thread's request runs waits for that request to end (measured: 4.4 s for a
+        # 1500-token request), which turns concurrent clients into sequential ones
+        self.shared = self.client(timeout=90)
         return self.witness
 
     @property
@@ -79,7 +86,7 @@ class Deployment:
     def ask(self, claimed: dict[str, Any], prompt: list[int], max_tokens: int = 4,
             stream: bool = False, client: Any = None) -> Any:
         """One completion with its raw response (headers), or the exception it raised."""
-        client = client or self.client(timeout=90)
+        client = client or self.shared
         body = {"ignore_eos": True, "return_token_ids": True, "kv_transfer_params": claimed}
         try:
             if stream:
@@ -157,6 +164,32 @@ def wait_for(sink: Path, done: Callable[[list[dict[str, Any]]], bool],
 
 def named(evs: list[dict[str, Any]], event: str, cid: str) -> list[dict[str, Any]]:
     return [e for e in evs if e["event"] == event and e["claim_id"] == cid]
+
+
+def served_before_the_stop(evs: list[dict[str, Any]], cid: str) -> bool:
+    """The trace says the last request naming *cid* was served to its end before its engine
+    stopped."""
+    rids = [e["request_id"] for e in evs if e.get("claim_id") == cid and e.get("request_id")]
+    return bool(rids) and any(e["event"] == "request_finished" and e["request_id"] == rids[-1]
+                              and e.get("status") == "served" for e in evs)
+
+
+def answered_as_the_trace_says(answer: Any, cid: str, evs: list[dict[str, Any]],
+                               served: str) -> bool:
+    """A request the engine served before it stopped has its real outcome (*served*); one still
+    running got a claim-scoped ``engine_stopped``. Returns whether it was stopped.
+
+    The load that keeps a request running when its engine is stopped is not under a test's
+    control (an unloaded machine decodes the tiny model at ~3 ms a token, a loaded one can hold
+    a client thread for seconds), so each answer is checked against what the trace says."""
+    if served_before_the_stop(evs, cid):
+        if isinstance(answer, list):  # a stream carries its outcome in headers only
+            assert answer[-1].choices[0].finish_reason == "length"
+        else:
+            assert outcome(answer)["outcome"] == served
+        return False
+    assert claim_scoped_error(answer, cid)["outcome"] == "engine_stopped"
+    return True
 
 
 def started_for(evs: list[dict[str, Any]], cid: str) -> list[dict[str, Any]]:
@@ -268,14 +301,17 @@ def test_a_killed_engine_core_answers_its_claimed_requests_by_name(life: Deploym
     core = engine_core(w.backend.server.proc.pid)
     os.kill(core.pid, signal.SIGKILL)
     stream_answer, registration = streamed.result(timeout=120), registering.result(timeout=120)
-    assert events(life.sink)[: len(written)] == written  # nothing written is lost
-    lost = claim_scoped_error(registration, "kill-2")
-    assert lost["outcome"] == "engine_stopped" and "engine_restarted" in lost["reason"]
-    assert isinstance(registration, openai.APIStatusError)
-    assert registration.status_code == 503
-    assert claim_scoped_error(stream_answer, "kill-1")["outcome"] == "engine_stopped"
-    # not retried: the server saw each request once
     evs = events(life.sink)
+    assert evs[: len(written)] == written  # nothing written is lost
+    stopped = [answered_as_the_trace_says(stream_answer, "kill-1", evs, "restored"),
+               answered_as_the_trace_says(registration, "kill-2", evs, "offloaded")]
+    assert any(stopped), "both requests ended before the kill landed: nothing was stopped"
+    if stopped[1]:
+        lost = claim_scoped_error(registration, "kill-2")
+        assert "engine_restarted" in lost["reason"]
+        assert isinstance(registration, openai.APIStatusError)
+        assert registration.status_code == 503
+    # not retried: the server saw each request once
     assert len(started_for(evs, "kill-2")) == 1 and len(started_for(evs, "kill-1")) == 2
     w.backend.server.proc.wait(60)  # vLLM's API server ends when its engine died
     w.close()
@@ -322,9 +358,11 @@ def test_sigterm_under_load_with_the_default_shutdown_timeout_answers_every_clai
                                         for i in range(4)))
     os.kill(w.backend.server.proc.pid, signal.SIGTERM)  # what an orchestrator sends
     answers = [a.result(timeout=120) for a in asks]  # never a hang
-    for i, answer in enumerate(answers):
-        assert claim_scoped_error(answer, f"term-{i}")["outcome"] == "engine_stopped"
     w.backend.server.proc.wait(60)
+    evs = streams(life.sink)[-1]
+    stopped = [answered_as_the_trace_says(a, f"term-{i}", evs, "offloaded")
+               for i, a in enumerate(answers)]
+    assert any(stopped), "every request ended before SIGTERM landed: nothing was stopped"
     w.close()
 
 

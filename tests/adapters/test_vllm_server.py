@@ -262,25 +262,31 @@ def test_operator_cli_controls_the_serving_engine(served: Witness, tmp_path: Pat
     from residentkv.commands.witness import witness as witness_cmd
     from residentkv.errors import UsageError
 
-    def ctl(*args: str) -> Any:
+    def ctl(*args: str, code: int = 0) -> Any:
         result = CliRunner().invoke(witness_cmd, ["control", "--socket", served.op.path, *args])
-        assert result.exit_code == 0, result.output
-        return json.loads(result.output)
+        assert result.exit_code == code, result.output
+        return result.output
 
     served.op.configure(event_sink=tmp_path / "cli.jsonl")
-    assert ctl("inject", "--claim-id", "cli-1", "--mode", "once")["rules"] == [
+    assert ctl("inject", "--claim-id", "cli-1", "--mode", "once") == (
+        "failure injection set: the next load of claim cli-1 fails (once: the rule is then "
+        "spent)\n")
+    assert served.op.status()["rules"] == [
         {"claim_id": "cli-1", "owner_scope": None, "unclaimed": False, "mode": "once"}]
     claim = make_claim("cli-1", "tenant:a", served.model_id, "obj-cli")
     prompt = served.prompt("cli", 0)
     served.reset()
     served.generate([prompt], [claim])
-    assert "cli-1" in ctl("status")["claims"]
+    assert "cli-1" in json.loads(ctl("status"))["claims"]
     served.reset()
     (refused,), _ = served.generate([prompt], [claim])
     assert refused.status == 409
-    assert ctl("outcome", refused.request_id)["outcome"] == "refused"
-    assert ctl("clear-injection")["rules"] == []
-    assert ctl("release", "cli-1") == 0  # failed closed: nothing live to release
+    assert json.loads(ctl("outcome", refused.request_id))["outcome"] == "refused"
+    assert "no claim outcome for request no-such-id" in ctl("outcome", "no-such-id", code=1)
+    assert ctl("clear-injection").startswith("failure injection cleared")
+    assert served.op.status()["rules"] == []
+    # failed closed: nothing live to release, and the operator is told so (exit 1)
+    assert "claim cli-1 is not live on this engine" in ctl("release", "cli-1", code=1)
     bad = CliRunner().invoke(witness_cmd, ["control", "--socket", served.op.path, "inject"])
     assert isinstance(bad.exception, UsageError) and "exactly one" in str(bad.exception)
 

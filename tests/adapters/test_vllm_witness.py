@@ -7,6 +7,7 @@ the plugin/bad-configuration paths each need their own engine, so they run in ch
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -257,6 +258,8 @@ def test_sync_load_mode_gives_the_same_verdicts(tmp_path: Path) -> None:
     assert len(runs) == 6
     for run in runs:
         assert run.matched, (run.scenario, run.gates, run.checks, run.error)
+        # the engine's writer hashed what it wrote, and handed the digest back (SPEC §7.2 live)
+        assert run.trace_sha256 == hashlib.sha256(Path(run.trace).read_bytes()).hexdigest()
     lookups = [e for e in _events(runs[0].trace) if e["event"] == "kv_lookup" and e["hit_tokens"]]
     assert lookups and not any(e["async_load"] for e in lookups)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from collections.abc import Callable
@@ -34,12 +35,18 @@ class FakeRun:
     matched: bool = True
     error: str | None = None
     latency_ms: float | None = 1.0
+    #: the digest its writer recorded as it wrote the trace (the real witness's engine hashes
+    #: every byte it writes; the stub hashes what it copied)
+    trace_sha256: str | None = None
 
 
-def _replay(matched: bool = True, plant: bool = False) -> Callable[..., list[Any]]:
+def _replay(matched: bool = True, plant: bool = False,
+            edit_after_writing: bool = False) -> Callable[..., list[Any]]:
     """A witness stub replaying the shipped witness traces (test plumbing, not new evidence):
     the package ships the adapter's scenarios only, so only those are replayed. With *plant*,
-    a hand-typed trace also appears beside the output the run will copy."""
+    a hand-typed trace also appears beside the output the run will copy; with
+    *edit_after_writing*, another process edits a trace after its writer recorded its digest
+    and before the run copies it."""
     def runner(scenarios: Any, repeat: int, out: Path) -> list[Any]:
         assert tuple(scenarios) == WITNESS_SCENARIOS
         out.mkdir(parents=True, exist_ok=True)
@@ -52,7 +59,11 @@ def _replay(matched: bool = True, plant: bool = False) -> Callable[..., list[Any
         for s in ADAPTER_SCENARIOS:
             dest = out / f"{s}.jsonl"
             shutil.copyfile(runtimes_dir() / "traces" / "witness" / f"{s}.jsonl", dest)
-            runs.append(FakeRun(s, 0, str(dest), matched=matched))
+            written = hashlib.sha256(dest.read_bytes()).hexdigest()
+            if edit_after_writing:
+                dest.write_text(dest.read_text().replace('"prompt_tokens":',
+                                                         '"prompt_tokens": '))
+            runs.append(FakeRun(s, 0, str(dest), matched=matched, trace_sha256=written))
         return runs
     return runner
 
@@ -270,7 +281,8 @@ def test_live_audit_signs_the_traces_it_records(tmp_path: Path, pinned_cache: Pa
     policy = tmp_path / "policy.yaml"
     policy.write_text("schema: residentkv.trust/v1\nkeys:\n  ci: {public_key: k.pub, "
                       "emitters: [residentkv.vllm], runtimes: [vllm-cpu]}\n")
-    code, out, err = cli_run("attest", "verify", *map(str, signed), "--trust", str(policy))
+    code, out, err = cli_run("attest", "verify", *map(str, signed), "--trust", str(policy),
+                             "--kind", "trace")
     assert code == 0, out + err
     assert out.count("attested (signed by key 'ci'") == len(ADAPTER_SCENARIOS)
 
@@ -285,7 +297,29 @@ def test_a_live_run_refuses_a_folder_that_already_holds_files(tmp_path: Path,
     with pytest.raises(UsageError) as info:
         run_audit(AuditOptions(out=tmp_path / "r", cache=pinned_cache, fetch=False, live=True,
                                observe=False, witness_runner=_replay()))
-    assert info.value.code == "L033" and "is not empty" in info.value.message
+    assert info.value.code == "L033" and "already exists" in info.value.message
+
+
+def test_a_live_run_refuses_a_folder_it_did_not_create_even_empty(tmp_path: Path,
+                                                                 pinned_cache: Path) -> None:
+    # an empty folder made by someone else is not the run's: whoever made it may still write
+    # there; the report folder itself may exist (it holds only reports)
+    (tmp_path / "r" / "witness").mkdir(parents=True)
+    with pytest.raises(UsageError) as info:
+        run_audit(AuditOptions(out=tmp_path / "r", cache=pinned_cache, fetch=False, live=True,
+                               observe=False, witness_runner=_replay()))
+    assert info.value.code == "L033" and "already exists" in info.value.message
+
+
+def test_a_trace_edited_between_its_writer_and_the_copy_is_never_live(
+        tmp_path: Path, pinned_cache: Path) -> None:
+    # the digest is the writer's, taken as it wrote the trace: bytes another process changed
+    # before the run copied them are not what this run wrote (L034), nothing is granted live
+    with pytest.raises(UsageError) as info:
+        run_audit(AuditOptions(out=tmp_path / "r", cache=pinned_cache, fetch=False, live=True,
+                               observe=False,
+                               witness_runner=_replay(edit_after_writing=True)))
+    assert info.value.code == "L034" and "recorded" in info.value.message
 
 
 def test_a_live_run_signs_and_grants_only_what_it_wrote(tmp_path: Path, pinned_cache: Path,

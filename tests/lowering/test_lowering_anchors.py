@@ -283,11 +283,26 @@ def test_a_trace_without_provenance_is_only_cited(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("emitter", ["residentkv.microruntime", "ResidentKV.MicroRuntime",
-                                     " residentkv_microruntime ", "residentkv-microruntime"])
+                                     "residentkv_microruntime", "residentkv-microruntime"])
 def test_a_simulator_emitter_is_recognised_exact_after_normalisation(
         tmp_path: Path, emitter: str) -> None:
+    # a name only ever demotes: a folded look-alike of the simulator's name is cited too
     r = _weighed(_rewrite(tmp_path, _started(emitter)), tmp_path)
     assert (r.result, r.code) == ("unverifiable", "A003")
+
+
+@pytest.mark.parametrize(("emitter", "runtime", "version"), [
+    (" residentkv.vllm ", "toyrt", "0.1"), ("residentkv.vllm", "toy rt", "0.1"),
+    ("residentkv.vllm", "toyrt", " 0.1"), ("residentkv\nvllm", "toyrt", "0.1")])
+def test_a_provenance_name_or_version_with_whitespace_is_refused(
+        tmp_path: Path, emitter: str, runtime: str, version: str) -> None:
+    # names and versions compare exactly: one that would need trimming names nothing
+    line = json.dumps({"event": "stream_started", "schema": "residentkv.event/v1", "seq": 0,
+                       "ts_ns": 1, "source": "t", "claim_id": None, "request_id": None,
+                       "emitter": {"name": emitter, "version": "1"},
+                       "runtime": {"name": runtime, "version": version}}) + "\n"
+    r = _weighed(_rewrite(tmp_path, line), tmp_path)
+    assert (r.result, r.code) == ("unverifiable", "A011")
 
 
 @pytest.mark.parametrize("emitter", ["residentkv.vllm", "micro.runtime.x", "toyrt.scheduler"])

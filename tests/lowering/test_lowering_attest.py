@@ -19,7 +19,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "lowering"
 TREE = DATA / "tree"
 TRUST = DATA / "trust" / "policy.yaml"
 RunCli = Callable[..., tuple[int, str, str]]
-ARTIFACT = "sha256:" + "cd" * 32
+ARTIFACT = str(DATA / "tree" / "toyrt-0.1.dist-info" / "RECORD")
 
 
 @pytest.fixture
@@ -35,8 +35,10 @@ def signed(tmp_path: Path, run_cli: RunCli) -> tuple[Path, Path]:
     return trace, policy
 
 
-def _verify(run_cli: RunCli, path: Path, policy: Path) -> tuple[int, str]:
-    code, out, err = run_cli("attest", "verify", str(path), "--trust", str(policy))
+def _verify(run_cli: RunCli, path: Path, policy: Path, *extra: str) -> tuple[int, str]:
+    """``attest verify`` of a trace attestation (``--kind trace``), or with *extra* options."""
+    code, out, err = run_cli("attest", "verify", str(path), "--trust", str(policy),
+                             *(extra or ("--kind", "trace")))
     return code, out + err
 
 
@@ -103,7 +105,7 @@ def test_a_tampered_envelope_does_not_verify(signed: tuple[Path, Path],
                                              run_cli: RunCli) -> None:
     trace, policy = signed
     sidecar = trace.with_name("t.jsonl.intoto.json")
-    _tamper_payload(sidecar, {"cdcd": "cdce"})
+    _tamper_payload(sidecar, {'"claims":{"c-1"': '"claims":{"c-2"'})
     code, out = _verify(run_cli, sidecar, policy)
     assert code == 1 and "not signed by any key" in out
 
@@ -123,16 +125,17 @@ def test_check_signs_a_verdict_that_verify_accepts(tmp_path: Path, run_cli: RunC
     rows = {r["id"]: r for r in statement["predicate"]["residentkv.dev/rows"]}
     assert rows["toy/native/offloadable"]["class"] == "native_conformance"
     assert any(r.startswith("attested") for r in rows["toy/native/offloadable"]["roots"])
-    code, out = _verify(run_cli, verdict, work / "trust/policy.yaml")
+    uri = ("--resource-uri", f"residentkv:check:{work / 'six_classes.yaml'}")
+    code, out = _verify(run_cli, verdict, work / "trust/policy.yaml", *uri)
     assert code == 0 and "PASSED" in out and "toy/native/offloadable: native_conformance" in out
     # the same key under a policy that does not let it sign verdicts
     _, no_verdicts = policy_file(tmp_path, ["toyrt.scheduler"], ["toyrt"], name="key")
     shutil.copyfile(work / "trust/test-key.pub", tmp_path / "key.pub")  # its entry: test-key
-    code, out = _verify(run_cli, verdict, no_verdicts)
+    code, out = _verify(run_cli, verdict, no_verdicts, *uri)
     assert code == 1 and "does not trust for verdicts" in out
     # the same verdict with one row's class raised: the signature no longer holds
     _tamper_payload(verdict, {'"class":"unknown_evidence"': '"class":"native_conformance"'})
-    code, out = _verify(run_cli, verdict, work / "trust/policy.yaml")
+    code, out = _verify(run_cli, verdict, work / "trust/policy.yaml", *uri)
     assert code == 1 and "not signed by any key" in out
 
 

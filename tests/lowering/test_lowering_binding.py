@@ -180,23 +180,30 @@ def test_a_release_no_source_of_the_descriptor_verifies_never_grants(tmp_path: P
     assert anchors["t"] == ("unverifiable", "A012")
 
 
-@pytest.mark.parametrize(("emitter", "dist", "native", "bound"), [
+@pytest.mark.parametrize(("emitter", "dist", "speaks", "native", "bound"), [
     # the module ships in toyrt's RECORD: native, and binds the plain toyrt row
-    ("toyrt.scheduler", None, None, {"toyrt": None, "toyrt+toyrt-plugin": "A052"}),
+    ("toyrt.scheduler", None, (), None, {"toyrt": None, "toyrt+toyrt-plugin": "A052"}),
     # named after the runtime, trusted by the key, but toyrt ships no such module
-    ("toyrt.recorder", None, "A051", {"toyrt": "A052", "toyrt+toyrt-plugin": "A052"}),
-    ("ResidentKV.vllm.scheduler", None, "A051", {"toyrt": "A052"}),
+    ("toyrt.recorder", None, (), "A051", {"toyrt": "A052", "toyrt+toyrt-plugin": "A052"}),
+    ("ResidentKV.vllm.scheduler", None, (), "A051", {"toyrt": "A052"}),
     # a plugin distribution: an adapter however it is named, bound to toyrt+its distribution
-    ("toyrt_plugin.emit", "toyrt-plugin", "A009",
+    # when the policy lets the key speak for that distribution
+    ("toyrt_plugin.emit", "toyrt-plugin", ("toyrt-plugin",), "A009",
      {"toyrt": "A052", "toyrt+toyrt_plugin": None, "toyrt+other": "A052"}),
-    ("toyrt.plugin", "toyrt-plugin", "A009", {"toyrt": "A052", "toyrt+toyrt.plugin": None}),
+    ("toyrt.plugin", "toyrt-plugin", ("toyrt_plugin",), "A009",
+     {"toyrt": "A052", "toyrt+toyrt.plugin": None}),
+    # ... and never when it does not: the distribution is then only the signer's word
+    ("toyrt_plugin.emit", "toyrt-plugin", (), "A009",
+     {"toyrt": "A052", "toyrt+toyrt-plugin": "A054"}),
+    ("toyrt_plugin.emit", "residentkv", ("toyrt-plugin",), "A009",
+     {"toyrt+residentkv": "A054", "toyrt+toyrt-plugin": "A052"}),
 ])
 def test_native_is_where_the_emitter_ships_and_a_trace_binds_its_own_row(
-        tmp_path: Path, emitter: str, dist: str | None, native: str | None,
-        bound: dict[str, str | None]) -> None:
+        tmp_path: Path, emitter: str, dist: str | None, speaks: tuple[str, ...],
+        native: str | None, bound: dict[str, str | None]) -> None:
     sha = soft_priority_trace(tmp_path / "t.jsonl", Provenance(emitter, "1", "toyrt", "0.1"))
-    trust = attested(tmp_path, [tmp_path / "t.jsonl"], emitters=[emitter.strip()],
-                     emitter_distribution=dist)
+    trust = attested(tmp_path, [tmp_path / "t.jsonl"], emitters=[emitter],
+                     emitter_distribution=dist, distributions=speaks)
     _, anchors = check(descriptor(tmp_path, "soft_priority", "t.jsonl", sha), trust)
     assert anchors["t"] == ("verified" if native is None else "unverifiable", native)
     for runtime, code in bound.items():  # adapter rows: (runtime, adapter, version) equal

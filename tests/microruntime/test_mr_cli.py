@@ -57,7 +57,7 @@ def test_sweep_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        assert "pip install 'residentkv[plot]'" in err
+        assert "pip install -e '.[plot]'" in err
     else:
         assert (tmp_path / "sweep.png").is_file() and (tmp_path / "sweep.svg").is_file()
 

@@ -62,7 +62,7 @@ def test_late_start_filled_from_batch_0_by_replay(tmp_path: Path) -> None:
     buffer = {0: batch(0, stored(PREFIX, BS)), 1: batch(1), 2: batch(2)}
     run = one_claim(tmp_path, replay=buffer).feed(buffer[2])
     out = run.close()
-    assert run.asked == [0, 2]                   # the window, then the tail from the anchor
+    assert run.asked == [0, 0]      # the window, then the tail from the epoch's oldest batch
     assert gaps(out) == [] and run.status("c-soft") == "held"
 
 
@@ -167,11 +167,18 @@ def test_the_end_is_a_gap_unless_replay_closes_it(tmp_path: Path) -> None:
     assert gaps(out) == [] and run.status("c-soft") == "held"
 
 
-def test_nothing_received_and_nothing_published(tmp_path: Path) -> None:
+def test_nothing_received_live_is_a_gap_whatever_the_replay_says(tmp_path: Path) -> None:
+    """With no live batch to compare, nothing ties the replay endpoint's answer to the
+    subscribed publisher (another rank's, another server's): it is never asked, the tail is a
+    gap — an empty answer and one holding a claim stored alike."""
     out = one_claim(tmp_path).close()
     assert gaps(out) == [("unconfirmed_tail", 0, None)]
-    run = one_claim(tmp_path, replay={}, name="t2.jsonl")
-    assert gaps(run.close()) == []                 # the replay says nothing was published
+    for name, buffer in (("t2.jsonl", {}), ("t3.jsonl", {0: batch(0, stored(PREFIX, BS))})):
+        run = one_claim(tmp_path, replay=buffer, name=name)
+        out = run.close()
+        assert gaps(out) == [("unconfirmed_tail", 0, None)] and run.asked == []
+        assert "nothing ties" in named(out, "observation_gap")[0]["detail"]
+        assert run.status("c-soft") == "unknown"
 
 
 def test_sequence_numbers_are_unsigned_64_bit(tmp_path: Path) -> None:
@@ -220,3 +227,27 @@ def test_held_batches_are_bounded(monkeypatch: object) -> None:
         assert sum(isinstance(a, Apply) for a in out) == 5   # 5 (the trigger) and 6..9
     finally:
         setattr(seq, "MAX_HELD", 10_000)  # noqa: B010
+
+
+def test_a_reconnect_that_continues_its_numbers_is_a_gap_with_no_range(tmp_path: Path) -> None:
+    """The connection dropped between batch 1 and batch 2; the replay cannot show the
+    publisher did not restart meanwhile (it holds other bytes for batch 1). No number was
+    missed: the gap names none — never a range from 2 to 1."""
+    other = {0: batch(0, stored(PREFIX, BS)), 1: batch(1, ts=5.0), 2: batch(2)}
+    run = one_claim(tmp_path, replay=other).feed(batch(0, stored(PREFIX, BS)), batch(1))
+    run.drop().feed(other[2])
+    out = run.close(end=False)
+    gap = named(out, "observation_gap")[0]
+    assert (gap["reason"], gap.get("missed_from"), gap.get("missed_to")) == (
+        "subscription_dropped", None, None)
+    assert "between batch 1 and batch 2" in gap["detail"]
+
+
+def test_a_batch_repeated_over_a_new_connection_is_a_new_publisher(tmp_path: Path) -> None:
+    """Byte for byte the batch last applied, but after the connection dropped: a publisher
+    never resends a batch over a new connection, so its numbering started again."""
+    run = one_claim(tmp_path).feed(batch(0, stored(PREFIX, BS)), batch(1))
+    run.drop().feed(batch(1))
+    out = run.close(end=False)
+    assert gaps(out)[0][0] == "publisher_restarted"
+    assert run.status("c-soft") == "unknown"

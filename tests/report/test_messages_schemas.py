@@ -94,6 +94,17 @@ def test_published_event_schema_carries_the_descriptions(cli_run: RunCli) -> Non
     assert "offload_tier" in defs["ClaimRestored"]["properties"]["source"]["description"]
 
 
+def test_every_claim_field_has_a_description(cli_run: RunCli) -> None:
+    _, out, _ = cli_run("schema", "claim")
+    schema = json.loads(out)
+    objects = [schema, *schema["$defs"].values()]
+    props = {f"{o['title']}.{name}": p for o in objects for name, p in
+             o.get("properties", {}).items()}
+    assert "residentkv.claim/v1.cache_identity" in props and "CacheIdentity.block_size" in props
+    assert [name for name, p in props.items() if not p.get("description")] == []
+    assert "served-model-name" in props["CacheIdentity.model_id"]["description"]
+
+
 def _suite_inputs() -> list[tuple[str, Path]]:
     out: list[tuple[str, Path]] = []
     for case in sorted(p for p in SUITE.iterdir() if p.is_dir() and not p.name.startswith("_")):

@@ -184,6 +184,18 @@ def test_strict_fails_what_default_passes(cli_run: RunCli) -> None:
     assert rc == 1 and doc["exit_code"] == 1 and doc["strict"]["shortfalls"]
 
 
+def test_strict_shortfalls_reach_stderr_whatever_the_format_and_output(
+        cli_run: RunCli, tmp_path: Path) -> None:
+    report = tmp_path / "check.sarif"
+    rc, out, err = cli_run("check", "--examples", "--strict", "--format", "sarif", "--output",
+                           str(report))
+    shortfalls = [line for line in err.splitlines() if line.startswith("strict: ")]
+    assert rc == 1 and out == "" and report.is_file()
+    assert shortfalls[0].startswith("strict: ") and "shortfall(s), exit 1" in shortfalls[0]
+    assert any("only cited in a granting row" in line for line in shortfalls[1:])
+    assert cli_run("check", "--examples", "--format", "sarif", "--output", str(report))[2] == ""
+
+
 def test_strict_fails_on_drift(cli_run: RunCli) -> None:
     rc, out, _ = cli_run("check", str(DATA / "six_classes.yaml"),
                          f"--source=toyrt={DATA / 'tree'}", "--strict")
@@ -241,7 +253,7 @@ def test_terminal_tables_keep_row_ids_whole() -> None:
             assert row["id"] in table, f"{row['id']} broken at width {width}"
 
 
-def test_missing_requirements_come_with_their_reason(cli_run: RunCli) -> None:
+def test_failed_results_come_with_their_first_cause_and_every_reason(cli_run: RunCli) -> None:
     from residentkv.trace.semantics import why_missing
 
     trace = str(TRACES / "claimed_load_failure.jsonl")
@@ -255,11 +267,10 @@ def test_missing_requirements_come_with_their_reason(cli_run: RunCli) -> None:
     _, md, _ = cli_run("trace", "check", trace, "--format", "md")
     log = _sarif(cli_run, "trace", "check", trace)
     messages = " ".join(res["message"]["text"] for res in log["runs"][0]["results"])
-    for r in failed:
-        for req, why in r["why"].items():
-            line = f"{r['claim_id']} {r['gate']}: {req}: {why}"
-            assert line in text and line in md
-            assert f"{req} ({why})" in messages
+    for r in failed:  # every format says the first cause; the JSON keeps every reason
+        line = f"{r['claim_id']} {r['gate']} failed: {r['because']}"
+        assert r["because"] and line in text and line in md
+        assert f"{r['because']} (unmet: {', '.join(r['missing'])})" in messages
 
 
 def test_explain_a_requirement_gives_its_reason(cli_run: RunCli) -> None:

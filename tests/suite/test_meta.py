@@ -31,10 +31,19 @@ EXEMPT = {
             "emitter.distribution (the suite's key was discarded after signing) or a recorded "
             "run of the package, which no case can cite (tests/lowering/test_lowering_binding.py "
             "covers it)",
+    "A054": "needs a statement naming a distribution its key may not speak for, signed by the "
+            "suite's key (discarded after signing) (tests/lowering/test_lowering_binding.py "
+            "covers it)",
+    "A055": "needs a statement naming another runtime artifact, signed by the suite's key "
+            "(discarded after signing) (tests/lowering/test_lowering_trust.py covers it)",
+    "A056": "produced by `attest verify` only, which cases do not run "
+            "(tests/lowering/test_lowering_verdicts.py covers it)",
     "T050": "produced by `residentkv observe` before it observes anything, which cases do not "
             "run (tests/observe/test_command.py covers it)",
     "T051": "produced by `residentkv observe --server` against a live server, which cases do not "
             "run (tests/observe/test_discovery.py covers it)",
+    "T052": "produced by `residentkv observe` stopped before it subscribes, which cases do not "
+            "run (tests/observe/test_stopping.py covers it)",
 }
 
 SPEC_8 = [

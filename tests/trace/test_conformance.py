@@ -141,7 +141,8 @@ def test_trace_check_conformance_exits_0_on_a_healthy_stream(
     assert set(verdict["streams"][0]) == {"index", "incarnation", "end", "reason", "offset",
                                           "line"}
     assert set(trace["results"][0]) == {"gate", "claim_id", "passed", "missing", "controls",
-                                        "evidence", "boundary", "illegal", "why", "deciding"}
+                                        "evidence", "boundary", "illegal", "why", "because",
+                                        "deciding"}
 
 
 def test_the_scenario_gates_still_ask_for_their_chains() -> None:

@@ -28,7 +28,7 @@ from residentkv.audit.observed import (
     is_expected_observed_failure,
     observed_shortfalls,
 )
-from residentkv.errors import UsageError
+from residentkv.errors import UsageError, install_hint
 from residentkv.jsontext import write_json
 from residentkv.lowering.anchors import Verifier
 from residentkv.lowering.check import run_check
@@ -145,8 +145,10 @@ def save_witness_traces(runs: Sequence[Any], dest: Path, *, command: str,
     """Copy the index-0 trace of each witness scenario to ``dest/traces/witness/NAME.jsonl``
     and record where it came from in ``PROVENANCE.json`` (the traces are never edited).
 
-    With *live* (a live run), each trace the witness wrote is recorded with its digest before
-    it is copied, and the copy must hash the same: only those copies are live (SPEC §7.2)."""
+    With *live* (a live run), each copy must hash to the digest the witness's writer recorded
+    as it wrote the trace (``run.trace_sha256``, handed back over a pipe): only those copies
+    are live (SPEC §7.2); a trace changed after it was written, or one with no writer's
+    digest, stops the run (L034)."""
     folder = dest / TRACE_DIR
     folder.mkdir(parents=True, exist_ok=True)
     saved = []
@@ -154,12 +156,13 @@ def save_witness_traces(runs: Sequence[Any], dest: Path, *, command: str,
         if run.index != 0 or run.scenario not in WITNESS_SCENARIOS:
             continue
         target = folder / f"{run.scenario}.jsonl"
-        written = live.record(Path(run.trace), WITNESS_PRODUCER) if live else None
         shutil.copyfile(run.trace, target)
-        copied = live.record(target, WITNESS_PRODUCER) if live else None
-        if written is not None and copied is not None and copied.sha256 != written.sha256:
-            raise UsageError(f"{target} changed while it was copied; nothing is live",
-                             code="L033", path=str(target))
+        if live is not None:
+            written = getattr(run, "trace_sha256", None)
+            if written is None:
+                raise UsageError(f"the witness recorded no digest for {run.trace} as it wrote "
+                                 "it; nothing it wrote is live", code="L034", path=str(target))
+            live.record(target, WITNESS_PRODUCER, written)
         saved.append({"scenario": run.scenario, "file": target.name,
                       "sha256": hashlib.sha256(target.read_bytes()).hexdigest(),
                       "gates": dict(run.gates), "matched": bool(run.matched)})
@@ -196,7 +199,7 @@ def _live_witness(opts: AuditOptions, descriptors: list[Path],
     if runner is None:
         if importlib.util.find_spec("vllm") is None:
             raise UsageError("audit --live runs the witness on real vLLM, which is not "
-                             "installed; install it with pip install 'residentkv[vllm]' "
+                             f"installed; install it with {install_hint('vllm')} "
                              "(or make install-vllm), or drop --live to use the shipped traces")
         from residentkv.adapters.vllm.witness import run_witness
 

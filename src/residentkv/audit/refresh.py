@@ -5,7 +5,8 @@ adapter rows cite and copies their traces, unedited, into the package's
 ``data/descriptors/runtimes/traces/witness/`` with a ``PROVENANCE.json``, and pins each
 trace's sha256 in the adapter descriptor and lists it in the package's manifest of recorded
 runs (``data/recorded.json``). Refuses to write
-anything unless every run matched SPEC §9. A maintainer command; needs the ``[vllm]`` extra.
+anything unless every run matched its expected gate results. A maintainer command; needs the
+``[vllm]`` extra.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs = run_witness(ADAPTER_SCENARIOS, 1, Path(work))
         print(format_table(summarize(runs)))
         if not runs or not all(r.matched for r in runs):
-            print("refusing to ship traces: not every witness run matched SPEC §9",
+            print("refusing to ship traces: not every witness run matched its expected gate "
+                  "results",
                   file=sys.stderr)
             return 1
         provenance = save_witness_traces(runs, args.dest, command=COMMAND)

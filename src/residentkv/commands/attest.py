@@ -4,9 +4,10 @@
 writes ``TRACE.intoto.json`` beside each trace: a DSSE-signed in-toto Statement binding the
 trace's sha256, runtime (name, version, artifact digest), emitter, claims and modes.
 ``attest keygen KEY`` writes an ed25519 key pair (``KEY``, ``KEY.pub``). ``attest verify
-FILE... --trust POLICY`` checks trace attestations (against the trace beside them) and signed
-verdicts (``check --attest``, ``audit --attest``). Exit 0: every file verified; 1: some
-signature, key or binding does not hold; 2: unusable input.
+FILE... --trust POLICY --resource-uri URI`` verifies signed verdicts (``check --attest``,
+``audit --attest``); with ``--kind trace`` it verifies trace attestations (against the trace
+beside them) instead. A statement of the other kind is refused. Exit 0: every file verified;
+1: some signature, key, binding or kind does not hold; 2: unusable input.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 import click
 
 from residentkv.errors import UsageError
-from residentkv.trust.attest import attest_trace, verify_attestation
+from residentkv.trust.attest import Kind, attest_trace, verify_attestation
 from residentkv.trust.envelope import generate_key_pair, load_private_key
 from residentkv.trust.policy import load_policy
 from residentkv.trust.verdicts import shown
@@ -54,7 +55,7 @@ def attest() -> None:
 @click.option("--emitter-distribution", "emitter_dist", default=None, metavar="DIST",
               help="The distribution that ships the emitter (an adapter's): the trace then "
                    "binds rows RUNTIME+DIST. Without it the trace binds only rows of a runtime "
-                   "whose own distribution ships the emitter's module (SPEC §7.2).")
+                   "whose own distribution ships the emitter's module.")
 def sign(traces: tuple[str, ...], key: str | None, generate: str | None, artifact: str,
          emitter_dist: str | None) -> None:
     """Sign each TRACE: write TRACE.intoto.json beside it."""
@@ -83,23 +84,39 @@ def keygen(path: str) -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--trust", "trust", required=True, type=click.Path(dir_okay=False),
               help="Trust policy: the keys trusted, and what each may vouch for.")
+@click.option("--kind", "kind", type=click.Choice([k.value for k in Kind]),
+              default=Kind.VERDICT.value, show_default=True,
+              help="What each FILE must be, told by its statement's predicate type: a signed "
+                   "verdict, or a trace attestation (TRACE.intoto.json beside its trace). A "
+                   "statement of the other kind is refused.")
 @click.option("--resource", "resources", multiple=True, type=click.Path(dir_okay=False),
               help="A file a verdict names (descriptor, bundle, trace, archive), matched by "
                    "file name; a resource not given is looked for at the path it names.")
 @click.option("--resource-uri", "resource_uri", default=None,
-              help="The resourceUri the verdict must carry (as SLSA verifiers require).")
+              help="The resourceUri the verdict must carry, exactly (required for verdicts): "
+                   "residentkv:check: (or residentkv:audit:) and the descriptor paths as the "
+                   "check was given them, comma-separated.")
 @click.pass_context
-def verify(ctx: click.Context, files: tuple[str, ...], trust: str,
+def verify(ctx: click.Context, files: tuple[str, ...], trust: str, kind: str,
            resources: tuple[str, ...], resource_uri: str | None) -> None:
-    """Verify trace attestations and signed verdicts against a trust policy.
+    """Verify signed verdicts (default) or trace attestations against a trust policy.
 
-    A verdict verifies only when a trusted key signed it, its result is PASSED and every
-    resource it names matches the file given or found (exit 1 otherwise, saying what differs).
+    A verdict verifies only when a trusted key signed it, its result is PASSED, its
+    resourceUri is exactly --resource-uri and every resource it names matches the file given
+    or found (exit 1 otherwise, saying what differs).
     """
+    expected = Kind(kind)
+    if expected is Kind.VERDICT and resource_uri is None:
+        raise UsageError("attest verify: give --resource-uri URI, the resource the verdict "
+                         "must be about (residentkv:check:DESCRIPTOR[,DESCRIPTOR...]); or "
+                         "--kind trace to verify trace attestations")
+    if expected is Kind.TRACE and (resources or resource_uri is not None):
+        raise UsageError("attest verify --kind trace: --resource and --resource-uri are for "
+                         "verdicts; a trace attestation is checked against the trace beside it")
     policy = load_policy(trust)
     ok = True
     for f in files:
-        checked = verify_attestation(Path(f), policy, [Path(r) for r in resources],
+        checked = verify_attestation(Path(f), policy, expected, [Path(r) for r in resources],
                                      resource_uri)
         ok &= checked.ok
         for line in checked.lines:

@@ -16,7 +16,7 @@ from residentkv.lowering.bundles import Bundle
 from residentkv.lowering.check import example_paths, run_check
 from residentkv.lowering.descriptor import descriptor_json_schema
 from residentkv.lowering.strict import strict_exit_code, strict_shortfalls
-from residentkv.report.json_report import to_json
+from residentkv.report.json_report import strict_lines, to_json
 from residentkv.report.registry import RenderOptions, emit, output_options, srcroot_option
 from residentkv.trust.attest import attest_verdict
 from residentkv.trust.envelope import load_private_key
@@ -86,6 +86,10 @@ def check(ctx: click.Context, descriptors: tuple[str, ...], examples: bool,
         doc["strict"] = {"shortfalls": strict_shortfalls(doc)}
         doc["exit_code"] = strict_exit_code(doc)
     emit("check", fmt, doc, output, RenderOptions.for_command("check", srcroot))
+    if strict and doc["strict"]["shortfalls"]:
+        # whatever the format and wherever the report went, a CI log shows why it failed
+        for line in strict_lines(doc):
+            click.echo(line, err=True)
     if signer is not None:
         out = Path(attest_out or (f"{output}.intoto.json" if output and output != "-"
                                   else "check.intoto.json"))

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 import residentkv.report.command_reports  # noqa: F401  (registers litmus and sweep reporters)
-from residentkv.errors import UsageError
+from residentkv.errors import UsageError, install_hint
 from residentkv.microruntime.litmus import run_litmus
 from residentkv.microruntime.results import ITEMS, LitmusResult
 from residentkv.microruntime.sweep import parse_usable, run_sweep
@@ -21,7 +21,7 @@ from residentkv.report.registry import emit, output_options
 from residentkv.report.timeline import timeline
 
 #: what to install when a picture cannot be drawn
-PLOT_HINT = "plots need matplotlib: pip install 'residentkv[plot]'"
+PLOT_HINT = f"plots need matplotlib: {install_hint('plot')}"
 
 
 @contextmanager

@@ -16,6 +16,7 @@ def extra_commands() -> list[click.Command]:
     from residentkv.commands.attest import attest
     from residentkv.commands.audit import audit
     from residentkv.commands.bundles import bundles
+    from residentkv.commands.chaos import chaos
     from residentkv.commands.check import check
     from residentkv.commands.fleet import fleet
     from residentkv.commands.microruntime import litmus, sweep
@@ -26,4 +27,4 @@ def extra_commands() -> list[click.Command]:
 
     anchors.add_command(drift)
     return [attest, audit, bundles, check, anchors, sources, litmus, sweep, suite, witness,
-            fleet, observe_command]
+            fleet, observe_command, chaos]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from residentkv.errors import UsageError, UserInputError
+from residentkv.errors import UsageError, UserInputError, install_hint
 from residentkv.findings import Finding
 from residentkv.limits import read_stdin
 from residentkv.model.events import Envelope, event_to_dict
@@ -39,8 +39,8 @@ def trace() -> None:
 @click.argument("traces", nargs=-1, required=True,
                 type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--gate", "gates", multiple=True, type=click.Choice(ALL_GATE_NAMES),
-              help="Gate to run (repeatable; default: the four scenario gates of SPEC §4). "
-                   "conformance: the health verdict of a long-running stream (SPEC §9.1), "
+              help="Gate to run (repeatable; default: the four scenario gates). "
+                   "conformance: the health verdict of a long-running stream, "
                    "with the claims open where the reading stops listed as live.")
 @click.option("--claim", "claim_id", default=None, help="Judge only this claim id.")
 @output_options("trace")
@@ -231,6 +231,5 @@ def timeline_cmd(traces: tuple[str, ...], out: str) -> None:
     try:
         path = timeline_picture([timeline(t) for t in traces], Path(out))
     except ImportError:
-        raise UsageError("trace timeline needs matplotlib: pip install 'residentkv[plot]'") \
-            from None
+        raise UsageError(f"trace timeline needs matplotlib: {install_hint('plot')}") from None
     click.echo(f"picture: {path}")

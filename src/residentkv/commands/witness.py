@@ -14,8 +14,14 @@ from typing import Any
 import click
 
 import residentkv.report.command_reports  # noqa: F401  (registers the witness reporters)
+from residentkv.adapters.vllm.control_answers import (
+    Answer,
+    injection_answer,
+    outcome_answer,
+    release_answer,
+)
 from residentkv.adapters.vllm.engine import SHAPES
-from residentkv.errors import UsageError
+from residentkv.errors import UsageError, install_hint
 from residentkv.jsontext import json_text, write_json
 from residentkv.report.registry import emit, output_options
 from residentkv.trust.attest import attest_recorded
@@ -74,7 +80,7 @@ def run(scenarios: tuple[str, ...], repeat: int, out_dir: str, load_mode: str, s
         )
     if importlib.util.find_spec("vllm") is None:
         raise UsageError(
-            "vLLM is not installed; install the extra: pip install 'residentkv[vllm]'"
+            f"vLLM is not installed; install the extra: {install_hint('vllm')}"
         )
     if shape in ("server", "tp2") and importlib.util.find_spec("openai") is None:
         raise UsageError(f"--shape {shape} drives the server with the openai client: "
@@ -113,20 +119,32 @@ def control(ctx: click.Context, socket_path: str) -> None:
     ctx.obj = ControlClient(socket_path)
 
 
-def _call(ctx: click.Context, fn: Callable[[Any], Any]) -> None:
+def _call(ctx: click.Context, fn: Callable[[Any], Any]) -> Any:
+    """The engine's answer to one command (a socket it cannot reach, or a command it refuses,
+    is unusable input: exit 2 with the cause)."""
+    from residentkv.adapters.vllm.control_answers import unreachable_hint
     from residentkv.adapters.vllm.control_socket import ControlError
 
     try:
-        click.echo(json_text(fn(ctx.obj), indent=1), nl=False)
+        return fn(ctx.obj)
     except ControlError as exc:
-        raise UsageError(f"control socket: {exc}") from None
+        raise UsageError(unreachable_hint(ctx.obj.path, str(exc))) from None
+
+
+def _say(answer: Answer) -> None:
+    """Print a confirmation on stdout, a failure on stderr; exit 1 when the command did not do
+    what it was asked."""
+    for line in answer.lines:
+        click.echo(line, err=not answer.ok)
+    if not answer.ok:
+        raise click.exceptions.Exit(1)
 
 
 @control.command("status")
 @click.pass_context
 def control_status(ctx: click.Context) -> None:
     """Sink, events written, injections fired, live claims, injection rules."""
-    _call(ctx, lambda c: c.status())
+    click.echo(json_text(_call(ctx, lambda c: c.status()), indent=1), nl=False)
 
 
 @control.command("release")
@@ -134,8 +152,13 @@ def control_status(ctx: click.Context) -> None:
 @click.option("--reason", default="operator release", show_default=True)
 @click.pass_context
 def control_release(ctx: click.Context, claim_ids: tuple[str, ...], reason: str) -> None:
-    """End live claims (claim_released) and free their host-tier slots."""
-    _call(ctx, lambda c: c.release_claims(list(claim_ids), reason))
+    """End live claims (claim_released) and free their host-tier slots; exit 1 when one of
+    them was not live."""
+    # one id per command: the answer is a count, and the operator needs to know which
+    def release_one(claim_id: str) -> Any:
+        return _call(ctx, lambda client: client.release_claims([claim_id], reason))
+
+    _say(release_answer({c: release_one(c) for c in dict.fromkeys(claim_ids)}))
 
 
 @control.command("inject")
@@ -153,19 +176,22 @@ def control_inject(ctx: click.Context, claim_id: str | None, owner_scope: str | 
     entries."""
     rule = {"claim_id": claim_id, "owner_scope": owner_scope, "unclaimed": unclaimed,
             "mode": mode}
-    _call(ctx, lambda c: c.configure(failure_injection=[rule]))
+    _say(injection_answer(rule, _call(ctx, lambda c: c.configure(failure_injection=[rule]))))
 
 
 @control.command("clear-injection")
 @click.pass_context
 def control_clear(ctx: click.Context) -> None:
     """Remove every failure-injection rule."""
-    _call(ctx, lambda c: c.configure(failure_injection=[]))
+    _say(injection_answer(None, _call(ctx, lambda c: c.configure(failure_injection=[]))))
 
 
 @control.command("outcome")
 @click.argument("request_id")
 @click.pass_context
 def control_outcome(ctx: click.Context, request_id: str) -> None:
-    """The claim outcome of a request (vLLM's id or the caller's id)."""
-    _call(ctx, lambda c: c.outcome_for(request_id))
+    """The claim outcome of a request (vLLM's id or the caller's id); exit 1 when the engine
+    knows none."""
+    outcome = _call(ctx, lambda c: c.outcome_for(request_id))
+    _say(outcome_answer(request_id, outcome))
+    click.echo(json_text(outcome, indent=1), nl=False)

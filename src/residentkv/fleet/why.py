@@ -18,7 +18,7 @@ _WHY: dict[str, str] = {
     R.NO_CROSS_TENANT: "a claim was restored or reused for a request of another owner_scope "
                        "(or of no declared one)",
     R.LEGAL_TRANSITIONS: "a replica's stream holds a step of a claim, or of a request naming "
-                         "it, that the automaton does not allow (SPEC §4.2; the problem names "
+                         "it, that the automaton does not allow (the problem names "
                          "the replica, the seq, the state and the violation)",
 }
 

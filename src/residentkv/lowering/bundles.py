@@ -1,4 +1,4 @@
-"""Obligation bundles (SPEC §5): per protection mode, what a conformant lowering must bind.
+"""Obligation bundles: per protection mode, what a conformant lowering must bind.
 
 A bundle is versioned YAML (``residentkv.bundle/v1``). For each of B1-B4 it lists the trace
 requirement ids that refine it and the alternatives of evidence that can satisfy it: each
@@ -249,7 +249,7 @@ def _loosened(user: Bundle, text: str, drops: list[Drop]) -> DescriptorError:
             code="O016", path=user.source, line=line, col=col,
             message=f"bundle {user.mode!r}{' ' + name if name else ''}: {what}; a user "
                     "bundle may only tighten what the shipped bundle requires",
-            help="require at least what the shipped bundle requires (SPEC §7.2), or name a "
+            help="require at least what the shipped bundle requires, or name a "
                  "new mode"))
     return _as_error(findings)
 

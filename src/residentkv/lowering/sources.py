@@ -96,22 +96,33 @@ class SourceRoot:
         """Candidate metadata paths (top-level ``*.dist-info/METADATA`` and ``PKG-INFO``)."""
         raise NotImplementedError
 
-    def shipped_module(self, emitter: EmitterName, runtime: RuntimeId,
-                       version: str) -> str | None:
-        """The file of *emitter*'s module as distribution *runtime* *version* ships it: listed
-        in that distribution's ``RECORD`` in this root with a sha256 that the file's bytes here
-        match (``None``: not shipped by it, or not verifiable here). SPEC §7.2: this fact alone
-        makes an emitter native to a runtime."""
-        files = emitter.module_files()
+    def _dist_infos(self, dist: RuntimeId, version: str | None) -> list[str]:
+        """The ``*.dist-info/`` folders (with their slash) of *dist* (release *version*, or
+        any when ``None``) in this root; an sdist or a checkout has none."""
+        out = []
         for rel in metadata_paths(self._names()):
             if not rel.endswith(".dist-info/METADATA"):
                 continue  # an sdist has no RECORD: nothing is shown to ship
             try:
                 data = self.read(rel)
-                meta = read_metadata(data.decode("utf-8", "replace")) if data else None
-                if meta != (runtime.key, version.strip()):
-                    continue
-                record = self.read(rel.removesuffix("METADATA") + "RECORD")
+            except PathRefused:
+                continue
+            meta = read_metadata(data.decode("utf-8", "replace")) if data else None
+            if meta is not None and meta[0] == dist.key and version in (None, meta[1]):
+                out.append(rel.removesuffix("METADATA"))
+        return out
+
+    def shipped_module(self, emitter: EmitterName, dist: RuntimeId,
+                       version: str | None) -> str | None:
+        """The file of *emitter*'s module as distribution *dist* (release *version*, or any
+        release when ``None``) ships it: listed in that distribution's ``RECORD`` in this root
+        with a sha256 that the file's bytes here match (``None``: not shipped by it, or not
+        verifiable here). SPEC §7.2: this fact alone makes an emitter native to a runtime,
+        or shows which distribution ships an adapter's emitter."""
+        files = emitter.module_files()
+        for info in self._dist_infos(dist, version):
+            try:
+                record = self.read(info + "RECORD")
             except PathRefused:
                 continue
             listed = _record_digests(record or b"")
@@ -119,6 +130,26 @@ class SourceRoot:
                 if f in listed and self._matches(f, listed[f]):
                     return f
         return None
+
+    def artifact_digests(self, dist: RuntimeId, version: str) -> set[str]:
+        """The sha256 digests that name release *dist* *version* as this root holds it: the
+        archive's own digest (a wheel or sdist of that release), or, for an installed
+        distribution in a directory, the digest of its ``RECORD`` (which lists the digest of
+        every file it installed: what ``attest --artifact installed`` signs)."""
+        if (dist.key, version) not in self.releases():
+            return set()
+        own = self.digest()
+        if own is not None:
+            return {own}
+        out = set()
+        for info in self._dist_infos(dist, version):
+            try:
+                record = self.read(info + "RECORD")
+            except PathRefused:
+                continue
+            if record:
+                out.add(hashlib.sha256(record).hexdigest())
+        return out
 
     def _matches(self, rel: str, digest: str) -> bool:
         try:

@@ -101,7 +101,7 @@ class RequestGuard(StrEnum):
 
 #: what each claim guard asks, for the generated table in docs/trace-gates.md
 GUARD_WHY: dict[Guard, str] = {
-    Guard.BEST_EFFORT: "`protection_mode` is `best_effort` (not a claim, SPEC §2)",
+    Guard.BEST_EFFORT: "`protection_mode` is `best_effort` (not a claim)",
     Guard.NOT_CARRIER: "a `request_started` named the claim before acceptance on another "
                        "request than the one this `claim_accepted` names",
     Guard.CHANGED_DEFINITION: "it differs from the first `claim_accepted` in a defining field",
@@ -217,7 +217,7 @@ VIOLATION_WHY: dict[Violation, str] = {
                                  "request's request_started may name the claim",
     Violation.NOT_CARRIER: "a request_started named the claim before acceptance, but the "
                            "acceptance names another request",
-    Violation.BEST_EFFORT: "best_effort is not a claim (SPEC §2); the claim fails every gate",
+    Violation.BEST_EFFORT: "best_effort is not a claim; the claim fails every gate",
     Violation.ACCEPTED_CHANGED: "a second claim_accepted changes a defining field",
     Violation.DECIDED_TWICE: "the claim was already accepted or rejected",
     Violation.SUBMITTED_LATE: "claim_submitted after the claim was decided",
@@ -237,14 +237,14 @@ VIOLATION_WHY: dict[Violation, str] = {
     Violation.CYCLE_OPEN: "the open restore cycle has neither restored nor failed closed",
     Violation.OUTSIDE_CYCLE: "a load, restore or restore failure with no open restore cycle",
     Violation.FOREIGN_SCOPE: "restores and reuses are by a request of the claim's owner scope; "
-                             "an unscoped claim's only by unscoped requests (SPEC §4.3)",
+                             "an unscoped claim's only by unscoped requests",
     Violation.OTHER_REQUEST: "every event of a restore cycle is by the cycle's request",
     Violation.OTHER_LABEL: "every event of a restore cycle names the cycle's label",
     Violation.UNNAMED_FAILURE: "a substrate failure that names a claim must name its request",
     Violation.REUSE_BEFORE_RESTORE: "a reuse needs an offload-tier restore of its cycle, or "
                                     "a residency with no offload since",
     Violation.RESTORED_AFTER_FAILURE: "nothing of the claim is restored between its failure "
-                                      "and the failure's last record (SPEC §4.3), a fallback "
+                                      "and the failure's last record, a fallback "
                                       "recompute included",
     Violation.RESTORED_TWICE: "the cycle was already restored",
     Violation.HARM_AFTER_END: "loss after the claim ended is never harm",
@@ -255,14 +255,14 @@ VIOLATION_WHY: dict[Violation, str] = {
     Violation.FINISHED_TWICE: "a request finishes once",
     Violation.FAILURE_AFTER_FINISH: "after the affected request's first finish only the late "
                                     "records of a failure its outcome answered may follow "
-                                    "(SPEC §4.3: the outcome precedes the finish)",
+                                    "(the outcome precedes the finish)",
     Violation.AFTER_FINISH: "a finished request looks up, restores, loads or reuses nothing "
                             "more",
     Violation.NAMED_AFTER_FINISH: "after its first request_finished a request is named only by "
                                   "store completions of a claim it carried and the late "
-                                  "records of an answered failure (SPEC §4.3)",
+                                  "records of an answered failure",
     Violation.NOT_STARTED: "a request's first event is its request_started: nothing names it "
-                           "before (SPEC §4.3: requests start first)",
+                           "before (requests start first)",
     Violation.SERVED_AFTER_REFUSAL: "a refused request that finishes served contradicts the "
                                     "refusal",
     Violation.UNFINISHED: "a request with a failure chain must finish in the stream (checked "
@@ -271,26 +271,26 @@ VIOLATION_WHY: dict[Violation, str] = {
                              "claim_accepted or claim_rejected ever decided it, so no request "
                              "carries it (checked when the stream ends)",
     Violation.OUTCOME_ENVELOPE: "an outcome event's envelope claim_id equals its "
-                                "outcome_claim_id (SPEC §4.1)",
+                                "outcome_claim_id",
     Violation.UNCLAIMED_BRANCH: "a scheduler_load_failure naming no claim explains no "
                                 "claim's failure chain",
     Violation.CARRIER_SCOPE: "a claim is carried by a request of its own owner scope",
     Violation.SHORT_COPY: "an offloaded copy must hold every position the predicate needs",
     Violation.NO_STORE: "a claim_offloaded needs a stored copy of the claim in that tier: a "
-                        "successful store to it since the claim's acceptance (SPEC §4.3)",
+                        "successful store to it since the claim's acceptance",
     Violation.LOAD_TIER: "a load of a restore reads the tier the stored copy was written to",
     Violation.FOREIGN_JOB: "a load's job must be one its own restore cycle started",
     Violation.OFF_CARRIER: "a refusal or deferral naming the claim is on a request that "
                            "carries it, or, for hard_protected, on a conflicting request while "
-                           "the claim is resident; anywhere else it is a smear (SPEC §4.3)",
+                           "the claim is resident; anywhere else it is a smear",
     Violation.VANISHED: "the claim was open when its stream closed gracefully, or open when its "
                         "incarnation died and not ended among the next stream's first events "
-                        "(SPEC §9.1: nothing vanishes; checked where the stream ends)",
+                        "(nothing vanishes; checked where the stream ends)",
     Violation.DECIDED_ACROSS: "the claim was accepted in an earlier incarnation's stream: a "
-                              "claim id is decided once, across incarnations (SPEC §9.1)",
+                              "claim id is decided once, across incarnations",
     Violation.ACCEPTED_AFTER_END: "an ended claim (released, demoted, expired, harmed, failed "
-                                  "closed) is never accepted again: a claim id is decided once "
-                                  "(SPEC §9.1); a new claim takes a new id",
+                                  "closed) is never accepted again: a claim id is decided once; "
+                                  "a new claim takes a new id",
 }
 
 

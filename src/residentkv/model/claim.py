@@ -40,6 +40,8 @@ class Registration(StrEnum):
 
 
 class PredicateKind(StrEnum):
+    """How a predicate reads block positions."""
+
     LEADING_PREFIX_AT_LEAST = "leading_prefix_at_least"
     CONTIGUOUS_RANGE = "contiguous_range"
 
@@ -47,22 +49,38 @@ class PredicateKind(StrEnum):
 class CacheIdentity(Frozen):
     """Everything that must match for cached KV to be the same KV."""
 
-    model_id: str = Field(min_length=1)
-    tokenizer_id: str = Field(min_length=1)
-    cache_key_domain: str = Field(min_length=1)
-    salt_namespace: str = Field(min_length=1)
-    block_size: Bounded64 = Field(gt=0)
-    kv_format: str = Field(min_length=1)
-    adapter_id: str | None = None
+    model_id: str = Field(min_length=1, description=(
+        "The model whose KV this is: for the vLLM adapter the model path or a "
+        "--served-model-name of the engine"))
+    tokenizer_id: str = Field(min_length=1, description=(
+        "The tokenizer that turned the object into token ids (e.g. the tokenizer's name, or "
+        "'token-ids' when prompts are token ids)"))
+    cache_key_domain: str = Field(min_length=1, description=(
+        "The runtime's cache-key scheme the KV is keyed under (e.g. 'vllm-prefix': vLLM's "
+        "prefix block hashes)"))
+    salt_namespace: str = Field(min_length=1, description=(
+        "The cache-salt namespace the KV was computed under ('none' without a salt)"))
+    block_size: Bounded64 = Field(gt=0, description=(
+        "Tokens per KV block on the runtime (vLLM's CPU backend: 128); predicates and "
+        "footprints count these blocks"))
+    kv_format: str = Field(min_length=1, description=(
+        "The KV layout and dtype (e.g. 'vllm-cpu-float32'): KV of another format is not "
+        "this KV"))
+    adapter_id: str | None = Field(default=None, description=(
+        "The LoRA adapter the KV was computed with, if any"))
 
 
 class PredicateSpec(Frozen):
     """A fixed materialization predicate over block positions."""
 
-    id: str = Field(min_length=1)
-    kind: PredicateKind
-    blocks: Bounded64 = Field(gt=0)
-    start: Bounded64 | None = Field(default=None, ge=0)
+    id: str = Field(min_length=1, description=(
+        "A name for this predicate, repeated on every claim event as predicate_id"))
+    kind: PredicateKind = Field(description=(
+        "leading_prefix_at_least: block positions 0 .. blocks-1 all present; "
+        "contiguous_range: positions start .. start+blocks-1 all present"))
+    blocks: Bounded64 = Field(gt=0, description="How many block positions must be present")
+    start: Bounded64 | None = Field(default=None, ge=0, description=(
+        "First required position (contiguous_range only)"))
 
     @model_validator(mode="after")
     def _start_only_for_ranges(self) -> PredicateSpec:
@@ -81,16 +99,31 @@ class PredicateSpec(Frozen):
 class ResidentClaim(Frozen):
     """A claim on future reuse of one object's KV under one cache identity."""
 
-    claim_id: str = Field(min_length=1)
-    owner_scope: str = Field(min_length=1)
-    object_id: str = Field(min_length=1)
-    cache_identity: CacheIdentity
-    request_token_map_id: str = Field(min_length=1)
-    predicate: PredicateSpec
-    footprint_blocks: Bounded64 = Field(gt=0)
-    protection_mode: ProtectionMode
-    registration: Registration
-    expires_after_s: float | None = Field(default=None, gt=0)
+    claim_id: str = Field(min_length=1, description=(
+        "The claim's id: every event of the claim, and every outcome of it, names it"))
+    owner_scope: str = Field(min_length=1, description=(
+        "Who may reuse the claim (e.g. 'tenant:a/session:7'): only requests of this scope "
+        "restore or reuse it"))
+    object_id: str = Field(min_length=1, description=(
+        "The reusable object whose KV is claimed (e.g. a system prompt's id)"))
+    cache_identity: CacheIdentity = Field(description=(
+        "Everything that must match for cached KV to be this object's KV"))
+    request_token_map_id: str = Field(min_length=1, description=(
+        "The deterministic map from the object to the request's token ids (a name for it)"))
+    predicate: PredicateSpec = Field(description=(
+        "Which block positions must be present for the claim to count as materialized"))
+    footprint_blocks: Bounded64 = Field(gt=0, description=(
+        "How many leading blocks of the object the claim covers (the predicate lies "
+        "within them)"))
+    protection_mode: ProtectionMode = Field(description=(
+        "What the runtime promises: soft_priority, hard_protected, demotable, expiring "
+        "(needs expires_after_s) or offloadable (the vLLM adapter's mode); best_effort is "
+        "not a claim"))
+    registration: Registration = Field(description=(
+        "pre_registered: named before any of its KV is used (binds claim identity); post_hoc "
+        "never does"))
+    expires_after_s: float | None = Field(default=None, gt=0, description=(
+        "Seconds after acceptance when an expiring claim ends (expiring only)"))
 
     @model_validator(mode="after")
     def _predicate_fits_footprint(self) -> ResidentClaim:

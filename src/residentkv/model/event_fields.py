@@ -109,7 +109,7 @@ FIELDS: dict[str, str] = {
     "replica": "Replica of the runtime the stream comes from, when there are several.",
     "rank": "Worker rank the stream comes from, when the runtime is distributed.",
     "incarnation": "The engine incarnation writing this stream; a restart on the same sink "
-                   "opens a new stream with a new incarnation (SPEC 9.1).",
+                   "opens a new stream with a new incarnation.",
     # generic counters
     "name": "Counter name.",
     "value": "Counter value.",

@@ -1,4 +1,4 @@
-"""Event schema ``residentkv.event/v1`` (SPEC §3): one typed model per event type.
+"""Event schema ``residentkv.event/v1``: one typed model per event type.
 
 Every event shares the envelope (``schema``, ``seq``, ``ts_ns``, ``source``, ``event``,
 ``claim_id``, ``request_id``); ``seq`` is the only ordering key. Unknown event types and unknown
@@ -50,7 +50,7 @@ class Party(BaseModel):
 
 
 class StreamStarted(Envelope):
-    """The first event of a stream: who wrote it, about which runtime release (SPEC §4.1).
+    """The first event of a stream: who wrote it, about which runtime release.
 
     The lowering checker lets trace evidence grant only when this provenance names a runtime
     release that is a verified source of the same descriptor; adapter and simulator evidence is
@@ -65,13 +65,13 @@ class StreamStarted(Envelope):
     rank: Bounded64 | None = Field(default=None, ge=0, description="tensor-parallel rank, if any")
     incarnation: str | None = Field(
         default=None, min_length=1,
-        description="the engine incarnation that writes this stream (SPEC §9.1): a restart on "
+        description="the engine incarnation that writes this stream: a restart on "
                     "the same sink opens a new stream with a new incarnation",
     )
 
 
 class StreamClosed(Envelope):
-    """The closing event of a stream, written on a graceful stop (SPEC §9.1).
+    """The closing event of a stream, written on a graceful stop.
 
     Every claim still open in the stream must have ended before it; a claim open here has
     vanished. A stream that ends with no closing event was cut off (a crash): it is closed by
@@ -322,7 +322,7 @@ class BlockEvicted(Envelope):
 
 
 class ObservationGap(Envelope):
-    """The emitter could not see part of the runtime's history (SPEC §4.2: unknown, never pass).
+    """The emitter could not see part of the runtime's history (unknown, never pass).
 
     Written by an observer of a runtime's own event stream when a batch sequence number jumps,
     a subscription drops, or observation starts after the runtime began; every obligation that

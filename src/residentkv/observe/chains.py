@@ -3,18 +3,30 @@
 A runtime never publishes a claim, only chains: each ``BlockStored`` names its parent block hash
 and the token ids of its blocks. A claimed prefix's block *i* is the block whose tokens are the
 claim's *i*-th block of tokens, whose parent is the claim's block *i - 1* (no parent for block
-0), and which was stored under the claim's cache salt and LoRA (and session, when the claim
-names one). The index learns those hashes as the chains arrive — from any medium — and counts,
-for each learned hash, its physical copies per (source, hash, KV-cache group) on the device
-medium (SPEC §9.2). Blocks no claim needs are never kept: a store below an unlearned parent, or
-a removal of an unlearned hash, costs one dictionary lookup.
+0), and which was stored under the claim's cache salt and LoRA — the keys the runtime mixes
+into the hash, so one hash is one salt and one adapter. The index learns those hashes as the
+chains arrive — from any medium, under any session — and counts, for each learned hash, its
+physical copies per (source, hash, KV-cache group) on the device medium (SPEC §9.2). Blocks no
+claim needs are never kept: a store below an unlearned parent, or a removal of an unlearned
+hash, costs one dictionary lookup.
 
-A copy count is an interval ``[certain, possible]``: a store of a claimed chain from its root
-whose every claimed block is already present may be a second physical copy or vLLM's report of
-a prefix-cache hit (``kv_cache_report_mode: full``; the two are identical on the wire), so it
-raises only ``possible``. A position is *present* when a learned hash of it has a certain copy
-in every group the claim needs, *absent* when some needed group has no possible copy, and
-*ambiguous* otherwise.
+What the wire cannot say is kept as an interval, never guessed (:class:`Copies`):
+
+- a store of a claimed chain from its root whose every block already has a certain copy may be
+  a second physical copy or vLLM's report of a prefix-cache hit (``kv_cache_report_mode:
+  full``; the two are identical on the wire): it adds a *possible* copy only;
+- a store that names no medium may or may not be on the device: a possible copy;
+- a removal that names no medium, or no KV-cache group where the hash has copies in several,
+  may or may not have taken a copy: a *possible* removal;
+- the session is not part of the hash, so the copies of one hash are shared physically: a
+  removal names no session, and any removal may have taken a session-bound claim's copy.
+  Copies stored under another session never count as the claim's (SPEC §9.2).
+
+A position is *present* when a learned hash of it certainly has a copy of the claim's in every
+group it needs, *absent* when in some needed group no such copy can be left, and *ambiguous*
+otherwise. The groups a position needs are the claim's ``kv_groups``, or else every group its
+hash was seen stored in on that source (a store never makes a position absent; a group that
+drops it — a sliding window — does).
 
 Every operation returns the claimed positions it touched (a list); nothing changes state lazily.
 """
@@ -28,10 +40,12 @@ from typing import Any
 
 from residentkv.observe.claims import ObservedClaim, block_key
 from residentkv.observe.lazy import first_token
-from residentkv.observe.wire import BlockHash, WireError
+from residentkv.observe.wire import BlockHash
 
 #: (source, block hash, KV-cache group)
 CopyKey = tuple[int, BlockHash, int | None]
+#: (source, block hash)
+HashKey = tuple[int, BlockHash]
 
 
 class Presence(IntEnum):
@@ -40,6 +54,39 @@ class Presence(IntEnum):
     ABSENT = 0
     AMBIGUOUS = 1
     PRESENT = 2
+
+
+@dataclass(slots=True)
+class Copies:
+    """The copies of one block hash in one KV-cache group on one source's device medium, as
+    counts of what the stream showed: stores that certainly (or possibly) added a copy, and
+    removals that certainly (or possibly) took one; per session when a claim names one."""
+
+    certain: int = 0
+    possible: int = 0
+    removed: int = 0
+    maybe_removed: int = 0
+    #: session -> [certain, possible] stores under it (kept only when a claim names a session)
+    sessions: dict[str | None, list[int]] | None = None
+
+    def left(self) -> int:
+        """Copies that may be left (0: none can be)."""
+        return self.possible - self.removed
+
+    def bounds(self, session: str | None) -> tuple[int, int]:
+        """(fewest, most) copies left that are *session*'s (None: anyone's)."""
+        if session is None:
+            return self.certain - self.removed - self.maybe_removed, self.left()
+        mine = (self.sessions or {}).get(session, (0, 0))
+        others = self.possible - mine[1]
+        most = min(mine[1] - max(0, self.removed - others), self.left())
+        return mine[0] - self.removed - self.maybe_removed, most
+
+    def presence(self, session: str | None) -> Presence:
+        fewest, most = self.bounds(session)
+        if most <= 0:
+            return Presence.ABSENT
+        return Presence.PRESENT if fewest > 0 else Presence.AMBIGUOUS
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,13 +110,15 @@ class ChainIndex:
             self._roots.setdefault(c.blocks[0], []).append(i)
         #: the first token of every claim's first block: most roots are rejected on it
         self._first_tokens = {c.first_token for c in self.claims}
+        #: whether copies are counted per session (a claim names one)
+        self._by_session = any(c.session_id is not None for c in self.claims)
         #: learned hash -> [(claim index, position)]
         self._known: dict[BlockHash, list[tuple[int, int]]] = {}
         #: claim index -> position -> learned hashes
         self.hashes: list[list[list[BlockHash]]] = [[[] for _ in c.blocks] for c in self.claims]
-        self._copies: dict[CopyKey, list[int]] = {}
-        #: source -> groups that stored a learned block on the device medium
-        self._groups: dict[int, set[int | None]] = {}
+        self._copies: dict[CopyKey, Copies] = {}
+        #: (source, learned hash) -> the KV-cache groups it was stored in on the device medium
+        self._groups: dict[HashKey, set[int | None]] = {}
         #: block sizes the runtime published (a claim of another block size can never match)
         self.block_sizes: set[int] = set()
 
@@ -81,55 +130,75 @@ class ChainIndex:
     # -------------------------------------------------------------------------- events
     def stored(self, source: int, ev: Any) -> list[Touch]:
         """Apply one ``BlockStored``; return the claimed positions it touched."""
-        size = ev.block_size
-        self.block_sizes.add(size)
+        self.block_sizes.add(ev.block_size)
         hashes = ev.block_hashes
-        if not hashes:
-            return []
         known = self._known
         parent = ev.parent_block_hash
-        if hashes[0] not in known:
+        if not hashes or hashes[0] not in known:
             if parent is None:
                 if first_token(ev.token_ids) not in self._first_tokens:
                     return []                  # a root no claim starts with
             elif parent not in known:
                 return []                      # below a block no claim needs
-        if size <= 0:
-            raise WireError(f"BlockStored with block_size {size}")
+        walked = self._walk(ev, hashes, parent)
+        medium = ev.medium
+        if not walked or (medium is not None and medium != self.device_medium):
+            return []
+        return self._count(source, ev, walked, certain=medium is not None)
+
+    def _walk(self, ev: Any, hashes: Sequence[BlockHash], parent: BlockHash | None
+              ) -> list[tuple[BlockHash, list[tuple[int, int]]]]:
+        """The store's blocks that are claimed positions, from its first, learning any it
+        shows (the store's shape is checked first: a malformed one raises WireError)."""
+        size = ev.block_size
         tokens = ev.tokens()
-        mappable = len(tokens) == len(hashes) * size
+        keys = ev.extra()
+        known = self._known
         above: list[tuple[int, int]] | None = None if parent is None else known.get(parent, [])
         walked: list[tuple[BlockHash, list[tuple[int, int]]]] = []
         for j, h in enumerate(hashes):
-            owners = known.get(h)
-            if mappable:
-                owners = self._learn(h, owners, above, tokens[j * size:(j + 1) * size], ev, j)
+            owners = self._learn(h, known.get(h), above, tokens[j * size:(j + 1) * size], ev,
+                                 keys, j)
             if not owners:
                 break
             walked.append((h, owners))
             above = owners
-        if not walked or ev.medium != self.device_medium:
-            return []
+        return walked
+
+    def _count(self, source: int, ev: Any, walked: list[tuple[BlockHash, list[tuple[int, int]]]],
+               *, certain: bool) -> list[Touch]:
         group = ev.group_idx
-        self._groups.setdefault(source, set()).add(group)
         copies = self._copies
-        maybe_report = parent is None and all(
-            copies.get((source, h, group), (0, 0))[0] > 0 for h, _ in walked)
+        report = ev.parent_block_hash is None and all(
+            (c := copies.get((source, h, group))) is not None and c.bounds(None)[0] > 0
+            for h, _ in walked)
+        adds = certain and not report
+        session = ev.session_id
         touched: list[Touch] = []
         for h, owners in walked:
-            count = copies.setdefault((source, h, group), [0, 0])
-            count[1] += 1
-            if not maybe_report:
-                count[0] += 1
+            count = copies.get((source, h, group))
+            if count is None:
+                count = copies[(source, h, group)] = Copies()
+            count.possible += 1
+            count.certain += adds
+            if self._by_session:
+                if count.sessions is None:
+                    count.sessions = {}
+                mine = count.sessions.setdefault(session, [0, 0])
+                mine[0] += adds
+                mine[1] += 1
+            if certain:
+                self._groups.setdefault((source, h), set()).add(group)
             touched += [Touch(c, p, h, source) for c, p in owners]
         return touched
 
     def _learn(self, h: BlockHash, owners: list[tuple[int, int]] | None,
                above: list[tuple[int, int]] | None, chunk: list[int], ev: Any,
-               j: int) -> list[tuple[int, int]] | None:
+               keys: Any, j: int) -> list[tuple[int, int]] | None:
         """The claimed positions *h* holds, adding any this store shows: a root matching a
         claim's first block, or a child of a claimed block matching the claim's next block —
-        each stored under the claim's salt, LoRA and session."""
+        each stored under the claim's salt and LoRA (the session is not part of a hash: a
+        copy's session is counted, not learned)."""
         if above is None:
             candidates = [(c, 0) for c in self._roots.get(block_key(chunk), ())]
         else:
@@ -143,9 +212,7 @@ class ChainIndex:
             if owners is not None and (c, p) in owners:
                 continue
             claim = self.claims[c]
-            if claim.session_id is not None and ev.session_id != claim.session_id:
-                continue
-            if not ev.stored_under(j, p == 0, claim.cache_salt, claim.lora_name):
+            if not ev.stored_under(keys, j, p == 0, claim.cache_salt, claim.lora_name):
                 continue
             if owners is None:
                 owners = self._known[h] = []
@@ -154,9 +221,12 @@ class ChainIndex:
         return owners
 
     def removed(self, source: int, ev: Any) -> list[Touch]:
-        """Apply one ``BlockRemoved``; return the claimed positions it touched."""
+        """Apply one ``BlockRemoved``; return the claimed positions it touched. A removal that
+        names no medium, or no group where the hash has copies in several, possibly took a
+        copy; one of a copy never seen stored is ignored."""
         known = self._known
-        if ev.medium != self.device_medium:
+        medium = ev.medium
+        if medium is not None and medium != self.device_medium:
             return []
         touched: list[Touch] = []
         group = ev.group_idx
@@ -164,55 +234,63 @@ class ChainIndex:
             owners = known.get(h)
             if owners is None:
                 continue
-            count = self._copies.get((source, h, group))
-            if count is None or count[1] == 0:
-                continue                       # a removal of a copy never seen stored
-            count[1] -= 1
-            count[0] = min(max(count[0] - 1, 0), count[1])
-            touched += [Touch(c, p, h, source) for c, p in owners]
+            counts = self._candidates(source, h, group)
+            exact = medium is not None and len(counts) == 1
+            for count in counts:
+                if exact:
+                    count.removed += 1
+                else:
+                    count.maybe_removed += 1
+            if counts:
+                touched += [Touch(c, p, h, source) for c, p in owners]
         return touched
+
+    def _candidates(self, source: int, h: BlockHash, group: int | None) -> list[Copies]:
+        """The copy counts a removal of *h* in *group* (None: unnamed) may concern."""
+        groups = {group} if group is not None else {None, *self._groups.get((source, h), ())}
+        found = (self._copies.get((source, h, g)) for g in groups)
+        return [c for c in found if c is not None and c.left() > 0]
 
     def cleared(self, source: int) -> list[Touch]:
         """Apply ``AllBlocksCleared``: every copy on *source* is gone."""
         touched: list[Touch] = []
-        for (s, h, _), count in self._copies.items():
-            if s == source and count[1]:
-                count[0] = count[1] = 0
-                touched += [Touch(c, p, h, source) for c, p in self._known[h]]
+        for (s, h, g), count in list(self._copies.items()):
+            if s == source:
+                del self._copies[(s, h, g)]
+                if count.left() > 0:
+                    touched += [Touch(c, p, h, source) for c, p in self._known[h]]
+        self._groups = {k: v for k, v in self._groups.items() if k[0] != source}
         return touched
 
     def forget(self, source: int | None) -> None:
         """Drop what is known of *source*'s cache (every source for None) without reporting
         it: after an unseen window its state is unknown, not observed as lost."""
-        self._copies = {k: v for k, v in self._copies.items()
-                        if source is not None and k[0] != source}
         if source is None:
+            self._copies.clear()
             self._groups.clear()
-        else:
-            self._groups.pop(source, None)
+            return
+        self._copies = {k: v for k, v in self._copies.items() if k[0] != source}
+        self._groups = {k: v for k, v in self._groups.items() if k[0] != source}
 
     # -------------------------------------------------------------------------- queries
-    def sources(self) -> set[int]:
-        """Sources with a copy of a learned block."""
-        return set(self._groups)
-
     def positions(self, claim: int, source: int) -> list[Presence]:
         """Each position of *claim* on *source*'s device medium."""
         c = self.claims[claim]
-        needed = c.kv_groups if c.kv_groups is not None else self._groups.get(source, {None})
+        session = c.session_id
         copies = self._copies
         out: list[Presence] = []
         for hashes in self.hashes[claim]:
             best = Presence.ABSENT
             for h in hashes:
-                state = Presence.PRESENT
+                needed = c.kv_groups if c.kv_groups is not None else self._groups.get(
+                    (source, h), ())
+                state = Presence.PRESENT if needed else Presence.ABSENT
                 for g in needed:
-                    certain, possible = copies.get((source, h, g), (0, 0))
-                    if possible == 0:
-                        state = Presence.ABSENT
+                    count = copies.get((source, h, g))
+                    state = min(state, Presence.ABSENT if count is None
+                                else count.presence(session))
+                    if state is Presence.ABSENT:
                         break
-                    if certain == 0:
-                        state = Presence.AMBIGUOUS
                 best = max(best, state)
             out.append(best)
         return out

@@ -12,6 +12,7 @@ the server's process and cannot be reached.
 from __future__ import annotations
 
 import json
+import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
@@ -23,6 +24,10 @@ from residentkv.observe.subscriber import Endpoint
 NO_PROVENANCE = "L032"
 NO_SOURCES = "T051"
 _WILDCARDS = ("*", "0.0.0.0", "[::]", "::")
+#: the largest answer read, and how long one answer may take in all (a server that drips its
+#: body never holds the observer past it; SIGTERM and --duration end it sooner)
+_MAX_ANSWER = 1 << 20
+_READ = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -35,9 +40,17 @@ class Runtime:
 
 def _get(base_url: str, path: str, timeout: float, code: str) -> Any:
     url = base_url.rstrip("/") + path
+    end = time.monotonic() + timeout
     try:
         with urllib.request.urlopen(url, timeout=timeout) as r:
-            return json.loads(r.read(1 << 20))
+            body = bytearray()
+            while chunk := r.read1(_READ):
+                body += chunk
+                if len(body) > _MAX_ANSWER:
+                    raise ValueError(f"an answer of more than {_MAX_ANSWER} bytes")
+                if time.monotonic() > end:
+                    raise TimeoutError(f"no complete answer within {timeout:g} s")
+            return json.loads(body)
     except (OSError, ValueError) as e:
         raise UserInputError(f"--server: cannot read {url}: {e}", code=code) from None
 

@@ -12,13 +12,21 @@ batch a gap.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 from residentkv.observe.wire import MAX_KEY_DEPTH, BlockHash, WireError
 
-_TOKENS = msgspec.msgpack.Decoder(list[int]).decode
+#: a token id as a claim names it (the claims file's range)
+TokenId = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
+#: a block size, KV-cache group index or data-parallel rank: small non-negative numbers
+Small = Annotated[int, msgspec.Meta(ge=0, lt=2**31)]
+BlockSize = Annotated[int, msgspec.Meta(ge=1, lt=2**31)]
+#: one block's extra hash keys (vLLM's untagged tuple), or None
+Keys = tuple[Any, ...] | None
+
+_TOKENS = msgspec.msgpack.Decoder(list[TokenId]).decode
 _KEYS = msgspec.msgpack.Decoder(list[tuple[Any, ...] | None] | None).decode
 _NIL = msgspec.Raw(b"\xc0")
 _ARRAY16, _ARRAY32 = 0xDC, 0xDD
@@ -28,29 +36,29 @@ _INTS = {0xCC: (1, False), 0xCD: (2, False), 0xCE: (4, False), 0xCF: (8, False),
 
 
 def first_int(raw: bytes | memoryview) -> int | None:
-    """The first element of a msgpack array of integers, read without decoding the rest
-    (None for an empty array or anything else)."""
-    if not raw:
+    """The first element of a msgpack array of integers, read without decoding the rest (None
+    for an empty array); :class:`WireError` when *raw* is not an array whose first element is an
+    integer (e.g. SGLang's EAGLE bigram pages, whose token ids are pairs)."""
+    head = raw[0] if raw else None
+    if head == 0x90:
         return None
-    head = raw[0]
-    if 0x91 <= head <= 0x9F:
+    if head is not None and 0x91 <= head <= 0x9F:
         i = 1
     elif head in (_ARRAY16, _ARRAY32):
         i = 3 if head == _ARRAY16 else 5
-        if len(raw) <= i or not int.from_bytes(raw[1:i], "big"):
+        if len(raw) >= i and not int.from_bytes(raw[1:i], "big"):
             return None
     else:
-        return None
-    if len(raw) <= i:
-        return None
-    b = raw[i]
-    if b <= 0x7F:
+        raise WireError("token_ids: expected an array of token ids")
+    b = raw[i] if len(raw) > i else None
+    if b is not None and b <= 0x7F:
         return b
-    if b >= 0xE0:
+    if b is not None and b >= 0xE0:
         return b - 0x100
-    size_signed = _INTS.get(b)
+    size_signed = None if b is None else _INTS.get(b)
     if size_signed is None or len(raw) < i + 1 + size_signed[0]:
-        return None
+        raise WireError("token_ids: expected an array of token ids; its first element is not "
+                        "an integer")
     size, signed = size_signed
     return int.from_bytes(raw[i + 1:i + 1 + size], "big", signed=signed)
 
@@ -84,16 +92,32 @@ def _depth_ok(value: Any, depth: int) -> bool:
     return not isinstance(value, dict)
 
 
-def decode_keys(raw: msgspec.Raw) -> list[tuple[Any, ...] | None] | None:
+def decode_keys(raw: msgspec.Raw, blocks: int) -> list[Keys] | None:
     """vLLM's per-block extra keys, strictly as the mirror types them, at most
-    :data:`MAX_KEY_DEPTH` levels deep."""
+    :data:`MAX_KEY_DEPTH` levels deep, one entry per block of the store (vLLM builds one per
+    hash it publishes) or none at all."""
     try:
         keys = _KEYS(raw)
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError) as e:
         raise WireError(f"extra_keys: {e}") from None
-    if keys is not None and not all(k is None or _depth_ok(k, MAX_KEY_DEPTH) for k in keys):
+    if keys is None:
+        return None
+    if len(keys) != blocks:
+        raise WireError(f"extra_keys holds {len(keys)} entries for {blocks} blocks; vLLM "
+                        "publishes one per block")
+    if not all(k is None or _depth_ok(k, MAX_KEY_DEPTH) for k in keys):
         raise WireError(f"extra_keys nested deeper than {MAX_KEY_DEPTH} levels")
     return keys
+
+
+def block_tokens(tokens: list[int], blocks: int, size: int) -> list[int]:
+    """*tokens* when they are exactly *blocks* full blocks of *size*; :class:`WireError`
+    otherwise (the runtime's blocks cannot then be told apart: vLLM's sliding-window groups
+    publish the tokens of blocks they skip)."""
+    if len(tokens) != blocks * size:
+        raise WireError(f"BlockStored carries {len(tokens)} token ids for {blocks} block "
+                        f"hash(es) of {size} tokens: which tokens are which block's is unknown")
+    return tokens
 
 
 class LazyEvent(msgspec.Struct, omit_defaults=True, gc=False, tag=True):
@@ -106,12 +130,12 @@ class LazyBlockStored(LazyEvent, tag="BlockStored"):
     block_hashes: list[BlockHash]
     parent_block_hash: BlockHash | None
     token_ids: msgspec.Raw
-    block_size: int
+    block_size: BlockSize
     lora_id: int | None
     medium: str | None
     lora_name: str | None
     extra_keys: msgspec.Raw = _NIL
-    group_idx: int | None = None
+    group_idx: Small | None = None
     kv_cache_spec_kind: str | None = None
     kv_cache_spec_sliding_window: int | None = None
     locality: str | None = None
@@ -122,10 +146,18 @@ class LazyBlockStored(LazyEvent, tag="BlockStored"):
         return first_token(self.token_ids)
 
     def tokens(self) -> list[int]:
-        return decode_tokens(self.token_ids)
+        """The token ids, as whole blocks of the store's hashes."""
+        return block_tokens(decode_tokens(self.token_ids), len(self.block_hashes),
+                            self.block_size)
 
-    def stored_under(self, j: int, first: bool, salt: str | None, lora: str | None) -> bool:
-        """Whether block *j* was stored under exactly *salt* and *lora* and nothing else.
+    def extra(self) -> list[Keys] | None:
+        """Each block's extra hash keys (None: the store published none)."""
+        return decode_keys(self.extra_keys, len(self.block_hashes))
+
+    def stored_under(self, keys: list[Keys] | None, j: int, first: bool, salt: str | None,
+                     lora: str | None) -> bool:
+        """Whether block *j* (its extra keys *keys*, from :meth:`extra`) was stored under
+        exactly *salt* and *lora* and nothing else.
 
         vLLM publishes each block's extra hash keys untagged, in order: the LoRA name (when a
         LoRA is set), ``(mm_identifier, offset)`` pairs, the cache salt (on a chain's first
@@ -134,8 +166,7 @@ class LazyBlockStored(LazyEvent, tag="BlockStored"):
         """
         if self.lora_name != lora:
             return False
-        keys = decode_keys(self.extra_keys)
-        got = keys[j] if keys is not None and j < len(keys) else None
+        got = keys[j] if keys is not None else None
         want: tuple[str, ...] = ((lora,) if lora is not None else ()) + (
             (salt,) if first and salt is not None else ())
         return (got or ()) == want
@@ -146,7 +177,7 @@ class LazyBlockRemoved(LazyEvent, tag="BlockRemoved"):
 
     block_hashes: list[BlockHash]
     medium: str | None
-    group_idx: int | None = None
+    group_idx: Small | None = None
     locality: str | None = None
     ownership: str | None = None
 
@@ -160,7 +191,7 @@ class LazyBatch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
 
     ts: float
     events: list[LazyBlockStored | LazyBlockRemoved | LazyAllBlocksCleared]
-    data_parallel_rank: int | None = None
+    data_parallel_rank: Small | None = None
 
 
 class LazySGLangBlockStored(LazyEvent, tag="BlockStored"):
@@ -169,7 +200,7 @@ class LazySGLangBlockStored(LazyEvent, tag="BlockStored"):
     block_hashes: list[int]
     parent_block_hash: int | None
     token_ids: msgspec.Raw
-    block_size: int
+    block_size: BlockSize
     lora_id: int | None
     medium: str | None = None
     cache_salt: str | None = None
@@ -185,9 +216,16 @@ class LazySGLangBlockStored(LazyEvent, tag="BlockStored"):
         return first_token(self.token_ids)
 
     def tokens(self) -> list[int]:
-        return decode_tokens(self.token_ids)
+        """The token ids, as whole pages of the store's hashes."""
+        return block_tokens(decode_tokens(self.token_ids), len(self.block_hashes),
+                            self.block_size)
 
-    def stored_under(self, j: int, first: bool, salt: str | None, lora: str | None) -> bool:
+    def extra(self) -> list[Keys] | None:
+        """SGLang publishes no per-block keys."""
+        return None
+
+    def stored_under(self, keys: list[Keys] | None, j: int, first: bool, salt: str | None,
+                     lora: str | None) -> bool:
         """SGLang publishes the salt and the adapter on the event itself."""
         return self.cache_salt == salt and self.lora_name == lora
 
@@ -208,7 +246,7 @@ class LazySGLangBatch(msgspec.Struct, array_like=True, gc=False):
 
     ts: float
     events: list[LazySGLangBlockStored | LazySGLangBlockRemoved | LazyAllBlocksCleared]
-    attn_dp_rank: int | None = None
+    attn_dp_rank: Small | None = None
 
 
 STORED = (LazyBlockStored, LazySGLangBlockStored)

@@ -11,13 +11,15 @@ after the claim materialized. It never writes an outcome (harm, expiry, demotion
 runtime published none, and a loss without one is what the gates must fail.
 
 A claim lives in one source's cache (its *home*: the source where it materialized); another
-data-parallel rank's copies never keep it alive. A needed position that becomes *ambiguous*
-(:class:`~residentkv.observe.chains.Presence`) is a gap (``presence_ambiguous``): the observer
-cannot tell whether the claim still holds, so it says so rather than guess.
+data-parallel rank's copies never keep it alive. When a claim's predicate may hold but need not
+(a needed position is *ambiguous*, :class:`~residentkv.observe.chains.Presence`) — a held claim
+that may have lost its last copy, or a claim not held that may have one — the observer writes a
+gap (``presence_ambiguous``) rather than guess.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -48,7 +50,7 @@ class ClaimStatus(StrEnum):
     HELD = "held"           # predicate holds, every footprint block stored
     AT_RISK = "at_risk"     # predicate holds, some footprint block already dropped
     LOST = "lost"           # materialized, then a needed block dropped
-    UNKNOWN = "unknown"     # part of the runtime's history was not seen
+    UNKNOWN = "unknown"     # a gap: part of the stream was not seen, or could not be decided
 
 
 class EvictionReason(StrEnum):
@@ -63,8 +65,13 @@ class Fact(StrEnum):
 
     MATERIALIZED = "materialized"
     LOST = "lost"
-    AMBIGUOUS = "ambiguous"
-    UNSEEN = "unseen"       # an observation gap
+    AMBIGUOUS = "ambiguous"     # the claim's own presence could not be decided
+    UNSEEN = "unseen"           # a gap: a window of the runtime's stream was not seen
+    UNDECIDED = "undecided"     # a gap: the stream was seen, a claim's presence not decided
+
+
+#: the facts that are a gap in the trace (every claim's state is unknown from there)
+GAP_FACTS = (Fact.UNSEEN, Fact.UNDECIDED)
 
 
 class Listener(Protocol):
@@ -94,7 +101,7 @@ class ClaimView:
 
     def state_fact(self) -> Fact | None:
         """The last of materialized, lost and ambiguous (gaps aside)."""
-        return next((f for f, _ in reversed(self.facts) if f is not Fact.UNSEEN), None)
+        return next((f for f, _ in reversed(self.facts) if f not in GAP_FACTS), None)
 
     @property
     def holds(self) -> bool:
@@ -115,7 +122,7 @@ class ClaimView:
 
     @property
     def status(self) -> ClaimStatus:
-        if any(f is Fact.UNSEEN for f, _ in self.facts):
+        if any(f in GAP_FACTS for f, _ in self.facts):
             return ClaimStatus.UNKNOWN
         if not any(f is Fact.MATERIALIZED for f, _ in self.facts):
             return ClaimStatus.PENDING
@@ -213,9 +220,14 @@ class Observer:
         self.emit("observation_gap", source=SOURCE, reason=cause.value,
                   missed_from=first if exact else None, missed_to=last if exact else None,
                   detail=detail or None)
-        seq = None if self._batch is None else self._batch.seq
+        # an unseen window is told from its first missed batch; an undecided presence at the
+        # batch that showed it
+        if cause is Cause.PRESENCE_AMBIGUOUS:
+            fact, seq = Fact.UNDECIDED, None if self._batch is None else self._batch.seq
+        else:
+            fact, seq = Fact.UNSEEN, first
         for v in self.views:
-            v.facts.append((Fact.UNSEEN, seq))
+            v.facts.append((fact, seq))
             self._notify(v)
         for listener in self.listeners:
             listener.gap(cause)
@@ -252,27 +264,28 @@ class Observer:
         states = self.index.positions(ci, sid)
         pred = v.claim.claim.predicate
         present = [p for p, s in enumerate(states) if s is Presence.PRESENT]
+        ambiguous = [p for p, s in enumerate(states) if s is Presence.AMBIGUOUS]
         certain = evaluate_predicate(pred, present)
+        possible = evaluate_predicate(pred, present + ambiguous) if ambiguous else certain
         if v.home != sid:
             if certain.holds:
                 v.home, v.positions = sid, states
                 self._materialized(v, certain)
+            elif possible.holds and not v.holds:
+                self._ambiguous(v, ambiguous, held=False)
             return
         if any(f is Fact.MATERIALIZED for f, _ in v.facts):
             for p in v.claim.needed:
                 if v.positions[p] is not Presence.ABSENT and states[p] is Presence.ABSENT:
                     self._evicted(v, ci, p, reason)
         v.positions = states
-        ambiguous = [p for p, s in enumerate(states) if s is Presence.AMBIGUOUS]
         if certain.holds:
             if not v.holds:
                 self._materialized(v, certain)
-        elif v.holds:
-            possible = evaluate_predicate(pred, present + ambiguous) if ambiguous else certain
-            if not possible.holds:
-                self._lost(v)
-            elif v.state_fact() is not Fact.AMBIGUOUS:      # said once until it resolves
-                self._ambiguous(v, ambiguous)
+        elif v.holds and not possible.holds:
+            self._lost(v)
+        elif possible.holds:
+            self._ambiguous(v, ambiguous, held=v.holds)
         self._notify(v)
 
     def _materialized(self, v: ClaimView, result: PredicateResult) -> None:
@@ -281,25 +294,33 @@ class Observer:
                          tier=DEVICE_TIER)
         b = self._batch
         v.facts.append((Fact.MATERIALIZED, None if b is None else b.seq))
-        v.held_since_ts = None if b is None else b.ts
+        v.held_since_ts = b.ts if b is not None and math.isfinite(b.ts) else None
         self._notify(v)
 
     def _lost(self, v: ClaimView) -> None:
         b = self._batch
         v.facts.append((Fact.LOST, None if b is None else b.seq))
-        held = None if b is None or v.held_since_ts is None else max(
-            0.0, b.ts - v.held_since_ts)
+        # the runtime's own clock, when it reads as one (a stamp that is not a finite time, or
+        # that goes back, measures nothing)
+        held = None if b is None or v.held_since_ts is None or not math.isfinite(b.ts) \
+            or b.ts < v.held_since_ts else b.ts - v.held_since_ts
         for listener in self.listeners:
             listener.lost(v.claim, held)
 
-    def _ambiguous(self, v: ClaimView, positions: list[int]) -> None:
+    def _ambiguous(self, v: ClaimView, positions: list[int], *, held: bool) -> None:
+        """The predicate may hold but need not: a gap, said once until it resolves."""
+        if v.state_fact() is Fact.AMBIGUOUS:
+            return
         b = self._batch
         v.facts.append((Fact.AMBIGUOUS, None if b is None else b.seq))
+        may = ("may have lost their last copy" if held else
+               "may hold a copy of the claim's, or none")
         self.gap(Cause.PRESENCE_AMBIGUOUS, None, None,
-                 f"claim {v.claim.claim_id!r}: position(s) {positions} may have lost their last "
-                 "copy: a second store of the same chain from its root is either a second "
-                 "physical copy or the runtime's report of a prefix-cache hit, and the wire "
-                 "does not say which")
+                 f"claim {v.claim.claim_id!r}: position(s) {positions} {may}: a store of a "
+                 "chain from its root that is already present is either a second physical copy "
+                 "or the runtime's report of a prefix-cache hit, a removal names no session "
+                 "(nor, here, perhaps its medium or group), and the wire does not say which "
+                 "copy it was")
 
     def _evicted(self, v: ClaimView, ci: int, position: int, reason: EvictionReason) -> None:
         """A needed position's last copy left the device medium after materialization."""

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from residentkv import __version__
 from residentkv.errors import UsageError, UserInputError
-from residentkv.observe.claims import load_claims
+from residentkv.observe.claims import ObservedClaim, load_claims
 from residentkv.observe.discovery import Runtime
 from residentkv.observe.live import LiveView
 from residentkv.observe.metrics import Metrics
@@ -101,14 +101,20 @@ def refuse_existing(out: Path, overwrite: bool) -> None:
     raise UserInputError(
         f"{out} already holds a trace ({size} bytes); a second observation appended to it "
         "would be a second stream accepting the same claims again, and a claim id is decided "
-        "once (SPEC §9.1): every claim would fail. Write to a new file (e.g. --out "
+        "once: every claim would fail. Write to a new file (e.g. --out "
         "observed-2.jsonl), or pass --overwrite to replace it",
         code=OUT_EXISTS, path=str(out), line=1, col=1)
 
 
-def observe(opts: ObserveOptions, stop: threading.Event) -> Observation:
-    """Run one observation until *stop* is set or ``opts.duration`` passes."""
-    claims = load_claims(opts.claims)
+def observe(opts: ObserveOptions, stop: threading.Event, *,
+            claims: list[ObservedClaim] | None = None,
+            deadline: float | None = None) -> Observation:
+    """Run one observation until *stop* is set or the monotonic *deadline* passes (default:
+    ``opts.duration`` from now). *claims* are read from ``opts.claims`` unless given."""
+    if deadline is None and opts.duration is not None:
+        deadline = time.monotonic() + opts.duration
+    if claims is None:
+        claims = load_claims(opts.claims, stop=stop, deadline=deadline)
     refuse_existing(opts.out, opts.overwrite)
     metrics = Metrics(claims) if opts.metrics_port is not None else None
     listeners: list[Listener] = [metrics] if metrics is not None else []
@@ -130,7 +136,6 @@ def observe(opts: ObserveOptions, stop: threading.Event) -> Observation:
         if opts.live:
             live = LiveView(obs)
             live.start()
-        deadline = None if opts.duration is None else time.monotonic() + opts.duration
         sub.run(obs, stop, deadline=deadline, tick=None if live is None else live.tick,
                 flush=writer.flush)
     finally:

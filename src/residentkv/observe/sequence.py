@@ -13,12 +13,17 @@ observer did not see: a first batch above 0, a jump, a number that repeats with 
 or goes back (the publisher restarted), a dropped connection, an unreadable message, and the
 end of the run. Each such window is a :class:`Gap` and a :class:`Forget` (nothing observed
 before it is carried over), unless the replay endpoint fills it *and* the fill is shown to
-continue the same publisher epoch: the replay must hold, byte for byte, the last batch applied
-before the window (when there is one) and the live batch that revealed it.
+continue the same publisher epoch: the replay must hold, byte for byte, the last
+:data:`PROOF_BATCHES` batches applied in the epoch before the window (as many as the epoch
+has) and the live batch that revealed it, all of this source's data-parallel rank. A replay
+with nothing received live in the epoch to compare it with — a foreign endpoint, a publisher
+that sent nothing — is never accepted, and a batch numbered at or below the last one applied
+that arrives over a new connection is a new publisher instance, whatever its bytes.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -31,6 +36,10 @@ SourceKey = tuple[bytes, int | None]
 #: replay is given up and the window is a gap
 MAX_HELD = 10_000
 MAX_HELD_BYTES = 64 << 20
+#: the batches of an epoch a replay must hold byte for byte (each is stamped with the
+#: publisher's clock, so a restarted publisher cannot repeat them; the batches are kept by
+#: reference, at most this many per source)
+PROOF_BATCHES = 16
 
 
 class Cause(StrEnum):
@@ -171,14 +180,24 @@ class Source:
     phase: Phase = Phase.LIVE
     #: the next batch number this epoch expects (0: nothing applied in the epoch yet)
     expected: int = 0
-    #: the last batch applied in this epoch (None: none, or the epoch began after a gap)
-    anchor: Batch | None = None
+    #: the last batches applied in this epoch, oldest first (empty: none, or the epoch began
+    #: after a gap): what a replay must hold to be shown to continue it
+    recent: deque[Batch] = field(default_factory=lambda: deque(maxlen=PROOF_BATCHES))
     dropped: bool = False
     window: Window | None = None
     held: list[Input] = field(default_factory=list)
     held_bytes: int = 0
     #: nothing received yet: a first batch above 0 is a late start
     fresh: bool = True
+
+    @property
+    def anchor(self) -> Batch | None:
+        """The last batch applied in this epoch."""
+        return self.recent[-1] if self.recent else None
+
+    def new_epoch(self) -> None:
+        """What was applied before here proves nothing about what follows."""
+        self.recent.clear()
 
 
 Handler = Callable[["SequenceTracker", Source, Input], list[Action]]
@@ -249,6 +268,10 @@ class SequenceTracker:
             if b.seq == 0:
                 return self._apply(s, b)
             return self._open(s, 0, b.seq - 1, Cause.LATE_START, b)
+        if s.dropped and b.seq < s.expected:
+            # a new connection never brings back a batch already applied: whatever its bytes,
+            # the numbering started again
+            return self._restarted(s, b)
         anchor = s.anchor
         if anchor is not None and b.seq == anchor.seq and b.payload == anchor.payload:
             return []                          # the same batch delivered twice
@@ -271,7 +294,8 @@ class SequenceTracker:
                 f"batch {b.seq} arrived after batch {before}: the publisher's numbering started "
                 "again, so whatever it published after that and before this is unknown"),
             Forget(s.key)]
-        s.expected, s.anchor, s.dropped = 0, None, False
+        s.expected, s.dropped = 0, False
+        s.new_epoch()
         if b.seq == 0:
             return out + self._apply(s, b)
         return out + self._open(s, 0, b.seq - 1, Cause.PUBLISHER_RESTARTED, b)
@@ -282,7 +306,7 @@ class SequenceTracker:
                 f"reconnected at batch {b.seq}: without a replay endpoint nothing shows it "
                 "continues the batches before the drop (the publisher may have restarted)"),
             Forget(s.key)]
-        s.anchor = None
+        s.new_epoch()
         return out + self._apply(s, b)
 
     def _live_unreadable(self, s: Source, event: Input) -> list[Action]:
@@ -290,17 +314,18 @@ class SequenceTracker:
         seq = event.seq
         s.fresh = False
         if seq is None:
+            s.new_epoch()
             return [Gap(s.key, event.cause, None, None, event.detail), Forget(s.key)]
         first = s.expected if seq >= s.expected else seq
         out: list[Action] = [Gap(s.key, event.cause, first, seq, event.detail), Forget(s.key)]
         if seq >= s.expected:
             s.expected = seq + 1
-        s.anchor = None
+        s.new_epoch()
         return out
 
     def _apply(self, s: Source, b: Batch) -> list[Action]:
         s.expected = b.seq + 1
-        s.anchor = b
+        s.recent.append(b)
         return [Apply(b)]
 
     # -------------------------------------------------------------------------- windows
@@ -312,11 +337,13 @@ class SequenceTracker:
         out: list[Action] = []
         if last >= first:
             out = [Gap(s.key, cause, first, last), Forget(s.key)]
+            s.new_epoch()
         return out + self._apply(s, trigger)
 
     def _ask(self, s: Source, w: Window) -> list[Action]:
-        """Ask the replay from the last batch applied (to compare it), else the window."""
-        w.asked = s.anchor.seq if s.anchor is not None else w.first
+        """Ask the replay from the oldest batch kept of the epoch (to compare them), else from
+        the window."""
+        w.asked = s.recent[0].seq if s.recent else w.first
         s.phase, s.window = Phase.CATCHING_UP, w
         return [AskReplay(s.key, w.asked)]
 
@@ -354,21 +381,21 @@ class SequenceTracker:
         return out + self._close_window(s)
 
     def _missing(self, s: Source, w: Window, first: int, last: int) -> list[Action]:
-        s.anchor = None
+        s.new_epoch()
         return [Gap(s.key, w.cause, first, last,
-                    "the replay endpoint no longer held these batches"), Forget(s.key)]
+                    "the replay's answer does not hold these batches of this stream (its "
+                    "buffer no longer held them, or they were another rank's)"), Forget(s.key)]
 
     def _unverified(self, s: Source, w: Window, got: dict[int, Batch], complete: bool) -> str:
         """Why the replay's answer cannot be shown to continue this epoch ('' when it can)."""
-        anchor = s.anchor
-        if anchor is not None:
-            mine = got.get(anchor.seq)
-            if mine is None or mine.payload != anchor.payload:
-                return (f"the replay does not hold batch {anchor.seq} as it was applied: it "
+        for mine in s.recent:
+            theirs = got.get(mine.seq)
+            if theirs is None or theirs.payload != mine.payload:
+                return (f"the replay does not hold batch {mine.seq} as it was applied: it "
                         "cannot be shown to continue the same publisher epoch")
-        elif w.trigger is None and w.first > 0:
-            return ("nothing was applied since the last gap to compare the replay with: it "
-                    "cannot be shown to continue the same publisher epoch")
+        if not s.recent and w.trigger is None:
+            return ("no batch of this stream was received live since its last gap: nothing "
+                    "ties the replay endpoint's answer to the subscribed publisher")
         if w.trigger is not None:
             theirs = got.get(w.trigger.seq)
             if theirs is None or theirs.payload != w.trigger.payload:
@@ -383,8 +410,15 @@ class SequenceTracker:
         w = s.window
         if event.start != w.asked:
             return []
-        out: list[Action] = [Gap(s.key, w.cause, w.first, w.last, event.detail), Forget(s.key)]
-        s.anchor = None
+        if w.last is not None and w.last < w.first:
+            # no number was missed: the connection dropped between two consecutive batches
+            gap = Gap(s.key, w.cause, None, None,
+                      f"the connection dropped between batch {w.first - 1} and batch "
+                      f"{w.first}; {event.detail}")
+        else:
+            gap = Gap(s.key, w.cause, w.first, w.last, event.detail)
+        out: list[Action] = [gap, Forget(s.key)]
+        s.new_epoch()
         if w.last is not None:
             s.expected = w.last + 1
         return out + self._close_window(s)
@@ -416,12 +450,14 @@ class SequenceTracker:
 
     def _end_live(self, s: Source, event: Input) -> list[Action]:
         first = s.expected
-        if self.has_replay(s.key):
+        if self.has_replay(s.key) and s.recent:
             return self._ask(s, Window(first, None, Cause.UNCONFIRMED_TAIL, None))
         s.phase = Phase.ENDED
-        return [Gap(s.key, Cause.UNCONFIRMED_TAIL, first, None,
-                    "the run ended: without a replay endpoint nothing shows which batches the "
-                    "publisher sent after the last one received")]
+        why = ("without a replay endpoint nothing shows which batches the publisher sent "
+               "after the last one received" if not self.has_replay(s.key) else
+               "no batch of this stream was received live since its last gap, so nothing ties "
+               "the replay endpoint's answer to the subscribed publisher")
+        return [Gap(s.key, Cause.UNCONFIRMED_TAIL, first, None, f"the run ended: {why}")]
 
     def _end_catching_up(self, s: Source, event: Input) -> list[Action]:
         # the open window's answer may still come: the subscriber gives it the time it has

@@ -8,11 +8,14 @@ blocking (a DEALER per request, polled beside the live sockets; the answer comes
 
 vLLM's publisher *binds* ``ipc://``/``inproc://`` and wildcard endpoints and *connects* to
 ``tcp://host:port``; the observer does the opposite (``bind=True`` for a connecting publisher).
-A socket monitor reports a dropped connection. Bounds: a message above ``max_message_bytes`` is
-refused by ZeroMQ before it is read (the connection drops, and the batch becomes a gap), at most
-``hwm`` messages queue per socket (what the publisher sends past that is dropped, and its
-numbers become a gap), and every wait — replay included — is a poll of at most 100 ms between
-which the deadline and the stop signal are checked.
+A socket monitor reports a dropped connection. Bounds: a frame above ``max_message_bytes`` is
+refused by ZeroMQ before it is read (the connection drops, and the batch becomes a gap); a
+message is read frame by frame and frames past the format's are dropped as they are read; at
+most ``hwm`` messages queue in ZeroMQ per socket (``RCVHWM``: past it ZeroMQ stops reading the
+connection, the publisher's own queue fills, and what the publisher then drops is a gap by its
+numbers); every wait — replay included — is a poll of at most 100 ms between which the deadline
+and the stop signal are checked, and the end of the run waits at most ``end_budget_s`` from
+the moment the stop was seen.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from types import TracebackType
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from residentkv.observe.intake import is_end, read_message, read_replayed
+from residentkv.observe.intake import is_end, read_message, read_replayed, recv_frames
 from residentkv.observe.observer import Observer
 from residentkv.observe.sequence import (
     Action,
@@ -43,9 +46,9 @@ from residentkv.observe.wire import Batch, Dialect
 
 #: how long one replay request may take before the window counts as missed
 REPLAY_TIMEOUT_S = 3.0
-#: at the end of the run, how long the tail replays may take by default (with the last poll and
-#: read slice, the stop is honoured within a second)
-END_BUDGET_S = 0.8
+#: at the end of the run, how long the tail replays may take by default, from the moment the
+#: stop was seen (with the last poll, the verdict and the exit, within a second of SIGTERM)
+END_BUDGET_S = 0.4
 #: batches (and bytes) one replay answer may hold before it is given up (bounded memory)
 MAX_REPLAYED = 100_000
 MAX_REPLAYED_BYTES = 128 << 20
@@ -135,7 +138,8 @@ class Subscription:
         every source's tail (replay, within ``end_budget_s``) and return."""
         next_tick = 0.0
         while not stop.is_set() and (deadline is None or time.monotonic() < deadline):
-            self._round(observer, _POLL_MS)
+            left_ms = _POLL_MS if deadline is None else int((deadline - time.monotonic()) * 1000)
+            self._round(observer, max(0, min(_POLL_MS, left_ms)))
             if flush is not None:
                 flush()
             if tick is not None and time.monotonic() >= next_tick:
@@ -180,11 +184,11 @@ class Subscription:
         """Read up to a slice of messages; whether more may be waiting."""
         for _ in range(_SLICE):
             try:
-                parts = sub.recv_multipart(zmq.NOBLOCK)
+                parts, frames = recv_frames(sub)
             except zmq.Again:
                 return False
             self.received += 1
-            event = read_message(parts, ep.topic, self.dialect)
+            event = read_message(parts, ep.topic, self.dialect, frames)
             if event is not None:
                 self._feed(event, observer)
         return True
@@ -237,15 +241,18 @@ class Subscription:
         self._replays[ask.key] = _PendingReplay(ask.key, ask.start, dealer,
                                                 time.monotonic() + REPLAY_TIMEOUT_S, ep.topic)
 
-    def _replay_round(self, ready: dict[zmq.Socket, int], observer: Observer) -> None:  # type: ignore[type-arg]
-        now = time.monotonic()
+    def _replay_round(self, ready: dict[zmq.Socket, int], observer: Observer,  # type: ignore[type-arg]
+                      until: float | None = None) -> None:
         for key, p in list(self._replays.items()):
+            if until is not None:
+                p.deadline = min(p.deadline, until)
             answer: Input | None = None
             if p.socket in ready:
                 answer = self._read_replay(p)
-            if answer is None and now >= p.deadline:
-                answer = ReplayFailed(key, p.start, f"the replay endpoint did not answer "
-                                                    f"within {REPLAY_TIMEOUT_S:g} s")
+            if answer is None and time.monotonic() >= p.deadline:
+                answer = ReplayFailed(key, p.start, (
+                    "the run ended before the replay endpoint answered" if until is not None
+                    else f"the replay endpoint did not answer within {REPLAY_TIMEOUT_S:g} s"))
             if answer is not None:
                 if self._replays.get(key) is p:
                     del self._replays[key]
@@ -254,16 +261,19 @@ class Subscription:
 
     def _read_replay(self, p: _PendingReplay) -> Input | None:
         for _ in range(_SLICE):
+            if time.monotonic() >= p.deadline:
+                return None                    # an endless answer never holds the loop
             try:
-                parts = p.socket.recv_multipart(zmq.NOBLOCK)[1:]   # the empty delimiter
+                parts, frames = recv_frames(p.socket, 4)
             except zmq.Again:
                 return None
-            if is_end(parts):
+            parts, frames = parts[1:], frames - 1              # the empty delimiter
+            if frames == 3 and is_end(parts):
                 return Replayed(p.key, p.start, p.batches, p.readable)
-            batch = read_replayed(parts, p.topic, self.dialect)
+            batch = read_replayed(parts, p.topic, self.dialect, frames)
             if batch is None:
                 p.readable = False
-            elif batch.rank in (None, p.key[1]) or p.key[1] is None:
+            elif batch.rank == p.key[1]:                       # this stream's batches only
                 p.batches.append(batch)
                 p.size += len(batch.payload)
             if len(p.batches) > MAX_REPLAYED or p.size > MAX_REPLAYED_BYTES:
@@ -278,7 +288,7 @@ class Subscription:
         end = time.monotonic() + self.end_budget_s
         while self._replays and time.monotonic() < end:
             left_ms = max(1, int((end - time.monotonic()) * 1000))
-            self._replay_only_round(observer, min(_POLL_MS, left_ms))
+            self._replay_only_round(observer, min(_POLL_MS, left_ms), end)
         while self._replays:                   # a failed window may ask for its tail next
             key, p = next(iter(self._replays.items()))
             del self._replays[key]
@@ -286,11 +296,11 @@ class Subscription:
             self._feed(ReplayFailed(key, p.start, "the run ended before the replay endpoint "
                                                   "answered"), observer)
 
-    def _replay_only_round(self, observer: Observer, timeout_ms: int) -> None:
+    def _replay_only_round(self, observer: Observer, timeout_ms: int, until: float) -> None:
         poller = zmq.Poller()
         for p in self._replays.values():
             poller.register(p.socket, zmq.POLLIN)
-        self._replay_round(dict(poller.poll(timeout_ms)), observer)
+        self._replay_round(dict(poller.poll(timeout_ms)), observer, until)
 
     def close(self) -> None:
         """Close every socket."""

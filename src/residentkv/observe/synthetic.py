@@ -134,8 +134,6 @@ class SyntheticPublisher:
     def publish(self, events: Sequence[KVEvent | SGLangKVEvent], *, drop: bool = False,
                 ts: float = 0.0) -> int:
         """Send one batch (or, with *drop*, only number and buffer it); return its seq."""
-        seq = self.seq
-        self.seq += 1
         batch: KVEventBatch | SGLangKVEventBatch
         if self.dialect is Dialect.SGLANG:
             batch = SGLangKVEventBatch(ts=ts, events=list(events),  # type: ignore[arg-type]
@@ -143,7 +141,14 @@ class SyntheticPublisher:
         else:
             batch = KVEventBatch(ts=ts, events=list(events),  # type: ignore[arg-type]
                                  data_parallel_rank=self.rank)
-        parts = encode_frame(self.topic, seq, batch)
+        return self.publish_payload(encode_frame(self.topic, 0, batch)[2], drop=drop)
+
+    def publish_payload(self, payload: bytes, *, drop: bool = False) -> int:
+        """Send *payload* (a batch's msgpack bytes, as given: a recorded runtime's, or crafted)
+        under the next number, kept for replay like any batch; return its seq."""
+        seq = self.seq
+        self.seq += 1
+        parts = [self.topic, seq.to_bytes(8, "big"), payload]
         with self._lock:
             self._buffer.append((seq, parts))
         if not drop:

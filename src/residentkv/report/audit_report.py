@@ -35,7 +35,7 @@ def _source_line(s: dict[str, Any]) -> str:
 def _witness_line(w: dict[str, Any]) -> str:
     if w.get("mode") == "live":
         return (f"witness: live run on vLLM, {w['matched']}/{w['runs']} scenario runs matched "
-                f"SPEC §9 ({'pass' if w['passed'] else 'FAIL'})")
+                f"their expected gate results ({'pass' if w['passed'] else 'FAIL'})")
     prov = w.get("provenance") or {}
     made = f" produced by {prov['produced_by']} on {prov.get('vllm')}" if prov else ""
     return f"witness: shipped traces ({len(w.get('traces', []))} files){made}"

@@ -12,6 +12,7 @@ from typing import Any
 
 from residentkv.lowering.bundles import OBLIGATIONS
 from residentkv.lowering.curation import REVIEW_STATES
+from residentkv.printable import printable_fields
 from residentkv.report.audit_report import render_audit_text
 from residentkv.report.audit_result import AuditResult
 from residentkv.report.runtime_matrix import runtime_matrix
@@ -52,7 +53,8 @@ def _attention(result: AuditResult) -> list[str]:
            for s in result.sources if s.get("path") is None]
     w = result.witness
     if w.get("mode") == "live" and not w.get("passed"):
-        out.append(f"witness: {w.get('matched')}/{w.get('runs')} scenario runs matched SPEC §9")
+        out.append(f"witness: {w.get('matched')}/{w.get('runs')} scenario runs matched their "
+                   "expected gate results")
     if result.suite.get("available") and not result.suite.get("passed"):
         out.append(f"suite: {result.suite['detail']}")
     out += [f"observed: {s}" for s in result.observed_short]
@@ -80,12 +82,15 @@ def _report_path(result: AuditResult) -> str:
 
 
 def render_audit_terminal(result: AuditResult, *, rows: bool = False, width: int = 80) -> str:
-    """The audit's terminal view; *rows* adds the full row table (the detailed text view)."""
+    """The audit's terminal view; *rows* adds the full row table (the detailed text view).
+    Every field is escaped first (:func:`residentkv.printable.printable_fields`)."""
+    result = printable_fields(result)
     if rows:
         return render_audit_text(result, width=max(width, 160))
     doc = result.doc
     w = result.witness
-    witness = (f"witness: live, {w.get('matched')}/{w.get('runs')} runs matched SPEC §9"
+    witness = (f"witness: live, {w.get('matched')}/{w.get('runs')} runs matched their "
+               "expected gate results"
                if w.get("mode") == "live" else
                f"witness: shipped traces ({len(w.get('traces', []))} files)")
     out = [witness, result.suite["detail"], "", *_matrix_lines(doc), ""]

@@ -117,7 +117,7 @@ def _audit_sections(audit: dict[str, Any]) -> list[str]:
                   f"{_e(' · '.join(mutants))}</span>" if mutants else "") + "</td></tr>")
     if witness.get("mode") == "live":
         wtext = (f"live run on vLLM: {witness.get('matched')}/{witness.get('runs')} scenario "
-                 f"runs matched SPEC §9")
+                 f"runs matched their expected gate results")
     else:
         prov = witness.get("provenance") or {}
         wtext = (f"shipped traces ({len(witness.get('traces', []))} files), produced by "

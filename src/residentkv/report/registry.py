@@ -17,6 +17,10 @@ from typing import Any, TypeVar
 import click
 
 from residentkv.errors import UsageError
+from residentkv.printable import printable_fields
+
+#: the format whose fields are escaped before rendering (the terminal's)
+TEXT = "text"
 
 
 def find_srcroot(start: Path | None = None) -> Path:
@@ -68,13 +72,18 @@ def formats(kind: str) -> tuple[str, ...]:
 
 
 def render(kind: str, fmt: str, doc: Any, opts: RenderOptions | None = None) -> str:
-    """Render *doc* (the JSON-able result of one command) in format *fmt*."""
+    """Render *doc* (the JSON-able result of one command) in format *fmt*.
+
+    A text report gets every string field escaped first (:func:`printable_fields`): a
+    field's newline, carriage return or escape sequence never reaches a terminal or a log as
+    such, so no field can forge a report line. (Markdown, HTML, SARIF and JSON escape in
+    their own syntax.)"""
     try:
         fn = _REGISTRY[kind][fmt]
     except KeyError:
         raise UsageError(f"no {fmt} report for {kind}; expected one of "
                          f"{', '.join(formats(kind)) or '(none)'}") from None
-    return fn(doc, opts or RenderOptions())
+    return fn(printable_fields(doc) if fmt == TEXT else doc, opts or RenderOptions())
 
 
 def output_options(kind: str, *, default: str = "text") -> Callable[[F], F]:

@@ -21,6 +21,7 @@ from residentkv.report.sarif import code_rule, locations, sarif_log
 from residentkv.report.text import render_table
 from residentkv.trace.gates import BOUNDARIES, REQUIREMENTS, TraceCheck
 from residentkv.trace.reader import seq_lines as seq_lines
+from residentkv.trace.verdict_words import first_cause
 
 GLOBAL_BOUNDARY = (
     "residentkv judges the evidence given, not unaudited behaviour: a gate result says what "
@@ -53,7 +54,9 @@ def _trace_obj(c: TraceCheck) -> dict[str, Any]:
             i = r.illegal
             why["legal_transitions"] = (f"seq {i.seq}: {i.event} in state {i.state} is "
                                         f"{i.violation}: {i.why}")
-        results.append({**r.model_dump(mode="json"), "why": why,
+        result = r.model_dump(mode="json")
+        results.append({**result, "why": why, "because": first_cause(result, c.stories.get(
+                            r.claim_id)),
                         "deciding": {"seq": seq, "line": lines.get(seq) if seq is not None
                                      else None}})
     obj: dict[str, Any] = {
@@ -97,9 +100,10 @@ def _problem_line(path: str, p: dict[str, Any]) -> str:
 
 
 def _why_lines(trace: dict[str, Any]) -> list[str]:
-    """Each missing requirement of each failed gate result, with its one-line reason."""
-    return [f"{r['claim_id']} {r['gate']}: {req}: {why}"
-            for r in trace["results"] for req, why in r["why"].items()]
+    """Each failed gate result and the first thing that decides it (every missing
+    requirement's reason is in the JSON's ``why``, and ``residentkv explain ID``)."""
+    return [f"{r['claim_id']} {r['gate']} failed: {r['because']}"
+            for r in trace["results"] if not r["passed"]]
 
 
 def _verdict_lines(trace: dict[str, Any]) -> list[str]:
@@ -133,7 +137,7 @@ def render_text(doc: dict[str, Any], _opts: RenderOptions | None = None) -> str:
         if t["results"]:
             out.append(render_table(f"{t['path']} ({t['events']} events)", COLUMNS,
                                     _rows(t)).rstrip())
-            out += [f"  missing {line}" for line in _why_lines(t)]
+            out += [f"  {line}" for line in _why_lines(t)]
         out += _verdict_lines(t)
     out.append(GLOBAL_BOUNDARY)
     out.append(_passed_line(doc))
@@ -155,7 +159,7 @@ def render_markdown(doc: dict[str, Any], _opts: RenderOptions | None = None) -> 
                   for row in _rows(t)]
         why = _why_lines(t)
         if why:
-            lines += ["", "Missing requirements:", ""] + [f"- {x}" for x in why]
+            lines += ["", "Why:", ""] + [f"- {x}" for x in why]
         verdict = _verdict_lines(t)
         if verdict:
             lines += ["", *(f"- {x.strip()}" for x in verdict)]
@@ -190,9 +194,8 @@ def _gate_message(r: dict[str, Any]) -> str:
         return f"gate {r['gate']} passed for claim {r['claim_id']}{at}"
     fired = _fired(r["controls"])
     tail = f"; controls fired: {fired}" if fired != "-" else ""
-    why = "; ".join(f"{req} ({reason})" for req, reason in r["why"].items())
-    return (f"gate {r['gate']} failed for claim {r['claim_id']}: missing "
-            f"{why or '(none)'}{tail}{at}")
+    return (f"gate {r['gate']} failed for claim {r['claim_id']}: {r['because']} (unmet: "
+            f"{', '.join(r['missing']) or '(none)'}){tail}{at}")
 
 
 @reporter("trace", "sarif")

@@ -76,7 +76,7 @@ def _gate(gate: str, bundles: dict[str, Bundle]) -> list[str]:
 
 
 def _violation(v: Violation) -> list[str]:
-    return [f"{v.value} (automaton violation, SPEC §4.2; docs/trace-gates.md shows the table)",
+    return [f"{v.value} (automaton violation; docs/trace-gates.md shows the table)",
             f"  why:     {VIOLATION_WHY[v]}",
             "  effect:  every gate of the claim the event names (and of every claim a request "
             "names, for a request's violation) misses legal_transitions; the result names the "

@@ -53,12 +53,13 @@ class SuiteCase(_Frozen):
     id: str = Field(min_length=1)
     title: str = Field(min_length=1)
     kind: Literal["negative", "positive"]
-    covers: str = Field(min_length=1, description="the SPEC §8 item (or control) this case is")
+    covers: str = Field(min_length=1, description="the required suite item (docs/concepts.md) "
+                        "or control this case is")
     obligations: list[ObligationName] = Field(min_length=1)
     descriptor: str | None = None
     sources: dict[str, str] = Field(default_factory=dict)
     bundles: str | None = Field(default=None, description="a folder of the case's own bundles")
-    trust: str | None = Field(default=None, description="a trust policy (SPEC §7.1) the case's "
+    trust: str | None = Field(default=None, description="a trust policy the case's "
                               "attested traces are checked against")
     classes: dict[str, RowClass] = Field(default_factory=dict)
     codes: list[str] = Field(default_factory=list)

@@ -20,7 +20,7 @@ from itertools import chain
 from pathlib import Path
 from typing import BinaryIO
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation
 
 from residentkv.findings import Finding
 from residentkv.model.automaton import Violation
@@ -40,6 +40,7 @@ from residentkv.trace.results import StreamVerdict as StreamVerdict
 from residentkv.trace.results import illegal_step as illegal_step
 from residentkv.trace.results import stream_verdict, summaries, trusted_result, verdict
 from residentkv.trace.tracker import StreamFacts, collect
+from residentkv.trace.verdict_words import ClaimStory, claim_stories
 
 #: the requirement groups as plain strings (see :mod:`residentkv.trace.requirements`)
 COMMON: tuple[str, ...] = _groups.ids(_groups.COMMON)
@@ -70,6 +71,9 @@ class TraceCheck(BaseModel):
     #: several streams, the first one's: every later one must name the same emitter, runtime
     #: and replica, else the reader reports T034)
     provenance: StreamStarted | None = None
+    #: what happened to each claim with a failed result (the facts its words need)
+    stories: SkipValidation[dict[str, ClaimStory]] = Field(default_factory=dict, exclude=True,
+                                                           repr=False)
     #: the file's streams (SPEC §9.1: one per engine incarnation)
     streams: list[StreamSummary] = []
     #: gate ``conformance``'s verdict over the file, when that gate ran
@@ -200,6 +204,7 @@ def check_trace(
         streams = summaries(facts.files.cursor.spans, reader.stream_lines)
         problems = _stream_problems(reader, facts, path, claim_id, streams)
         results = _judge_all(facts, gates, claim_id, reader.problem_count == 0)
+        stories = claim_stories(facts, {r.claim_id for r in results if not r.passed})
         conformance = _verdict(facts, gates, results, reader.stream_lines)
         # the facts go while the collector is paused: re-enabling it then walks only the
         # results, not every object of the pass
@@ -211,6 +216,7 @@ def check_trace(
         problem_count=reader.problem_count + len(problems) - len(reader.problems),
         results=results,
         provenance=reader.provenance,
+        stories=stories,
         streams=streams,
         conformance=conformance,
     )

@@ -414,26 +414,28 @@ _SEQ = re.compile(rb'"seq"\s*:\s*(\d{1,20})(?!\d)')
 
 
 def seq_lines(path: str | Path, seqs: Iterable[int],
-              streams: Sequence[Any] = ()) -> dict[int, int]:
+              streams: Sequence[Any] = (), *,
+              max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> dict[int, int]:
     """seq -> 1-based line number in the trace file, for the seqs asked (first occurrence).
 
     In a file of several streams the gates' seqs are positions (:mod:`residentkv.trace.streams`):
     *streams* gives each stream's opener ``line`` and ``offset`` (the
     :class:`~residentkv.trace.results.StreamSummary` of each), and a line's position is its
-    stream's offset plus its seq.
+    stream's offset plus its seq. Memory is bounded like the reader's: a line longer than
+    *max_line_bytes* is skipped, never held (it holds no event the gates saw).
     """
     wanted = set(seqs)
     found: dict[int, int] = {}
-    if str(path) == STDIN:  # already consumed; standard input has no lines to point at
+    if not wanted or str(path) == STDIN:  # stdin is consumed: it has no lines to point at
         return found
     starts = [(s.line, s.offset) for s in streams if s.line is not None]
     try:
         with open(path, "rb") as fh:
             offset, k = 0, 0
-            for number, line in enumerate(fh, start=1):
+            for number, line in enumerate(_bounded_lines(fh, max_line_bytes), start=1):
                 while k < len(starts) and starts[k][0] <= number:
                     offset, k = starts[k][1], k + 1
-                m = _SEQ.search(line)
+                m = _SEQ.search(line) if line is not None else None
                 if m is not None and offset + int(m.group(1)) in wanted:
                     found.setdefault(offset + int(m.group(1)), number)
                     if len(found) == len(wanted):
@@ -441,3 +443,28 @@ def seq_lines(path: str | Path, seqs: Iterable[int],
     except OSError:
         return found
     return found
+
+
+def _bounded_lines(fh: BinaryIO, limit: int) -> Iterator[bytes | None]:
+    """The lines of *fh* without their newline; ``None`` for a line over *limit* bytes, whose
+    rest is skipped to the next newline without being held (at most *limit* plus one read
+    chunk of a line is ever in memory)."""
+    partial, skipping = b"", False
+    while chunk := fh.read(_CHUNK):
+        parts = chunk.split(b"\n")
+        tail = parts.pop()
+        for part in parts:
+            if skipping:
+                yield None
+            else:
+                line = partial + part
+                yield line if len(line) <= limit else None
+            partial, skipping = b"", False
+        if not skipping:
+            partial += tail
+            if len(partial) > limit:
+                partial, skipping = b"", True
+    if skipping:
+        yield None
+    elif partial:
+        yield partial if len(partial) <= limit else None

@@ -3,7 +3,9 @@
 Each writer numbers its own stream: ``seq`` starts at 0 (or *first_seq*) for every new writer,
 so a stream is totally ordered by construction and no writer depends on another's count. Writes
 are buffered and thread-safe: the lock covers both the ``seq`` assignment and the write, so file
-order equals ``seq`` order.
+order equals ``seq`` order. Every byte written is also hashed as it is written: the process
+that wrote a trace can say what it wrote (:meth:`EventWriter.written_sha256`, the live root of
+SPEC §7.2), whatever happens to the file afterwards.
 
 A sink may hold several streams, one after the other (SPEC §9.1: one per engine incarnation).
 A writer that appends to a file whose last line was torn (its writer was killed mid-write) ends
@@ -13,6 +15,7 @@ the events of chosen kinds from a sink, for an emitter resuming on its own journ
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import re
@@ -78,12 +81,14 @@ class EventWriter:
         provenance: Provenance | None = None,
         first_seq: int = 0,
     ) -> None:
+        self._written = hashlib.sha256()
         if isinstance(sink, (str, Path)):
             Path(sink).parent.mkdir(parents=True, exist_ok=True)
             torn = _ends_torn(Path(sink))
             self._fh: IO[str] = open(sink, "a", encoding="utf-8")  # noqa: SIM115
             if torn:
                 self._fh.write("\n")  # the torn line stays a (reported) line of its own
+                self._written.update(b"\n")
             self._owns = True
         else:
             self._fh = sink
@@ -139,9 +144,17 @@ class EventWriter:
 
     def _flush_locked(self) -> None:
         if self._buffer:
-            self._fh.write("\n".join(self._buffer) + "\n")
+            text = "\n".join(self._buffer) + "\n"
+            self._fh.write(text)
+            self._written.update(text.encode("utf-8"))
             self._buffer.clear()
         self._fh.flush()
+
+    def written_sha256(self) -> str:
+        """sha256 of every byte this writer has written through to its sink (a file the
+        writer created holds exactly those bytes, unless something else wrote to it)."""
+        with self._lock:
+            return self._written.hexdigest()
 
     def close(self) -> None:
         """Flush and close the sink if this writer opened it."""

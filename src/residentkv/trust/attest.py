@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from securesystemslib.signer._crypto_signer import CryptoSigner
 from residentkv.errors import UsageError, UserInputError
 from residentkv.jsontext import json_text
 from residentkv.limits import regular_file
+from residentkv.lowering.identity import IdentityError
 from residentkv.sources.fetch import sha256_file
 from residentkv.trust.envelope import (
     EnvelopeError,
@@ -34,7 +35,7 @@ from residentkv.trust.statements import (
 )
 from residentkv.trust.verdicts import shown, verdict_problems
 
-__all__ = ["INSTALLED", "Checked", "artifact_digest", "attest_recorded", "attest_trace",
+__all__ = ["INSTALLED", "Checked", "Kind", "artifact_digest", "attest_recorded", "attest_trace",
            "attest_verdict", "verify_attestation"]
 
 _SHA = re.compile(r"(?:sha256:)?([0-9a-f]{64})")
@@ -55,10 +56,12 @@ def artifact_digest(spec: str, runtime: str) -> str:
         except importlib.metadata.PackageNotFoundError:
             raise UsageError(f"--artifact installed: {runtime} is not installed here; give "
                              "the runtime's wheel or sha256:HEX") from None
-        record = dist.read_text("RECORD")
+        record = next((f for f in dist.files or () if f.name == "RECORD"
+                       and f.parent.name.endswith(".dist-info")), None)
         if record is None:
             raise UsageError(f"--artifact installed: {runtime} has no RECORD to digest")
-        return hashlib.sha256(record.encode()).hexdigest()
+        # the file's own bytes (pip writes CRLF rows): what a source root of it digests
+        return sha256_file(Path(str(record.locate())))
     path = Path(spec)
     if not path.is_file():
         raise UsageError(f"--artifact {spec!r}: expected sha256:HEX, a wheel or sdist file, "
@@ -84,8 +87,11 @@ def attest_trace(trace: Path, signer: CryptoSigner, artifact: str,
                              "that opens with stream_started (emitter and runtime)",
                              code="A011", path=str(trace), line=1, col=1)
     digest = artifact_digest(artifact, facts.provenance.runtime)
-    statement = trace_statement(trace.name, sha, facts.provenance, facts.modes, digest,
-                                emitter_distribution)
+    try:
+        statement = trace_statement(trace.name, sha, facts.provenance, facts.modes, digest,
+                                    emitter_distribution)
+    except IdentityError as e:
+        raise UsageError(f"--emitter-distribution: {e}") from None
     return _write(trace.with_name(trace.name + ATTESTATION_SUFFIX),
                   sign_statement(statement, signer))
 
@@ -112,6 +118,21 @@ def _write(path: Path, envelope: dict[str, Any]) -> Path:
     return path
 
 
+class Kind(StrEnum):
+    """What ``attest verify`` is asked to verify: each kind is one statement predicate type."""
+
+    VERDICT = "verdict"
+    TRACE = "trace"
+
+    @property
+    def predicate(self) -> str:
+        return VERDICT_PREDICATE if self is Kind.VERDICT else TRACE_PREDICATE
+
+    @property
+    def label(self) -> str:
+        return "a signed verdict" if self is Kind.VERDICT else "a trace attestation"
+
+
 @dataclass(frozen=True)
 class Checked:
     """What ``attest verify`` established about one attestation file (lines escaped)."""
@@ -121,18 +142,21 @@ class Checked:
     lines: list[str]
 
 
-def verify_attestation(path: Path, policy: TrustPolicy,
+def verify_attestation(path: Path, policy: TrustPolicy, kind: Kind = Kind.VERDICT,
                        resources: Sequence[Path] = (),
                        resource_uri: str | None = None) -> Checked:
-    """Check one attestation (trace or verdict) against *policy*.
+    """Check one attestation of *kind* against *policy*.
 
-    A trace attestation is checked exactly as ``check`` would: the trace beside it
-    (``X.intoto.json`` -> ``X``) must hash to its subject, match its predicate, and be by a key
-    trusted for its emitter and runtime. A verdict is verified as a verdict
-    (:func:`residentkv.trust.verdicts.verdict_problems`): a key the policy lets sign verdicts,
-    result ``PASSED``, and every resource it names matching the file given (*resources*) or
-    found at the path it names. Unreadable or malformed files raise (exit 2); a signature,
-    binding or verdict that does not hold is ``ok=False`` (exit 1).
+    The statement's predicate type says what it is; a statement of the other kind is refused
+    (``ok=False``), whoever signed it: a trace attestation never passes for a verdict, nor a
+    verdict for a trace attestation. A trace attestation is checked exactly as ``check``
+    would: the trace beside it (``X.intoto.json`` -> ``X``) must hash to its subject, match
+    its predicate, and be by a key trusted for its emitter and runtime. A verdict is verified
+    as a verdict (:func:`residentkv.trust.verdicts.verdict_problems`): a key the policy lets
+    sign verdicts, result ``PASSED``, its ``resourceUri`` exactly *resource_uri*, and every
+    resource it names matching the file given (*resources*) or found at the path it names.
+    Unreadable or malformed files raise (exit 2); a signature, binding or verdict that does
+    not hold is ``ok=False`` (exit 1).
     """
     data = read_envelope_bytes(path)
     try:
@@ -140,23 +164,27 @@ def verify_attestation(path: Path, policy: TrustPolicy,
     except VerificationError as e:
         return Checked("unknown", False, [f"{shown(path)}: not signed by any key of "
                                           f"{shown(policy.path)} ({shown(e)})"])
-    kind = statement.get("predicateType")
-    key = policy.keys[keyid]
-    if kind == TRACE_PREDICATE:
+    found = next((k for k in Kind if statement.get("predicateType") == k.predicate), None)
+    if found is None:
+        raise EnvelopeError(f"predicateType {shown(statement.get('predicateType'))}; expected "
+                            f"{TRACE_PREDICATE} or {VERDICT_PREDICATE}", path=str(path))
+    if found is not kind:
+        return Checked(found.value, False, [
+            f"{shown(path)}: {found.label} (predicateType {found.predicate}), not "
+            f"{kind.label}: refused [A056] (verify it with --kind {found.value})"])
+    if kind is Kind.TRACE:
         return _trace_checked(path, policy)
-    if kind == VERDICT_PREDICATE:
-        if not key.verdicts:
-            return Checked("verdict", False, [f"{shown(path)}: signed by key "
-                                              f"{shown(key.label)}, which {shown(policy.path)} "
-                                              "does not trust for verdicts"])
-        problems, lines = verdict_problems(statement, resources, resource_uri)
-        head = f"{shown(path)}: verdict signed by key {shown(key.label)}"
-        if problems:
-            return Checked("verdict", False, [f"{head}, but it does not hold:",
-                                              *(f"  {shown(p, None)}" for p in problems)])
-        return Checked("verdict", True, [f"{head}: PASSED", *lines])
-    raise EnvelopeError(f"predicateType {shown(kind)}; expected {TRACE_PREDICATE} or "
-                        f"{VERDICT_PREDICATE}", path=str(path))
+    key = policy.keys[keyid]
+    if not key.verdicts:
+        return Checked("verdict", False, [f"{shown(path)}: signed by key {shown(key.label)}, "
+                                          f"which {shown(policy.path)} does not trust for "
+                                          "verdicts"])
+    problems, lines = verdict_problems(statement, resources, resource_uri)
+    head = f"{shown(path)}: verdict signed by key {shown(key.label)}"
+    if problems:
+        return Checked("verdict", False, [f"{head}, but it does not hold:",
+                                          *(f"  {shown(p, None)}" for p in problems)])
+    return Checked("verdict", True, [f"{head}: PASSED", *lines])
 
 
 def _trace_checked(path: Path, policy: TrustPolicy) -> Checked:

@@ -5,15 +5,19 @@
 a trace (:class:`~residentkv.lowering.identity.TraceOrigin`) from its own facts, never from
 a name inside the trace or a resemblance between names:
 
-* ``live`` -- this run wrote exactly these bytes into a folder it created empty
-  (:class:`~residentkv.trust.live.LiveRoot`); the emitter is residentkv's own;
+* ``live`` -- this run's processes wrote exactly these bytes (the digest their writer
+  recorded) into a folder the run created itself (:class:`~residentkv.trust.live.LiveRoot`);
+  the emitter is residentkv's own;
 * ``package`` -- the file is a recorded run the package lists in its manifest
   (:mod:`residentkv.trust.manifest`), matching the package's digest index; emitter and runtime
   as the manifest lists them (and the trace says the same);
 * ``attested`` -- ``TRACE.intoto.json`` beside the trace is a DSSE envelope, signed by a key of
   the trust policy, of a Statement whose subject is the trace's sha256 and whose predicate
   equals the trace's own runtime, emitter, claims and modes -- and the key's policy entry lists
-  that emitter and that runtime. Emitter and runtime distribution are the statement's.
+  that emitter and that runtime. Emitter and runtime distribution are the statement's; its
+  emitter distribution and runtime artifact count only as the row rules bear them out (the
+  policy's ``distributions`` or a ``RECORD``; the verified source of the release:
+  :mod:`residentkv.lowering.rules`).
 
 Anything else is *cited*: it may refuse conformance, never grant it.
 """
@@ -30,7 +34,7 @@ from residentkv.errors import UserInputError
 from residentkv.lowering.identity import TraceOrigin
 from residentkv.lowering.provenance import TraceFacts, scan_file
 from residentkv.trust.envelope import open_envelope, read_envelope_bytes
-from residentkv.trust.live import LiveRoot
+from residentkv.trust.live import LiveFile, LiveRoot
 from residentkv.trust.manifest import OWN_DISTRIBUTION, Recorded, recorded
 from residentkv.trust.package import package_data_dir, package_digest_match
 from residentkv.trust.policy import TrustedKey, TrustPolicy
@@ -56,14 +60,16 @@ class Root(StrEnum):
 
 #: what each root vouches for: the bytes, and who emitted them (SPEC §7.2)
 VOUCHES: dict[Root, str] = {
-    Root.LIVE: "bytes this run's own processes wrote into a folder the run created empty, "
-               "recorded with their digest when written; emitter: residentkv's own, runtime: "
-               "what the run recorded",
+    Root.LIVE: "bytes this run's own processes wrote into a folder the run created itself, "
+               "matching the digest their writer recorded as it wrote them; emitter: "
+               "residentkv's own, runtime: what the run recorded",
     Root.PACKAGE: "a recorded run the package lists in its manifest (witness, fleet), matching "
                   "the package's digest index; emitter and runtime: the manifest's",
-    Root.ATTESTED: "bytes whose sha256 a trusted key signed; emitter (name, version, "
-                   "distribution) and runtime distribution: the signed statement's, for a key "
-                   "the policy trusts for both",
+    Root.ATTESTED: "bytes whose sha256 a trusted key signed; emitter (name, version) and "
+                   "runtime distribution: the signed statement's, for a key the policy trusts "
+                   "for both; the emitter's distribution only where the policy lets that key "
+                   "speak for it (else a RECORD must show it), the runtime artifact only where "
+                   "it is the verified source of that release",
 }
 
 
@@ -113,9 +119,10 @@ class TraceTrust:
     live: LiveRoot = field(default_factory=LiveRoot)
     _seen: dict[tuple[Path, str], Grant | Refusal] = field(default_factory=dict)
 
-    def add_live(self, path: Path, producer: str) -> str:
-        """Record a trace this run just wrote into one of its own folders."""
-        return self.live.record(path, producer).sha256
+    def add_live(self, path: Path, producer: str, written_sha256: str | None = None) -> str:
+        """Record a trace this run just wrote into one of its own folders (with the digest
+        its writer recorded, when the producer hands it back)."""
+        return self.live.record(path, producer, written_sha256).sha256
 
     def root_of(self, path: Path, facts: TraceFacts) -> Grant | Refusal:
         """The root of the trace at *path* whose one scan gave *facts* (cached per file)."""
@@ -127,7 +134,7 @@ class TraceTrust:
     def _decide(self, path: Path, facts: TraceFacts) -> Grant | Refusal:
         live = self.live.recorded(path, facts.sha256)
         if live is not None:
-            return self._live(facts, live.producer)
+            return self._live(facts, live)
         attested = self._attested(path, facts)
         if isinstance(attested, Grant):
             return attested
@@ -137,13 +144,15 @@ class TraceTrust:
         return attested
 
     @staticmethod
-    def _live(facts: TraceFacts, producer: str) -> Grant | Refusal:
+    def _live(facts: TraceFacts, live: LiveFile) -> Grant | Refusal:
         p = facts.provenance
         if p is None:
-            return Refusal(f"written by this run ({producer}) but {facts.provenance_problem}")
+            return Refusal(f"written by this run ({live.producer}) but "
+                           f"{facts.provenance_problem}")
         origin = TraceOrigin(p.emitter_name, p.emitter_version, OWN_DISTRIBUTION,
                              p.runtime_id, p.runtime_version)
-        return Grant(Root.LIVE, f"written in this run by {producer}", origin)
+        return Grant(Root.LIVE, f"written in this run by {live.producer}; "
+                                f"{live.digest_taken}", origin)
 
     @staticmethod
     def _package(path: Path, facts: TraceFacts) -> Grant | Refusal | None:
@@ -205,8 +214,8 @@ def _manifest_problem(entry: Recorded, facts: TraceFacts) -> str | None:
     if p is None:
         return f"the package manifest lists it, but {facts.provenance_problem}"
     o = entry.origin
-    if (p.emitter_name, p.runtime_id, p.runtime_version.strip()) != \
-            (o.emitter, o.runtime, o.runtime_version.strip()):
+    if (p.emitter_name, p.runtime_id, p.runtime_version) != \
+            (o.emitter, o.runtime, o.runtime_version):
         return (f"the trace says emitter {p.emitter} on {p.runtime} {p.runtime_version}, the "
                 f"package manifest {o.emitter} on {o.runtime} {o.runtime_version}")
     return None

@@ -16,12 +16,13 @@ verdict that anyone holding its public key can check without re-running it.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from residentkv import __version__
-from residentkv.lowering.identity import EmitterName, RuntimeId, TraceOrigin
+from residentkv.lowering.identity import EmitterName, IdentityError, RuntimeId, TraceOrigin
 from residentkv.lowering.provenance import Provenance
 from residentkv.trust.envelope import STATEMENT_TYPE
 
@@ -38,6 +39,7 @@ TRACE_PREDICATE = "https://residentkv.dev/attestation/trace/v1"
 VERDICT_PREDICATE = "https://slsa.dev/verification_summary/v1"
 VERIFIER_ID = "https://residentkv.dev/verifier/check"
 ROWS_FIELD = "residentkv.dev/rows"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def _claims(modes: Mapping[str, set[str]]) -> dict[str, list[str]]:
@@ -91,13 +93,17 @@ def trace_statement_problem(statement: dict[str, Any], sha256: str,
         return "the trace carries no stream_started provenance to compare with"
     pred = statement.get("predicate")
     names = [_get(pred, "runtime", "name"), _get(pred, "emitter", "name")]
-    if not all(isinstance(n, str) and n.strip() for n in names):
+    if not all(isinstance(n, str) and n for n in names):
         return "it names no runtime or no emitter"
     dist = _get(pred, "emitter", "distribution")
-    if dist is not None and not (isinstance(dist, str) and dist.strip()):
-        return "its emitter distribution is not a name"
+    try:
+        runtime = RuntimeId.parse(names[0])
+        if dist is not None:
+            RuntimeId.parse(dist)
+    except IdentityError as e:
+        return f"its runtime or emitter distribution is not a distribution name: {e}"
     want = {
-        "runtime name": (RuntimeId.parse(names[0]), provenance.runtime_id),
+        "runtime name": (runtime, provenance.runtime_id),
         "runtime version": (_get(pred, "runtime", "version"), provenance.runtime_version),
         "emitter name": (EmitterName.parse(names[1]), provenance.emitter_name),
         "emitter version": (_get(pred, "emitter", "version"), provenance.emitter_version),
@@ -107,7 +113,7 @@ def trace_statement_problem(statement: dict[str, Any], sha256: str,
         if signed != seen:
             return f"its {what} is {signed!r}, the trace's is {seen!r}"
     artifact = _get(pred, "runtime", "artifact", "sha256")
-    if not isinstance(artifact, str) or len(artifact) != 64:
+    if not isinstance(artifact, str) or not _HEX64.fullmatch(artifact):
         return "it names no runtime artifact digest (sha256)"
     return None
 
@@ -121,7 +127,8 @@ def statement_origin(statement: dict[str, Any]) -> TraceOrigin:
                        str(pred["emitter"]["version"]),
                        RuntimeId.parse(dist) if isinstance(dist, str) else None,
                        RuntimeId.parse(pred["runtime"]["name"]),
-                       str(pred["runtime"]["version"]))
+                       str(pred["runtime"]["version"]),
+                       str(pred["runtime"]["artifact"]["sha256"]))
 
 
 def verdict_statement(doc: Mapping[str, Any], command: str) -> dict[str, Any]:

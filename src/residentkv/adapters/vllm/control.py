@@ -55,6 +55,8 @@ SCHEDULER = "residentkv.vllm.scheduler"
 EMITTER = "residentkv.vllm"
 #: finished requests whose claim outcome stays available for lookup
 OUTCOMES_KEPT = 10_000
+#: the closed streams whose digests are kept (the newest only)
+CLOSED_STREAMS_KEPT = 1_000
 # Events reach the file at the end of each scheduler hook, never by buffer size.
 _NEVER_BY_SIZE = 1 << 30
 
@@ -124,6 +126,8 @@ class Operator:
         self.incarnation = uuid.uuid4().hex
         #: the stream was closed for good (the engine stopped): nothing more is written
         self.closed = False
+        #: sink -> sha256 of the last stream written there, taken when it closed
+        self.closed_streams: OrderedDict[str, str] = OrderedDict()
         #: called with the reason once the engine's last stream is closed (control socket
         #: watchers: the server middleware learns the engine stopped)
         self.on_close: list[Callable[[str], None]] = []
@@ -267,7 +271,16 @@ class Operator:
             self.scheduler.close_stream(reason, lost=lost)
         self.writer.emit("stream_closed", reason=reason)
         self.writer.close()
+        # what this process wrote to the sink, taken as the stream closed (the live root)
+        self.closed_streams[self.sink] = self.writer.written_sha256()
+        while len(self.closed_streams) > CLOSED_STREAMS_KEPT:
+            self.closed_streams.popitem(last=False)
 
+    def written_sha256(self, sink: str | Path) -> str | None:
+        """sha256 of the last stream this engine's writer wrote to *sink* and closed (the
+        bytes it wrote, hashed as it wrote them), or ``None`` when none closed there."""
+        with self.lock:
+            return self.closed_streams.get(str(sink))
     def close(self, reason: str = SHUTDOWN) -> None:
         """The engine stops gracefully: its live claims end (their host tier goes with it),
         the stream closes, and whoever watches the engine is told. Idempotent."""

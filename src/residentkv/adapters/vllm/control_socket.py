@@ -10,8 +10,9 @@ no way to reach it). One JSON object per line in, one per line out:
 "...", "contains": false}``, ``{"op": "status"}``, ``{"op": "flush"}``, ``{"op": "announce",
 "channel": "..."}`` (the server's claim outcome middleware says it is there), and for the witness
 harness ``{"op": "counter", "name": ..., "value": ..., "request_id": ...}`` (a
-``generic_counter`` it read from vLLM's output). Answers are ``{"ok": true, "result": ...}``
-or ``{"ok": false, "error": "..."}``.
+``generic_counter`` it read from vLLM's output), and ``{"op": "written", "sink": "..."}`` (the
+sha256 of the last stream the engine wrote to that sink and closed, for the live root).
+Answers are ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``.
 
 ``{"op": "watch"}`` keeps the connection open: the answer (``{"ok": true, "result":
 {"incarnation": ...}}``) is followed, when the engine stops gracefully, by one line
@@ -120,8 +121,13 @@ def dispatch(op: Operator, cmd: dict[str, Any]) -> Any:
     if name == "flush":
         op.flush()
         return True
+    if name == "written":
+        sink = cmd.get("sink")
+        if not isinstance(sink, str) or not sink:
+            raise ValueError("sink must be a non-empty string")
+        return op.written_sha256(sink)
     raise ValueError(f"unknown op {name!r}; one of configure, release, outcome, status, flush, "
-                     "announce, counter, watch")
+                     "announce, counter, watch, written")
 
 
 class _Handler(socketserver.StreamRequestHandler):
@@ -298,6 +304,11 @@ class ControlClient:
     def sink(self) -> str:
         """The current event sink."""
         return str(self.status()["sink"])
+
+    def written_sha256(self, sink: str | Path) -> str | None:
+        """sha256 of the last stream the engine's writer wrote to *sink* and closed."""
+        result: str | None = self.call("written", sink=str(sink))
+        return result
 
     @property
     def injections_fired(self) -> int:

@@ -11,8 +11,11 @@ bytes in every layer) and keeps the digest with its slot; a load verifies the by
 against those digests before the worker reports the load, so vLLM never computes on a block
 whose bytes differ from the ones stored. XXH3-128 was chosen by measured throughput on the
 witness's CPU: about 45 GB/s on one thread, where blake3 (single thread), MurmurHash3-128 and
-CRC32C reach 0.2-0.9 of it. A slot keeps every layer's block in one contiguous row, so a store's
-digest is one pass over that row, read in place.
+CRC32C reach 0.2-0.9 of it. A slot keeps every layer's block in one contiguous row. Where the
+KV cache is contiguous CPU memory (vLLM's CPU backend), a digested store and a verified load are
+one fused pass (:mod:`~residentkv.adapters.vllm.fused_copy`): each block is copied and its
+destination bytes hashed while they are still in cache, giving the same digests as copying
+first and hashing after, which remains the path everywhere else.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from residentkv.adapters.vllm.fused_copy import fused_copier
 
 __all__ = ["DIGEST_ALGORITHM", "HostPool", "SlotAllocator", "UnclaimedEntry", "combine_digests",
            "format_digest"]
@@ -218,6 +223,8 @@ class HostPool:
         # a claim's store and restore copy the same runs every time, and slicing tensors per
         # call costs as much as copying a small block
         self._pairs: dict[tuple[int, int, int, bool], list[tuple[Any, Any]]] = {}
+        #: one pass that copies and digests, where the layout allows it (None: two passes)
+        self._fused = None if self._cuda else fused_copier(kv_caches, self._rows)
 
     def _flat_bytes(self, t: Any) -> memoryview | None:
         if t.device.type != "cpu" or not t.is_contiguous():
@@ -283,6 +290,38 @@ class HostPool:
             digests[slot] = h.digest()
         # the same fold as combine_digests, without its import on the store path
         return self._xxh3_digest(b"".join(digests[slot] or b"" for slot in slots))
+
+    def store_sealed(self, kv_caches: dict[str, Any], block_ids: Sequence[int],
+                     slots: Sequence[int]) -> tuple[int, bytes]:
+        """:meth:`store` then :meth:`seal`, in one pass where the layout allows: returns the
+        bytes copied and the store's digest, both exactly as the two calls give them."""
+        fused = self._fused if kv_caches is self._kv else None
+        if fused is None or len(set(slots)) != len(slots):
+            # (a slot stored twice in one job keeps its last block: the two passes say so)
+            return self.store(kv_caches, block_ids, slots), self.seal(slots)
+        digests = self.digests
+        for slot in slots:
+            digests[slot] = None  # void until the copy has succeeded
+        raw = fused.store(block_ids, slots)
+        for i, slot in enumerate(slots):
+            digests[slot] = raw[16 * i:16 * i + 16]
+        # the fold seal() computes: the slots' digests, concatenated in slot order
+        return len(block_ids) * self.bytes_per_block, self._xxh3_digest(raw)
+
+    def load_verified(self, kv_caches: dict[str, Any], slots: Sequence[int],
+                      block_ids: Sequence[int]) -> tuple[int, list[int]]:
+        """:meth:`load` then :meth:`verify`, in one pass where the layout allows: returns the
+        bytes copied and the block ids whose bytes do not match their slot's digest (every
+        copied block is hashed in the destination vLLM will compute on)."""
+        fused = self._fused if kv_caches is self._kv else None
+        if fused is None or len(set(block_ids)) != len(block_ids):
+            # (a block written twice in one job holds its last slot: the two passes say so)
+            return self.load(kv_caches, slots, block_ids), self.verify(slots, block_ids)
+        raw = fused.load(slots, block_ids)
+        digests = self.digests
+        bad = [block for i, (slot, block) in enumerate(zip(slots, block_ids, strict=True))
+               if digests[slot] is None or digests[slot] != raw[16 * i:16 * i + 16]]
+        return len(block_ids) * self.bytes_per_block, bad
 
     def verify(self, slots: Sequence[int], block_ids: Sequence[int]) -> list[int]:
         """Check the bytes read back against the digests kept with *slots*: the destination

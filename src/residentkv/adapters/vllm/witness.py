@@ -25,6 +25,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -45,6 +46,10 @@ __all__ = [
     "run_witness",
     "scenario_policy",
 ]
+
+#: the engine's sink between two scenario runs (in the engine's work folder, never a trace)
+BETWEEN_RUNS = "between-runs.jsonl"
+
 
 def _gates(role: str, **passed: bool) -> dict[str, bool]:
     """``{"<role>.<gate>": expected}``; gate names are checked against the vocabulary."""
@@ -105,6 +110,9 @@ class ScenarioRun:
     latency_ms: float | None = None  # the scenario's key request, end to end
     shape: str = "inproc"
     notes: list[str] = field(default_factory=list)  # what the report shows beside the table
+    #: sha256 of the trace as the engine's writer wrote it, taken in the writing process when
+    #: the run ended (the live root compares any copy with it, SPEC §7.2)
+    trace_sha256: str | None = None
 
     @property
     def required_checks(self) -> tuple[str, ...]:
@@ -236,7 +244,10 @@ class Witness:
         finally:
             self.op.configure(failure_injection=[], offload_unclaimed=False, verify_content=True)
             self.op.release_claims(claims, reason="witness run ended")
-            self.op.flush()
+            # the run's stream closes here (its writer hashed every byte it wrote there): the
+            # engine writes to a scratch sink until the next run swaps in that run's trace
+            self.op.configure(event_sink=self.work_dir / BETWEEN_RUNS)
+            run.trace_sha256 = self.op.written_sha256(trace)
         if gates and run.error is None:
             try:
                 run.gates = judge(trace, scenario, targets)
@@ -634,16 +645,23 @@ def run_witness(scenarios: Sequence[str], repeat: int, out_dir: str | Path,
         groups.setdefault(scenario_policy(s), []).append(s)
     runs: list[ScenarioRun] = []
     for policy, group in groups.items():
-        result = out / f"results-{policy}.json"
-        result.unlink(missing_ok=True)
         log = out / f"engine-{policy}.log"
+        # the runs come back through a pipe, never a file: a file in the output folder could be
+        # edited by another process, and each run carries the digest of the trace it wrote
+        read_end, write_end = os.pipe()
         cmd = [python or sys.executable, "-m", "residentkv.adapters.vllm.witness",
                "--policy", policy, "--repeat", str(repeat), "--out", str(out),
                "--load-mode", load_mode, "--shape", shape,
-               "--result", str(result), *group]
+               "--result-fd", str(write_end), *group]
+        received: list[bytes] = []
+        reader = threading.Thread(target=_read_all, args=(read_end, received), daemon=True)
         with log.open("w", encoding="utf-8") as fh:
-            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+            try:
+                proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT,
+                                        start_new_session=True, pass_fds=(write_end,))
+            finally:
+                os.close(write_end)
+            reader.start()
             try:
                 code = proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -652,17 +670,24 @@ def run_witness(scenarios: Sequence[str], repeat: int, out_dir: str | Path,
                 # end the child's whole group: no EngineCore or worker outlives the run
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.killpg(proc.pid, signal.SIGKILL)
-        if code != 0 or not result.exists():
+        reader.join(60)
+        if code != 0 or not b"".join(received):
             tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
             raise RuntimeError(
                 f"the {policy}-policy engine ({shape}) exited with {code}; log {log}:\n"
                 + "\n".join(tail))
-        for item in json.loads(result.read_text(encoding="utf-8")):
+        for item in json.loads(b"".join(received)):
             item.pop("matched", None)
             runs.append(ScenarioRun(**item))
     order = {s: n for n, s in enumerate(scenarios)}
     runs.sort(key=lambda r: (order[r.scenario], r.index))
     return runs
+
+
+def _read_all(fd: int, into: list[bytes]) -> None:
+    """Read *fd* to its end into *into* (the child's runs), then close it."""
+    with os.fdopen(fd, "rb") as fh:
+        into.append(fh.read())
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -738,12 +763,14 @@ def _main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--load-mode", choices=("async", "sync"), default="async")
     parser.add_argument("--shape", choices=SHAPES, default="inproc")
     parser.add_argument("--out", required=True)
-    parser.add_argument("--result", required=True)
+    parser.add_argument("--result-fd", type=int, required=True,
+                        help="the pipe the runs are written to (JSON), then closed")
     args = parser.parse_args(argv)
+    os.set_inheritable(args.result_fd, False)  # the engine's own processes never hold it
     runs = run_policy_group(args.policy, args.scenarios, args.repeat, args.out, args.load_mode,
                             args.shape)
-    Path(args.result).write_text(json.dumps([r.to_json() for r in runs], indent=1),
-                                 encoding="utf-8")
+    with os.fdopen(args.result_fd, "wb") as fh:
+        fh.write(json.dumps([r.to_json() for r in runs]).encode())
     return 0
 
 

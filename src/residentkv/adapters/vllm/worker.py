@@ -100,16 +100,18 @@ class WorkerSide:
             try:
                 if job.corrupt:
                     self.pool.corrupt(job.slots)
-                nbytes = self.pool.load(self.kv_caches, job.slots, job.block_ids)
-                ok = True
                 if job.verify:
                     # Before the load is reported, so vLLM never computes on these blocks
                     # unless their bytes are the ones stored; the blocks that differ are a
                     # failed load like any other.
-                    bad = self.pool.verify(job.slots, job.block_ids)
+                    nbytes, bad = self.pool.load_verified(self.kv_caches, job.slots,
+                                                          job.block_ids)
                     ok = verified = not bad
                     if bad:
                         reason, invalid = LoadFailure.DIGEST_MISMATCH, sorted(bad)
+                else:
+                    nbytes = self.pool.load(self.kv_caches, job.slots, job.block_ids)
+                    ok = True
             except Exception as exc:  # a real copy failure is reported like any failed load
                 ok = verified = False
                 logger.error("ResidentClaimConnector: load job %s failed on rank %s: %s",
@@ -155,9 +157,12 @@ class WorkerSide:
         assert self.pool is not None and self.kv_caches is not None
         digest = None
         try:
-            copied, ok = self.pool.store(self.kv_caches, job.block_ids, job.slots), True
             if job.digest:
-                digest = self.pool.seal(job.slots)
+                copied, digest = self.pool.store_sealed(self.kv_caches, job.block_ids,
+                                                        job.slots)
+            else:
+                copied = self.pool.store(self.kv_caches, job.block_ids, job.slots)
+            ok = True
         except Exception as exc:
             logger.error("ResidentClaimConnector: store job %s failed on rank %s: %s",
                          job.job_id, self.rank, exc)

@@ -58,9 +58,9 @@ _WHY: dict[str, str] = {
     R.NO_RESTORE_AFTER_FAILURE: "the claim was restored after its load failed (fallback "
                                 "recompute is no satisfaction), or no load failed",
     R.LEGAL_TRANSITIONS: "an event of the claim, or of a request naming it, is a step the "
-                         "automaton does not allow (SPEC §4.2–§4.3; the result names the seq, "
-                         "the state and the violation), or a loss was not preceded by the "
-                         "outcome its mode promises",
+                         "automaton does not allow (the result names the seq, the "
+                         "state and the violation), or a loss was not preceded by the outcome "
+                         "its mode promises",
     R.SUCCESS_GENERATION: "no restore cycle meets the whole observation chain",
     R.FAILURE_GENERATION: "the claim's failure cycle does not meet the whole failure chain",
     R.GENERATIONS_ORDERED: "no complete success cycle with its own generation label precedes "
@@ -78,10 +78,10 @@ _WHY: dict[str, str] = {
                           "than from the offload tier",
     R.DECIDED_ONCE: "the claim was decided a second time: rejected after its acceptance, "
                     "accepted after a rejection, after it ended, or again in a later "
-                    "incarnation's stream (SPEC §9.1: a claim id is decided once)",
+                    "incarnation's stream (a claim id is decided once)",
     R.NOT_VANISHED: "the claim was open at its stream's graceful stream_closed, or open when "
                     "its incarnation died and not ended among the next stream's first events "
-                    "(SPEC §9.1: nothing vanishes)",
+                    "(nothing vanishes)",
     R.LOSSES_ANNOUNCED: "a needed block of the claim was lost before any outcome naming the "
                         "claim (a release, expiry, demotion or reported harm) announced it",
     R.NO_UNSEEN_WINDOW: "an observation_gap fell while the claim was open (accepted and not "
