@@ -222,6 +222,65 @@ class TestB4IsTheOutcome:
         got, verdict = judge(t)
         assert "no_open_failure" in got["conformance"].missing and verdict.failed == ["c-1"]
 
+    def test_vllm_order_with_only_the_branch_before_the_finish_passes(self) -> None:
+        """vLLM reports the invalid blocks after the finish: the only failed-load record is
+        the late ``kv_load_failed`` of the failed job, the fail branch its first sign (found
+        by a SPEC-only review)."""
+        t = vllm_order()
+        del t.events[index(t, "kv_load_finished", nth=1)]  # the failure cycle's load end
+        got, verdict = judge(t)
+        for gate in (*FAILURE_GATES, "observation", "conformance"):
+            assert got[gate].passed, (gate, got[gate].missing)
+        assert verdict.passed
+
+    def test_the_branch_before_a_failed_load_before_the_finish_fails(self) -> None:
+        """The branch answers a failed load, so it follows it when both come before the
+        finish."""
+        t = two_generations()
+        moved(t, index(t, "kv_load_failed"), index(t, "scheduler_load_failure"))
+        moved(t, index(t, "kv_load_finished", nth=1), index(t, "scheduler_load_failure"))
+        got, _ = judge(t)
+        assert "scheduler_failure_branch" in got["failure_outcome"].missing
+
+    @staticmethod
+    def _answered_by(ending: str, mode: str, **fields: Any) -> Trace:
+        t = Trace().started("r-1").accept("c-1", "r-1", mode=mode, **(
+            {"expires_after_s": 60} if mode == "expiring" else {}))
+        t.resident("c-1", "r-1").finished("r-1").started("r-2").restore_required("c-1", "r-2")
+        t.add("kv_load_started", "c-1", "r-2", job_id=1, bytes=4096)
+        t.add("kv_load_finished", "c-1", "r-2", job_id=1, bytes=4096, success=False,
+              injected=True)
+        t.add(ending, "c-1", "r-2", **fields)
+        return t.finished("r-2", "error", "error")
+
+    @pytest.mark.parametrize(("ending", "mode", "fields"), [
+        ("claim_harmed", "soft_priority", HARM),
+        ("claim_expired", "expiring", {}),
+        ("claim_demoted", "demotable", {}),
+    ])
+    def test_the_modes_ending_answers_a_failure_and_its_late_records_follow(
+            self, ending: str, mode: str, fields: dict[str, Any]) -> None:
+        """Demotion and expiry answer a failed load as harm does (they were cycle_open), and
+        the failure's records may follow the finish after any of them (they were
+        after_terminal)."""
+        t = self._answered_by(ending, mode, **fields)
+        got, _ = judge(t)
+        assert got["observation"].illegal is None and got["conformance"].passed, (
+            got["conformance"].missing)
+        t.add("kv_load_failed", "c-1", "r-2", job_id=1, invalid_block_ids=[0, 1],
+              injected=True)
+        got, _ = judge(t)
+        assert got["observation"].illegal is None and got["conformance"].passed, (
+            got["conformance"].missing)
+        wrong_job = self._answered_by(ending, mode, **fields)
+        wrong_job.add("kv_load_failed", "c-1", "r-2", job_id=9, invalid_block_ids=[0],
+                      injected=True)
+        assert illegal(judge(wrong_job)[0])[1] in ("failure_after_finish", "after_terminal")
+
+    def test_a_release_does_not_answer_a_failure(self) -> None:
+        t = self._answered_by("claim_released", "expiring", reason="client_release")
+        assert illegal(judge(t)[0]) == ("claim_released", "cycle_open")
+
     def test_a_harm_before_the_finish_answers_a_failure(self) -> None:
         """The mode's harm is an attributed outcome: it answers and closes the failure (no
         claim_restore_failed can follow an ended claim)."""

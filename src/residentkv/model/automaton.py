@@ -139,8 +139,10 @@ GUARD_WHY: dict[Guard, str] = {
     Guard.OFF_CARRIER: "its request does not carry the claim (no `claim_accepted`, "
                        "`kv_lookup`, restore or reuse of the claim named it before), and it is "
                        "no conflict with a `hard_protected` claim resident on the device",
-    Guard.LATE_RECORD: "a record of the restore failure that closed the claim: on the failed "
-                       "cycle's request, naming a job that cycle started",
+    Guard.LATE_RECORD: "a record of the failure that closed the claim or that the mode's ending "
+                       "answered: on the failed cycle's request, a `kv_load_failed` naming a "
+                       "job that cycle started, or its `claim_restore_failed` after the "
+                       "ending, the cycle's load having failed",
 }
 
 #: what each request guard asks
@@ -352,6 +354,10 @@ HEAD_ENDINGS: frozenset[str] = RELEASES | {"claim_harmed"}
 #: the mode's own outcomes that answer a failure of the claim (SPEC §4.3: "the attributed
 #: outcome — refusal, or the mode's demotion/expiry/harm")
 OUTCOME_ENDINGS: frozenset[str] = frozenset({"claim_demoted", "claim_expired", "claim_harmed"})
+#: the terminal states after which the late records of a failure may still come: the claim
+#: failed closed on it, or the mode's ending answered it (SPEC §4.3)
+ANSWERED_ENDS: frozenset[Phase] = frozenset(
+    {P.FAILED_CLOSED, *(ENDING_STATE[k] for k in OUTCOME_ENDINGS)})
 #: the violations of "decided once" (SPEC §9.1)
 DECIDED_AGAIN: frozenset[Violation] = frozenset(
     {V.DECIDED_TWICE, V.DECIDED_ACROSS, V.ACCEPTED_AFTER_END})
@@ -430,10 +436,13 @@ _MENTION = _claim(_BEFORE, (_POST, _only(STAY)))
 def _ending(kind: str) -> dict[Phase, ClaimCell]:
     """claim_released / claim_demoted / claim_expired."""
     freed = (RELEASED_STATES - {P.RELEASED}) if kind == "claim_released" else frozenset()
+    # SPEC §4.3: the mode's demotion or expiry is an outcome that answers a failed load, as a
+    # harm is; a release answers nothing, so it waits for the cycle to settle
+    answers = frozenset({P.LOAD_FAILED}) if kind in OUTCOME_ENDINGS else frozenset()
     # ruling: freeing what the mode's own ending let go is no step of the claim (SPEC §4.2
     # bans materialization, store, offload, restore and reuse after a terminal state)
-    return _claim(_BEFORE, (UNSETTLED, _only(V.CYCLE_OPEN)),
-                  (LIVE - UNSETTLED, _only(ENDING_STATE[kind])),
+    return _claim(_BEFORE, (UNSETTLED - answers, _only(V.CYCLE_OPEN)),
+                  ((LIVE - UNSETTLED) | answers, _only(ENDING_STATE[kind])),
                   (freed, _only(STAY)), (TERMINAL - freed, _only(V.AFTER_TERMINAL)))
 
 
@@ -487,9 +496,10 @@ CLAIM_ROWS: dict[str, dict[Phase, ClaimCell]] = {
         (CYCLE, _LOAD_END)),
     "kv_load_failed": _claim(
         _BEFORE,
-        # SPEC §4.3: the invalid-block report of the failure that closed the claim may follow
-        ({P.FAILED_CLOSED}, ((G.LATE_RECORD, STAY), (None, V.AFTER_TERMINAL))),
-        (TERMINAL - {P.FAILED_CLOSED}, _only(V.AFTER_TERMINAL)),
+        # SPEC §4.3: the invalid-block report of the failure that closed the claim, or that
+        # the mode's ending answered, may follow
+        (ANSWERED_ENDS, ((G.LATE_RECORD, STAY), (None, V.AFTER_TERMINAL))),
+        (TERMINAL - ANSWERED_ENDS, _only(V.AFTER_TERMINAL)),
         (OUTSIDE, ((G.UNNAMED_FAILURE, V.UNNAMED_FAILURE), (None, V.OUTSIDE_CYCLE))),
         (CYCLE, _LOAD_END)),
     "scheduler_load_failure": _claim(_BEFORE, (_POST, (
@@ -506,7 +516,11 @@ CLAIM_ROWS: dict[str, dict[Phase, ClaimCell]] = {
         ({P.OFFLOADED, P.RESTORE_REQUIRED, P.LOAD_FAILED, P.RECOMPUTED},
          _only(V.REUSE_BEFORE_RESTORE))),
     "claim_restore_failed": _claim(
-        _BEFORE, _AFTER_END, (OUTSIDE, _only(V.OUTSIDE_CYCLE)),
+        _BEFORE,
+        # SPEC §4.3: the cycle's restore failure may follow the ending that answered it
+        (ANSWERED_ENDS - {P.FAILED_CLOSED}, ((G.LATE_RECORD, STAY), (None, V.AFTER_TERMINAL))),
+        (TERMINAL - ANSWERED_ENDS | {P.FAILED_CLOSED}, _only(V.AFTER_TERMINAL)),
+        (OUTSIDE, _only(V.OUTSIDE_CYCLE)),
         (UNSETTLED, ((G.OUTCOME_ENVELOPE, V.OUTCOME_ENVELOPE), *_IN_CYCLE,
                      (None, P.FAILED_CLOSED))),
         (SETTLED, _only(V.RESTORED_TWICE))),

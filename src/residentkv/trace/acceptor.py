@@ -27,6 +27,7 @@ from residentkv.model.automaton import (
     LIVE,
     NAMING_KINDS,
     ON_DEVICE,
+    OUTCOME_ENDINGS,
     PRE,
     REFUSALS,
     REQUEST_TABLE,
@@ -122,6 +123,8 @@ class ClaimRun:
     cycle_label: int = -1
     #: the load jobs the open cycle's kv_load_started events started
     cycle_jobs: set[int | str | None] = field(default_factory=set)
+    #: a load of the open cycle failed
+    cycle_failed: bool = False
     mode: str | None = None
     offloaded: bool = False
     copy_lost: bool = False
@@ -260,8 +263,9 @@ class RequestRun:
             return
         if self.phase is RequestPhase.FINISHED:
             return  # after the finish nothing answers a failure any more
-        if name == "active_request_refused":
-            outcome = e.outcome_claim_id
+        if name == "active_request_refused" or name in OUTCOME_ENDINGS:
+            # a refusal of the request naming the claim, or the mode's ending naming it
+            outcome = e.outcome_claim_id if name == "active_request_refused" else cid
             if outcome is not None and self.failing and outcome in self.failing:
                 if self.answered is None:
                     self.answered = set()
@@ -375,9 +379,12 @@ def _off_carrier(r: ClaimRun, e: Event, acc: Acceptor) -> bool:
 def _late_record(r: ClaimRun, e: Event, acc: Acceptor) -> bool:
     """SPEC §4.3: the report of the failed cycle's invalid blocks, after the claim failed
     closed: on the cycle's request, naming a job the cycle started."""
+    if e.request_id is None or e.request_id != r.cycle_request:
+        return False
+    if e.event == "claim_restore_failed":
+        return r.cycle_failed
     job = e.job_id
-    return (e.request_id is not None and e.request_id == r.cycle_request and job is not None
-            and job in r.cycle_jobs)
+    return job is not None and job in r.cycle_jobs
 
 
 ClaimGuardFn = Callable[[ClaimRun, Event, "Acceptor"], bool]
@@ -415,8 +422,9 @@ CLAIM_GUARDS: dict[Guard, ClaimGuardFn] = {
 
 # ------------------------------------------------------------------ the request guards
 def _late(q: RequestRun, e: Event, acc: Acceptor) -> bool:
-    """SPEC §4.3: a late record of a failure a refusal of this request answered before its
-    finish: the failed job's invalid blocks, the claim's restore failure, the refusal again."""
+    """SPEC §4.3: a late record of a failure an outcome answered before the request's finish
+    (a refusal of it naming the claim, or the mode's demotion, expiry or harm naming it): the
+    failed job's invalid blocks, the claim's restore failure, the refusal again."""
     answered = q.answered
     if not answered:
         return False
@@ -500,6 +508,12 @@ def _teach_restore_required(r: ClaimRun, e: Event) -> None:
     r.top_cycle_label = r.cycle_label = required_label(e)
     r.cycle_request = e.request_id
     r.cycle_jobs = set()
+    r.cycle_failed = False
+
+
+def _teach_load_end(r: ClaimRun, e: Event) -> None:
+    if failed_load(e):
+        r.cycle_failed = True
 
 
 def _teach_load_started(r: ClaimRun, e: Event) -> None:
@@ -519,6 +533,8 @@ _TEACH: dict[str, Teach] = {
     "block_evicted": _teach_evicted,
     "claim_restore_required": _teach_restore_required,
     "kv_load_started": _teach_load_started,
+    "kv_load_finished": _teach_load_end,
+    "kv_load_failed": _teach_load_end,
 }
 
 
@@ -547,7 +563,7 @@ _FAILURE_KINDS = frozenset({"kv_load_finished", "kv_load_failed", "scheduler_loa
 #: kinds a request learns from (see ``RequestRun._learn``)
 _REQUEST_TEACHING = CARRYING_KINDS | {"kv_load_started", "active_request_refused",
                                       "kv_store_finished", "kv_load_finished", "kv_load_failed",
-                                      "scheduler_load_failure"}
+                                      "scheduler_load_failure"} | OUTCOME_ENDINGS
 
 
 def _plain_stay(prepared: Prepared) -> bool:

@@ -139,6 +139,8 @@ class FailureChain:
     finish: tuple[int, str | None] | None = None
     finished_early: bool = False
     restored_after: bool = False
+    #: opened by the failure branch: a failed load before the finish opens it again
+    by_branch: bool = False
 
     def requirements(self, before: Seqs) -> Seqs:
         c = self.cycle
@@ -236,9 +238,9 @@ class Pending:
     #: a failure the request finished without answering, or one naming no request: open for
     #: good
     missed: bool = False
-    #: a refusal of the request named the claim after a failure: a later kv_load_failed of
-    #: them is a record of that failure, and opens none
-    refused: bool = False
+    #: an outcome (a refusal of the request naming the claim, or the mode's ending) answered a
+    #: failure: a later kv_load_failed of them is a record of that failure, and opens none
+    answered: bool = False
 
     def open(self) -> bool:
         return self.unanswered or self.unrecorded or self.missed
@@ -851,7 +853,7 @@ def _restore_failed(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
 def _fail(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     """A failure of *t*'s claim on *e*'s request (SPEC §4.2 Failures): open until an outcome
     answers it before the request's first finish and its record (or that ending) closes it;
-    a ``kv_load_failed`` after a refusal answered an earlier failure there is that failure's
+    a ``kv_load_failed`` after an outcome answered an earlier failure there is that failure's
     record and opens none (SPEC §4.3). One naming no request is never answered."""
     rid = e.request_id
     failures = t.failures
@@ -860,7 +862,7 @@ def _fail(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
         pending = failures.pending[rid] = Pending()
         if rid is not None:
             facts.pending_on.setdefault(rid, []).append(t)
-    elif pending.refused and e.event == "kv_load_failed":
+    elif pending.answered and e.event == "kv_load_failed":
         return
     if rid is None:
         pending.missed = True
@@ -874,7 +876,7 @@ def _answer_refusal(facts: StreamFacts, e: Event) -> None:
     t = None if claim is None or rid is None else facts.claims.get(claim)
     pending = None if t is None else t.failures.pending.get(rid)
     if pending is not None:
-        pending.unanswered, pending.refused = False, True
+        pending.unanswered, pending.answered = False, True
 
 
 def _answer_ending(t: ClaimTrack, e: Event) -> None:
@@ -884,6 +886,7 @@ def _answer_ending(t: ClaimTrack, e: Event) -> None:
     for on, pending in t.failures.pending.items():
         if on is not None and rid in (None, on):
             pending.unanswered = pending.unrecorded = False
+            pending.answered = True
 
 
 def _named(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
@@ -1101,9 +1104,13 @@ def _load_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> None:
         return
     if cy.failed_load is None:
         cy.failed_load = e.seq
-        if failures.failure is None:
+        f = failures.failure
+        if f is None:
             failures.failure = FailureChain(cy, list(life.full))
             facts.failing.setdefault(rid, []).append(t)
+        elif f.by_branch and f.cycle is cy and rid not in facts.finished:
+            # a failed load before the finish is the failure; the branch before it was early
+            failures.failure = FailureChain(cy, f.prior_full)
     if cy.injected_failure is None and e.injected:
         cy.injected_failure = e.seq
 
@@ -1122,6 +1129,14 @@ def _scheduler_failure(facts: StreamFacts, t: ClaimTrack | None, e: Event) -> No
             for w in facts.failed_on.get(rid, ()):
                 w.failures.fallback = True
         return
+    if e.policy == "fail" and rid is not None:
+        # SPEC §4.3: the failed job's kv_load_failed may come only after the finish, so the
+        # branch can open the claim's failure cycle
+        for w in [t] if t is not None else list(facts.cycling.get(rid, ())):
+            cy = w.life.cycle
+            if cy is not None and cy.request_id == rid and w.failures.failure is None:
+                w.failures.failure = FailureChain(cy, list(w.life.full), by_branch=True)
+                facts.failing.setdefault(rid, []).append(w)
     for w in facts.failing.get(rid or "", ()):
         f = w.failures.failure
         if f is not None and f.sched_fail is None and e.claim_id in (w.claim_id, None):

@@ -182,12 +182,23 @@ def _met(rules: dict[R, Callable[[Cycle], Found]], cy: Cycle) -> Seqs:
 
 # --------------------------------------------------------------------------------- failure
 def load_failure(cy: Cycle) -> Event | None:
-    """The cycle's first failed load of the cycle's own request (SPEC §4.1: the affected
-    request of a failure is the request whose restore of this claim failed)."""
+    """The cycle's first failure on the cycle's own request (SPEC §4.1: the affected request
+    of a failure is the request whose restore of this claim failed): a failed load of the
+    claim before the request's finish, else the runtime's failure branch (policy ``fail``)
+    naming it or no claim: SPEC §4.3 lets the failed job's ``kv_load_failed`` be a late record
+    after the finish (vLLM reports invalid blocks after it), so the branch can be the first
+    sign of the failure."""
     if cy.request_id is None:
         return None
-    return first(cy.members("kv_load_finished", "kv_load_failed"),
+    load = first(cy.members("kv_load_finished", "kv_load_failed"),
                  lambda e: failed_load(e) and e.request_id == cy.request_id)
+    branch = first(cy.claim.stream.events, lambda e: e.event == "scheduler_load_failure"
+                   and cy.seq < e.seq < cy.stop and e.policy == "fail"
+                   and e.request_id == cy.request_id and e.claim_id in (cy.claim.id, None))
+    fin = cy.claim.stream.first_finish(cy.request_id)
+    if load is not None and (fin is None or load.seq < fin.seq):
+        return load  # the branch answers the failed load, so it follows it
+    return branch or load
 
 
 def failure_cycle(claim: ClaimView) -> Cycle | None:
@@ -216,7 +227,7 @@ def scheduler_failure_branch(cy: Cycle) -> Found:
     if lf is None:
         return None
     hit = first(cy.claim.stream.events, lambda e: e.event == "scheduler_load_failure"
-                and e.seq > lf.seq and e.policy == "fail" and e.request_id == cy.request_id
+                and e.seq >= lf.seq and e.policy == "fail" and e.request_id == cy.request_id
                 and e.claim_id in (cy.claim.id, None))
     return None if hit is None else [hit.seq]
 

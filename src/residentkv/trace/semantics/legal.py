@@ -23,6 +23,7 @@ from residentkv.model.automaton import (
     HEAD_ENDINGS,
     LIVE,
     ON_DEVICE,
+    OUTCOME_ENDINGS,
     PRE,
     REFUSALS,
     REQUEST_TABLE,
@@ -337,6 +338,13 @@ class _ClaimAt:
         return {h.job_id for h in self.history[opened[-1]:]
                 if h.event == "kv_load_started" and h.job_id is not None} if opened else set()
 
+    @property
+    def cycle_failed(self) -> bool:
+        """A load of the open cycle failed (among the steps accepted)."""
+        opened = [i for i, h in enumerate(self.history) if h.event == "claim_restore_required"]
+        return bool(opened) and any(h.event in ("kv_load_finished", "kv_load_failed")
+                                    and failed_load(h) for h in self.history[opened[-1]:])
+
     def proves(self) -> bool:
         p = self.predicate
         return p is not None and p.proves(self.e.leading, self.e.surviving)
@@ -473,8 +481,11 @@ def _late_record(at: _ClaimAt) -> bool:
     """SPEC §4.3: the failed cycle's invalid-block report after the claim failed closed: on
     the cycle's request, naming a job the cycle started."""
     cycle, e = at.cycle, at.e
-    return (cycle is not None and e.request_id is not None and e.request_id == cycle.request_id
-            and e.job_id is not None and e.job_id in at.cycle_jobs)
+    if cycle is None or e.request_id is None or e.request_id != cycle.request_id:
+        return False
+    if e.event == "claim_restore_failed":
+        return at.cycle_failed
+    return e.job_id is not None and e.job_id in at.cycle_jobs
 
 
 #: the reference answer of every claim guard (SPEC §4.2–§4.3, sentence by sentence)
@@ -522,8 +533,9 @@ class _RequestAt:
     state: RequestPhase
 
     def answered(self) -> set[str]:
-        """SPEC §4.3: the claims whose failure on the request a refusal of it answered: the
-        failure, then the refusal, each met while the request was unfinished."""
+        """SPEC §4.3: the claims whose failure on the request an outcome answered (a refusal of
+        it naming the claim, or the mode's demotion, expiry or harm naming it): the failure,
+        then the outcome, each met while the request was unfinished."""
         found: set[str] = set()
         failing: set[str] = set()
         for h, state in self.before:
@@ -532,6 +544,9 @@ class _RequestAt:
             if h.event == "active_request_refused":
                 if h.outcome_claim_id in failing:
                     found.add(h.outcome_claim_id)
+            elif h.event in OUTCOME_ENDINGS:  # the mode's ending naming the request
+                if h.claim_id in failing:
+                    found.add(h.claim_id)
             elif h.claim_id is not None and substrate_failure(h):
                 failing.add(h.claim_id)
         return found
@@ -546,8 +561,8 @@ class _RequestAt:
 
 
 def _late(at: _RequestAt) -> bool:
-    """SPEC §4.3: a late record of a failure a refusal of the request answered before its
-    finish: the failed job's invalid blocks, the claim's restore failure, the refusal again."""
+    """SPEC §4.3: a late record of a failure an outcome answered before the request's finish:
+    the failed job's invalid blocks, the claim's restore failure, the refusal again."""
     answered, e = at.answered(), at.e
     if e.event == "claim_restore_failed":
         return e.claim_id in answered

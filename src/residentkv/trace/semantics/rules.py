@@ -159,14 +159,14 @@ def _open_failures(c: ClaimView) -> list[tuple[Event, bool | None]]:
 
 
 def _record(c: ClaimView, failure: Event) -> bool:
-    """SPEC §4.3: a ``kv_load_failed`` of the claim after a refusal of its request naming the
-    claim that followed an earlier failure of the claim there: a record of the failure that
-    refusal answered (it opens none)."""
+    """SPEC §4.3: a ``kv_load_failed`` of the claim after an outcome answering it on its
+    request (a refusal of the request naming the claim, or the mode's demotion, expiry or
+    harm) that followed an earlier failure of the claim there: a record of the failure that
+    outcome answered (it opens none)."""
     r = failure.request_id
     if failure.event != "kv_load_failed" or r is None:
         return False
-    return any(o.event == "active_request_refused" and o.request_id == r
-               and o.outcome_claim_id == c.id and o.seq < failure.seq
+    return any(_answers(c, o, r) and o.seq < failure.seq
                and any(substrate_failure(f) and f.request_id == r and f.seq < o.seq
                        for f in c.own)
                for o in c.stream.events)
