@@ -463,10 +463,12 @@ def _start_requests(events: list[Envelope], foreign: dict[int, str],
             report.synthesized.append({
                 "seq": start.seq, "event_sequence": _foreign(e.seq), "event": "request_started",
                 "before": foreign[e.seq], "request_id": rid,
-                "why": "SPEC §4.3: a request's first event is its request_started; the "
+                "why": "requests start first (docs/concepts.md#rulings): a request's first "
+                       "event is its request_started; the "
                        "artifact records none for this request"})
             report.assume("request_started synthesized at the first event of a request the "
-                          "artifact records no start of (SPEC §4.3), with no owner scope and "
+                          "artifact records no start of (docs/concepts.md#rulings), with no owner "
+                          "scope and "
                           "no claim")
         out.append(e)
     return out
