@@ -19,13 +19,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from residentkv.model.automaton import ENDING_STATE
 from residentkv.model.vocabulary import Requirement
 from residentkv.trace.gates import check_trace
 
 Event = dict[str, Any]
 
-ENDINGS = frozenset({"claim_released", "claim_expired", "claim_demoted", "claim_harmed",
-                     "claim_restore_failed"})
+#: the events that end a claim: the automaton's one source
+ENDINGS = frozenset(ENDING_STATE)
 
 
 def events(path: str | Path) -> list[Event]:

@@ -52,6 +52,7 @@ from residentkv.adapters.vllm.chaos.sink import (
 from residentkv.adapters.vllm.server import ENGINE_STOPPED
 from residentkv.errors import TraceReadError
 from residentkv.findings import Finding
+from residentkv.model.automaton import ENDING_STATE
 from residentkv.model.vocabulary import GateName
 from residentkv.trace.gates import check_trace
 from residentkv.trace.registry import GATES
@@ -103,8 +104,6 @@ OUTCOME_EVENTS: dict[str, frozenset[str]] = {
     "rejected": frozenset({"claim_rejected"}),
     "fallback_recompute": frozenset({"claim_restored", "claim_restore_failed"}),
 }
-#: events that end a claim (SPEC §2's terminal states)
-ENDINGS = frozenset({"claim_released", "claim_expired", "claim_demoted", "claim_harmed"})
 #: events of a restore: none may appear on a request naming another owner's claim
 RESTORE_EVENTS = frozenset({"claim_restore_required", "kv_load_started", "kv_load_finished",
                             "claim_restored", "claim_reused"})
@@ -133,8 +132,10 @@ def trace_outcome(req: TraceRequest) -> str | None:
 
 
 def _ending(e: Event) -> bool:
-    return e.name in ENDINGS or (e.name == "claim_restore_failed"
-                                 and e.data.get("outcome_type") == "refusal")
+    """An event that ends its claim (the automaton's ending states); a restore failure only
+    when it is the claim's refusal, not a record."""
+    return e.name in ENDING_STATE and (e.name != "claim_restore_failed"
+                                       or e.data.get("outcome_type") == "refusal")
 
 
 @dataclass
