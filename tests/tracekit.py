@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
+
+from residentkv.trace.gates import GateResult, StreamVerdict, check_trace
+from residentkv.trace.reader import TraceReader
+from residentkv.trace.semantics import reference_judgement
 
 SCHEMA = "residentkv.event/v1"
 PRED = {"id": "p-lead2", "kind": "leading_prefix_at_least", "blocks": 2}
@@ -143,3 +148,19 @@ CANONICAL = {
     "expiring_release_before_loss.jsonl": expiring_release_before_loss,
     "hard_protected_conflict.jsonl": hard_protected_conflict,
 }
+
+
+def judged_by_both(data: bytes, gates: tuple[str, ...]
+                   ) -> tuple[list[GateResult], StreamVerdict, int]:
+    """The streaming gates' results, stream verdict and problem count on *data*, after
+    asserting that the reference semantics agrees (results and the stream verdict)."""
+    check = check_trace("t.jsonl", gates, stream=io.BytesIO(data))
+    reader = TraceReader("t.jsonl", stream=io.BytesIO(data))
+    ref, ref_verdict = reference_judgement(list(reader.events()), gates,
+                                           well_formed=reader.problem_count == 0)
+    assert [(r.claim_id, r.gate, r.passed, r.missing, r.controls) for r in check.results] == [
+        (r.claim_id, r.gate, r.passed, r.missing, r.controls) for r in ref]
+    assert check.conformance is not None and ref_verdict is not None
+    assert (check.conformance.live, check.conformance.failed) == (ref_verdict.live,
+                                                                  ref_verdict.failed)
+    return check.results, check.conformance, check.problem_count

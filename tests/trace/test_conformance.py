@@ -15,8 +15,7 @@ import pytest
 from residentkv.cli import main
 from residentkv.trace.gates import ALL_GATE_NAMES, GateResult, StreamVerdict, check_trace
 from residentkv.trace.reader import TraceReader
-from residentkv.trace.semantics import reference_judgement
-from tracekit import Trace
+from tracekit import Trace, judged_by_both
 
 HARM = {"before": {"surviving": 2, "leading": 2, "required": 2, "holds": True},
         "after": {"surviving": 0, "leading": 0, "required": 2, "holds": False}}
@@ -51,17 +50,9 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
 def judge(data: bytes, gates: tuple[str, ...] = ("conformance",)
           ) -> tuple[dict[str, GateResult], StreamVerdict]:
     """The results by claim (one gate) and the stream verdict; both readers agree."""
-    check = check_trace("t.jsonl", gates, stream=io.BytesIO(data))
-    reader = TraceReader("t.jsonl", stream=io.BytesIO(data))
-    ref, ref_verdict = reference_judgement(list(reader.events()), gates,
-                                           well_formed=reader.problem_count == 0)
-    assert [(r.claim_id, r.gate, r.passed, r.missing, r.controls) for r in check.results] == [
-        (r.claim_id, r.gate, r.passed, r.missing, r.controls) for r in ref]
-    assert check.conformance is not None and ref_verdict is not None
-    assert (check.conformance.live, check.conformance.failed) == (ref_verdict.live,
-                                                                  ref_verdict.failed)
-    assert check.problem_count == 0, check.problems
-    return {r.claim_id: r for r in check.results}, check.conformance
+    results, verdict, problems = judged_by_both(data, gates)
+    assert problems == 0
+    return {r.claim_id: r for r in results}, verdict
 
 
 def all_gates(data: bytes, claim: str) -> dict[str, GateResult]:
