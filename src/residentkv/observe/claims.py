@@ -228,8 +228,8 @@ def _claim(entry: dict[str, Any], at: Loc, where: Locate, shown: str) -> Residen
         line, col = where((*at, "protection_mode"))
         modes = ", ".join(m.value for m in ProtectionMode if m is not ProtectionMode.BEST_EFFORT)
         raise ClaimsFileError(f"{'.'.join(map(str, at))}.protection_mode: best_effort is not a "
-                              f"claim (docs/concepts.md#the-words); expected one of {modes}", path=shown,
-                              line=line, col=col)
+                              f"claim (docs/concepts.md#the-words); expected one of {modes}",
+                              path=shown, line=line, col=col)
     return claim
 
 

@@ -211,17 +211,22 @@ class RequestRun:
     own: Step | None = None
     violation: Step | None = None
     settled: Step | None = None
-    claims: list[ClaimRun] = field(default_factory=list)
+    #: the claims it names: one kept bare, several in a list (most requests name one)
+    named: ClaimRun | list[ClaimRun] | None = None
     #: the first failure-chain event of the request (it must finish in the stream)
     failure_seq: int | None = None
     failure_kind: str | None = None
     #: SPEC §4.3: the claims it carried (its claim_accepted, lookup, restore or reuse named
     #: it); the claims a failure named on it before its finish, and those a refusal of it
     #: then answered; the load jobs it started, by claim
-    carried: set[str] | None = None
+    #: (one claim or one job, the common case, is kept bare: a request is kept for the whole
+    #: stream, since late records and store completions may name it after its finish)
+    carried: str | set[str] | None = None
     failing: set[str] | None = None
     answered: set[str] | None = None
-    jobs: dict[int | str, str | None] | None = None
+    job: int | str | None = None
+    job_claim_id: str | None = None
+    more_jobs: dict[int | str, str | None] | None = None
 
     def step(self, e: Event, acc: Acceptor) -> bool:
         """Feed one event that names this request; True when it was illegal."""
@@ -251,15 +256,23 @@ class RequestRun:
         cid = e.claim_id
         if name in CARRYING_KINDS:
             if cid is not None:
-                if self.carried is None:
-                    self.carried = set()
-                self.carried.add(cid)
+                held = self.carried
+                if held is None or held == cid:
+                    self.carried = cid
+                elif isinstance(held, str):
+                    self.carried = {held, cid}
+                else:
+                    held.add(cid)
             return
         if name == "kv_load_started":
-            if e.job_id is not None:
-                if self.jobs is None:
-                    self.jobs = {}
-                self.jobs[e.job_id] = cid
+            job = e.job_id
+            if job is not None:
+                if self.job is None or self.job == job:
+                    self.job, self.job_claim_id = job, cid
+                else:
+                    if self.more_jobs is None:
+                        self.more_jobs = {}
+                    self.more_jobs[job] = cid
             return
         if self.phase is RequestPhase.FINISHED:
             return  # after the finish nothing answers a failure any more
@@ -289,7 +302,7 @@ class RequestRun:
         self.own = earlier(self.own, step)
         self.violate(step, settled=settled)
         if not settled:
-            for run in self.claims:
+            for run in self.claims():
                 run.live = True
 
     def violate(self, step: Step, *, settled: bool = True) -> None:
@@ -297,23 +310,43 @@ class RequestRun:
         self.violation = earlier(self.violation, step)
         if settled:
             self.settled = earlier(self.settled, step)
-        for run in self.claims:
+        for run in self.claims():
             run.record(step, settled=settled)
+
+    def claims(self) -> list[ClaimRun]:
+        """The claims the request names, in the order it first named them."""
+        named = self.named
+        return [] if named is None else [named] if isinstance(named, ClaimRun) else named
 
     def names(self, run: ClaimRun) -> None:
         """The request names *run*'s claim: it shares the request's violations."""
-        claims = self.claims
-        if claims and claims[-1] is run:
+        named = self.named
+        if named is run:
             return
-        if all(c is not run for c in claims):
-            self.claims.append(run)
-            if self.violation is not None:
-                run.violation = earlier(run.violation, self.violation)
-                run.settled = earlier(run.settled, self.settled)
+        if named is None:
+            self.named = run
+        elif isinstance(named, ClaimRun):
+            self.named = [named, run]
+        elif all(c is not run for c in named):
+            named.append(run)
+        else:
+            return
+        if self.violation is not None:
+            run.violation = earlier(run.violation, self.violation)
+            run.settled = earlier(run.settled, self.settled)
 
     def carries(self, claim: str) -> bool:
         """Whether the request carried *claim* (SPEC §4.3)."""
-        return self.carried is not None and claim in self.carried
+        held = self.carried
+        return held == claim if isinstance(held, str) else held is not None and claim in held
+
+    def job_claim(self, job: int | str | None) -> str | None:
+        """The claim the request's last ``kv_load_started`` of *job* named."""
+        if job is None:
+            return None
+        if self.more_jobs is not None and job in self.more_jobs:
+            return self.more_jobs[job]
+        return self.job_claim_id if job == self.job else None
 
 
 # ------------------------------------------------------------------ the claim guards
@@ -434,7 +467,7 @@ def _late(q: RequestRun, e: Event, acc: Acceptor) -> bool:
     if name == "active_request_refused":
         return e.outcome_claim_id in answered
     job = e.job_id
-    claim = None if job is None or q.jobs is None else q.jobs.get(job)
+    claim = q.job_claim(job)
     return claim is not None and claim in answered and e.claim_id in (None, claim)
 
 
