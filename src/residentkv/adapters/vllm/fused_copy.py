@@ -400,13 +400,37 @@ def _loaded_gomp_parallel() -> int | None:
     return None
 
 
+class _ScanSafeLib:
+    """llvmlite's ``ffi.lib`` behind a plain object with a real ``__dict__``.
+
+    ``ffi.lib`` answers every attribute name with a function wrapper, ``__dict__`` included.
+    vLLM (0.32) rebinds its kernels when a worker starts by reading ``vars(value)`` of every
+    module attribute that has a ``__dict__``, so once llvmlite is imported in a process every
+    engine started after it there fails (``'_lib_fn_wrapper' object has no attribute 'get'``).
+    llvmlite reads the module attribute at each call, so this proxy serves it unchanged."""
+
+    def __init__(self, lib: Any) -> None:
+        self.wrapped = lib
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.wrapped, name)
+
+
+def _scan_safe(ffi: Any) -> None:
+    """Put llvmlite's ``ffi.lib`` behind :class:`_ScanSafeLib` (once)."""
+    if not isinstance(ffi.lib, _ScanSafeLib):
+        ffi.lib = _ScanSafeLib(ffi.lib)
+
+
 @cache
 def _kernel() -> _Kernel | None:
     """The compiled kernel for this CPU, or None (logged once) where llvmlite is missing or
     cannot compile it."""
     try:
         import llvmlite.binding as llvm  # type: ignore[import-untyped]
+        from llvmlite.binding import ffi
 
+        _scan_safe(ffi)
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
         machine = llvm.Target.from_default_triple().create_target_machine(
