@@ -166,30 +166,28 @@ def named(evs: list[dict[str, Any]], event: str, cid: str) -> list[dict[str, Any
     return [e for e in evs if e["event"] == event and e["claim_id"] == cid]
 
 
-def served_before_the_stop(evs: list[dict[str, Any]], cid: str) -> bool:
-    """The trace says the last request naming *cid* was served to its end before its engine
-    stopped."""
-    rids = [e["request_id"] for e in evs if e.get("claim_id") == cid and e.get("request_id")]
-    return bool(rids) and any(e["event"] == "request_finished" and e["request_id"] == rids[-1]
-                              and e.get("status") == "served" for e in evs)
-
-
-def answered_as_the_trace_says(answer: Any, cid: str, evs: list[dict[str, Any]],
-                               served: str) -> bool:
-    """A request the engine served before it stopped has its real outcome (*served*); one still
-    running got a claim-scoped ``engine_stopped``. Returns whether it was stopped.
+def served_or_stopped(answer: Any, cid: str, served: str) -> bool:
+    """A request its engine served to the end has its real outcome (*served*); one the stop
+    cut got a claim-scoped ``engine_stopped``, never a silent cut or an anonymous answer.
+    Returns whether it was stopped.
 
     The load that keeps a request running when its engine is stopped is not under a test's
     control (an unloaded machine decodes the tiny model at ~3 ms a token, a loaded one can hold
-    a client thread for seconds), so each answer is checked against what the trace says."""
-    if served_before_the_stop(evs, cid):
-        if isinstance(answer, list):  # a stream carries its outcome in headers only
-            assert answer[-1].choices[0].finish_reason == "length"
-        else:
-            assert outcome(answer)["outcome"] == served
-        return False
-    assert claim_scoped_error(answer, cid)["outcome"] == "engine_stopped"
-    return True
+    a client thread for seconds), so each answer is checked for what it is. The trace's
+    ``request_finished`` of a served request waits for the claim's store to complete, so a stop
+    may come between the client's last token and that line: a served answer needs no finish in
+    the trace."""
+    if isinstance(answer, openai.APIError):
+        # (fail-closed either way: a response still on its way to the server when the engine
+        # went is answered engine_stopped, though the trace may show the request served)
+        assert claim_scoped_error(answer, cid)["outcome"] == "engine_stopped"
+        return True
+    if isinstance(answer, list):  # a stream: its outcome was in its headers
+        assert answer and answer[-1].choices[0].finish_reason == "length", (
+            "a stream cut without a claim-scoped error")
+    else:
+        assert outcome(answer)["outcome"] == served
+    return False
 
 
 def started_for(evs: list[dict[str, Any]], cid: str) -> list[dict[str, Any]]:
@@ -303,8 +301,8 @@ def test_a_killed_engine_core_answers_its_claimed_requests_by_name(life: Deploym
     stream_answer, registration = streamed.result(timeout=120), registering.result(timeout=120)
     evs = events(life.sink)
     assert evs[: len(written)] == written  # nothing written is lost
-    stopped = [answered_as_the_trace_says(stream_answer, "kill-1", evs, "restored"),
-               answered_as_the_trace_says(registration, "kill-2", evs, "offloaded")]
+    stopped = [served_or_stopped(stream_answer, "kill-1", "restored"),
+               served_or_stopped(registration, "kill-2", "offloaded")]
     assert any(stopped), "both requests ended before the kill landed: nothing was stopped"
     if stopped[1]:
         lost = claim_scoped_error(registration, "kill-2")
@@ -359,8 +357,7 @@ def test_sigterm_under_load_with_the_default_shutdown_timeout_answers_every_clai
     os.kill(w.backend.server.proc.pid, signal.SIGTERM)  # what an orchestrator sends
     answers = [a.result(timeout=120) for a in asks]  # never a hang
     w.backend.server.proc.wait(60)
-    evs = streams(life.sink)[-1]
-    stopped = [answered_as_the_trace_says(a, f"term-{i}", evs, "offloaded")
+    stopped = [served_or_stopped(a, f"term-{i}", "offloaded")
                for i, a in enumerate(answers)]
     assert any(stopped), "every request ended before SIGTERM landed: nothing was stopped"
     w.close()
