@@ -519,7 +519,7 @@ CLAIM_ROWS: dict[str, dict[Phase, ClaimCell]] = {
         _BEFORE,
         # SPEC §4.3: the cycle's restore failure may follow the ending that answered it
         (ANSWERED_ENDS - {P.FAILED_CLOSED}, ((G.LATE_RECORD, STAY), (None, V.AFTER_TERMINAL))),
-        (TERMINAL - ANSWERED_ENDS | {P.FAILED_CLOSED}, _only(V.AFTER_TERMINAL)),
+        ((TERMINAL - ANSWERED_ENDS) | {P.FAILED_CLOSED}, _only(V.AFTER_TERMINAL)),
         (OUTSIDE, _only(V.OUTSIDE_CYCLE)),
         (UNSETTLED, ((G.OUTCOME_ENVELOPE, V.OUTCOME_ENVELOPE), *_IN_CYCLE,
                      (None, P.FAILED_CLOSED))),

@@ -332,18 +332,22 @@ class _ClaimAt:
         return cycles[-1] if cycles else None
 
     @property
+    def cycle_steps(self) -> list[Event]:
+        """The steps accepted since the open cycle's claim_restore_required (none: no cycle)."""
+        opened = [i for i, h in enumerate(self.history) if h.event == "claim_restore_required"]
+        return self.history[opened[-1]:] if opened else []
+
+    @property
     def cycle_jobs(self) -> set[Any]:
         """The jobs the open cycle's kv_load_started events started."""
-        opened = [i for i, h in enumerate(self.history) if h.event == "claim_restore_required"]
-        return {h.job_id for h in self.history[opened[-1]:]
-                if h.event == "kv_load_started" and h.job_id is not None} if opened else set()
+        return {h.job_id for h in self.cycle_steps
+                if h.event == "kv_load_started" and h.job_id is not None}
 
     @property
     def cycle_failed(self) -> bool:
         """A load of the open cycle failed (among the steps accepted)."""
-        opened = [i for i, h in enumerate(self.history) if h.event == "claim_restore_required"]
-        return bool(opened) and any(h.event in ("kv_load_finished", "kv_load_failed")
-                                    and failed_load(h) for h in self.history[opened[-1]:])
+        return any(h.event in ("kv_load_finished", "kv_load_failed") and failed_load(h)
+                   for h in self.cycle_steps)
 
     def proves(self) -> bool:
         p = self.predicate
