@@ -273,6 +273,34 @@ class TestB4IsTheOutcome:
                       injected=True)
         assert illegal(judge(wrong_job)[0])[1] in ("failure_after_finish", "after_terminal")
 
+    @pytest.mark.parametrize("ending", ["claim_expired", "claim_demoted"])
+    def test_the_modes_ending_answers_a_failure_first_seen_as_the_branch(
+            self, ending: str) -> None:
+        """vLLM's order: only the fail branch before the finish, the failed job's report after
+        it; an expiry or demotion between them answers it (it was cycle_open)."""
+        mode = "expiring" if ending == "claim_expired" else "demotable"
+        t = self._answered_by(ending, mode)
+        i = index(t, "kv_load_finished")
+        t.events[i] = {k: v for k, v in t.events[i].items() if k not in (
+            "success", "injected", "bytes")} | {"event": "scheduler_load_failure",
+                                              "policy": "fail", "invalid_block_count": 2,
+                                              "failed_tokens": 256,
+                                              "finish_status": "FINISHED_ERROR"}
+        t.events[i].pop("job_id", None)
+        t.add("kv_load_failed", "c-1", "r-2", job_id=1, invalid_block_ids=[0, 1],
+              injected=True)
+        got, _ = judge(t)
+        assert got["observation"].illegal is None and got["conformance"].passed, (
+            got["conformance"].missing)
+
+    def test_a_harness_refusal_answers_no_failure(self) -> None:
+        """arbiter=harness satisfies nothing: not even the answer that keeps a failure closed."""
+        t = vllm_order()
+        t.events[index(t, "active_request_refused")]["arbiter"] = "harness"
+        got, _ = judge(t)
+        assert not got["conformance"].passed
+        assert "no_open_failure" in got["conformance"].missing
+
     def test_a_release_does_not_answer_a_failure(self) -> None:
         t = self._answered_by("claim_released", "expiring", reason="client_release")
         assert illegal(judge(t)[0]) == ("claim_released", "cycle_open")

@@ -85,6 +85,7 @@ class Guard(StrEnum):
     EARLIER_INCARNATION = "earlier_incarnation"
     OFF_CARRIER = "off_carrier"
     LATE_RECORD = "late_record"
+    FAIL_BRANCH = "fail_branch"
 
 
 class RequestGuard(StrEnum):
@@ -139,6 +140,9 @@ GUARD_WHY: dict[Guard, str] = {
     Guard.OFF_CARRIER: "its request does not carry the claim (no `claim_accepted`, "
                        "`kv_lookup`, restore or reuse of the claim named it before), and it is "
                        "no conflict with a `hard_protected` claim resident on the device",
+    Guard.FAIL_BRANCH: "the runtime's failure branch (policy `fail`) on the open cycle's "
+                       "request: the failure's first sign when the failed load is reported "
+                       "only after the finish",
     Guard.LATE_RECORD: "a record of the failure that closed the claim or that the mode's ending "
                        "answered: on the failed cycle's request, a `kv_load_failed` naming a "
                        "job that cycle started, or its `claim_restore_failed` after the "
@@ -502,8 +506,11 @@ CLAIM_ROWS: dict[str, dict[Phase, ClaimCell]] = {
         (TERMINAL - ANSWERED_ENDS, _only(V.AFTER_TERMINAL)),
         (OUTSIDE, ((G.UNNAMED_FAILURE, V.UNNAMED_FAILURE), (None, V.OUTSIDE_CYCLE))),
         (CYCLE, _LOAD_END)),
-    "scheduler_load_failure": _claim(_BEFORE, (_POST, (
-        (G.UNNAMED_FAILURE, V.UNNAMED_FAILURE), (None, STAY)))),
+    # SPEC §4.3/§9: in vLLM's order the branch is the failure's first sign in the cycle
+    "scheduler_load_failure": _claim(
+        _BEFORE, ({P.RESTORE_REQUIRED}, ((G.UNNAMED_FAILURE, V.UNNAMED_FAILURE),
+                                         (G.FAIL_BRANCH, P.LOAD_FAILED), (None, STAY))),
+        (_POST - {P.RESTORE_REQUIRED}, ((G.UNNAMED_FAILURE, V.UNNAMED_FAILURE), (None, STAY)))),
     "claim_restored": _claim(
         _BEFORE, _AFTER_END, (OUTSIDE, _only(V.OUTSIDE_CYCLE)),
         ({P.RESTORE_REQUIRED}, (*_IN_CYCLE, (G.FALLBACK, P.RECOMPUTED), (None, P.RESTORED))),

@@ -276,7 +276,8 @@ class RequestRun:
             return
         if self.phase is RequestPhase.FINISHED:
             return  # after the finish nothing answers a failure any more
-        if name == "active_request_refused" or name in OUTCOME_ENDINGS:
+        if (name == "active_request_refused" and e.arbiter != "harness") \
+                or name in OUTCOME_ENDINGS:
             # a refusal of the request naming the claim, or the mode's ending naming it
             outcome = e.outcome_claim_id if name == "active_request_refused" else cid
             if outcome is not None and self.failing and outcome in self.failing:
@@ -450,6 +451,8 @@ CLAIM_GUARDS: dict[Guard, ClaimGuardFn] = {
     Guard.EARLIER_INCARNATION: lambda r, e, acc: r.across,
     Guard.OFF_CARRIER: _off_carrier,
     Guard.LATE_RECORD: _late_record,
+    Guard.FAIL_BRANCH: lambda r, e, acc: e.policy == "fail" and e.request_id is not None
+    and e.request_id == r.cycle_request,
 }
 
 
@@ -549,6 +552,11 @@ def _teach_load_end(r: ClaimRun, e: Event) -> None:
         r.cycle_failed = True
 
 
+def _teach_branch(r: ClaimRun, e: Event) -> None:
+    if e.policy == "fail" and e.request_id is not None and e.request_id == r.cycle_request:
+        r.cycle_failed = True
+
+
 def _teach_load_started(r: ClaimRun, e: Event) -> None:
     if e.job_id is not None:
         r.cycle_jobs.add(e.job_id)
@@ -568,6 +576,7 @@ _TEACH: dict[str, Teach] = {
     "kv_load_started": _teach_load_started,
     "kv_load_finished": _teach_load_end,
     "kv_load_failed": _teach_load_end,
+    "scheduler_load_failure": _teach_branch,
 }
 
 

@@ -873,6 +873,8 @@ def _fail(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
 def _answer_refusal(facts: StreamFacts, e: Event) -> None:
     """SPEC §4.3: a refusal of the request naming the claim answers its failures there."""
     claim, rid = e.outcome_claim_id, e.request_id
+    if e.arbiter == "harness":  # arbiter=harness never satisfies anything
+        return
     t = None if claim is None or rid is None else facts.claims.get(claim)
     pending = None if t is None else t.failures.pending.get(rid)
     if pending is not None:

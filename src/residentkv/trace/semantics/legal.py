@@ -345,9 +345,11 @@ class _ClaimAt:
 
     @property
     def cycle_failed(self) -> bool:
-        """A load of the open cycle failed (among the steps accepted)."""
-        return any(h.event in ("kv_load_finished", "kv_load_failed") and failed_load(h)
-                   for h in self.cycle_steps)
+        """A load of the open cycle failed, or the failure branch fired on its request (among
+        the steps accepted)."""
+        steps = self.cycle_steps
+        return any((h.event in ("kv_load_finished", "kv_load_failed") and failed_load(h))
+                   or _fail_branch_of(h, steps[0]) for h in steps[1:])
 
     def proves(self) -> bool:
         p = self.predicate
@@ -481,6 +483,12 @@ def _off_carrier(at: _ClaimAt) -> bool:
     return not (hard and at.state in ON_DEVICE)
 
 
+def _fail_branch_of(e: Event, cycle: Event | None) -> bool:
+    """*e* is the runtime's failure branch (policy ``fail``) on *cycle*'s request."""
+    return (cycle is not None and e.event == "scheduler_load_failure" and e.policy == "fail"
+            and e.request_id is not None and e.request_id == cycle.request_id)
+
+
 def _late_record(at: _ClaimAt) -> bool:
     """SPEC §4.3: the failed cycle's invalid-block report after the claim failed closed: on
     the cycle's request, naming a job the cycle started."""
@@ -523,6 +531,7 @@ CLAIM_GUARDS: dict[Guard, Callable[[_ClaimAt], bool]] = {
     Guard.NOT_OFFLOADED: lambda at: not at.named("claim_offloaded"),
     Guard.OFF_CARRIER: _off_carrier,
     Guard.LATE_RECORD: _late_record,
+    Guard.FAIL_BRANCH: lambda at: _fail_branch_of(at.e, at.cycle),
 }
 
 
@@ -546,7 +555,7 @@ class _RequestAt:
             if state is RequestPhase.FINISHED:
                 continue
             if h.event == "active_request_refused":
-                if h.outcome_claim_id in failing:
+                if h.outcome_claim_id in failing and h.arbiter != "harness":
                     found.add(h.outcome_claim_id)
             elif h.event in OUTCOME_ENDINGS:  # the mode's ending naming the request
                 if h.claim_id in failing:

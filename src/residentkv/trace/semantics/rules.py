@@ -180,8 +180,8 @@ def _ending_of(c: ClaimView, e: Event, r: str) -> bool:
 def _answers(c: ClaimView, e: Event, r: str) -> bool:
     """SPEC §4.3: an outcome that answers a failure of the claim on *r*: a refusal of *r*
     naming the claim, or the mode's demotion, expiry or harm of the claim."""
-    if e.event == "active_request_refused":
-        return e.request_id == r and e.outcome_claim_id == c.id
+    if e.event == "active_request_refused":  # arbiter=harness never satisfies anything
+        return e.request_id == r and e.outcome_claim_id == c.id and e.arbiter != "harness"
     return _ending_of(c, e, r)
 
 
