@@ -28,7 +28,8 @@ otherwise. The groups a position needs are the claim's ``kv_groups``, or else ev
 hash was seen stored in on that source (a store never makes a position absent; a group that
 drops it — a sliding window — does).
 
-Every operation returns the claimed positions it touched (a list); nothing changes state lazily.
+Every operation returns the claims it touched (their indices, in the order first touched, a
+claim once per position); nothing changes state lazily.
 """
 
 from __future__ import annotations
@@ -89,16 +90,6 @@ class Copies:
         return Presence.PRESENT if fewest > 0 else Presence.AMBIGUOUS
 
 
-@dataclass(frozen=True, slots=True)
-class Touch:
-    """A learned block of claim *claim* (an index) at *position* changed on *source*."""
-
-    claim: int
-    position: int
-    block_hash: BlockHash
-    source: int
-
-
 class ChainIndex:
     """Learned claimed blocks and their copies on the device medium, per source."""
 
@@ -128,8 +119,8 @@ class ChainIndex:
         return len(self._known)
 
     # -------------------------------------------------------------------------- events
-    def stored(self, source: int, ev: Any) -> list[Touch]:
-        """Apply one ``BlockStored``; return the claimed positions it touched."""
+    def stored(self, source: int, ev: Any) -> list[int]:
+        """Apply one ``BlockStored``; return the claims it touched."""
         self.block_sizes.add(ev.block_size)
         hashes = ev.block_hashes
         known = self._known
@@ -166,7 +157,7 @@ class ChainIndex:
         return walked
 
     def _count(self, source: int, ev: Any, walked: list[tuple[BlockHash, list[tuple[int, int]]]],
-               *, certain: bool) -> list[Touch]:
+               *, certain: bool) -> list[int]:
         group = ev.group_idx
         copies = self._copies
         report = ev.parent_block_hash is None and all(
@@ -174,7 +165,7 @@ class ChainIndex:
             for h, _ in walked)
         adds = certain and not report
         session = ev.session_id
-        touched: list[Touch] = []
+        touched: list[int] = []
         for h, owners in walked:
             count = copies.get((source, h, group))
             if count is None:
@@ -189,7 +180,7 @@ class ChainIndex:
                 mine[1] += 1
             if certain:
                 self._groups.setdefault((source, h), set()).add(group)
-            touched += [Touch(c, p, h, source) for c, p in owners]
+            touched += [c for c, _ in owners]
         return touched
 
     def _learn(self, h: BlockHash, owners: list[tuple[int, int]] | None,
@@ -220,15 +211,15 @@ class ChainIndex:
             self.hashes[c][p].append(h)
         return owners
 
-    def removed(self, source: int, ev: Any) -> list[Touch]:
-        """Apply one ``BlockRemoved``; return the claimed positions it touched. A removal that
+    def removed(self, source: int, ev: Any) -> list[int]:
+        """Apply one ``BlockRemoved``; return the claims it touched. A removal that
         names no medium, or no group where the hash has copies in several, possibly took a
         copy; one of a copy never seen stored is ignored."""
         known = self._known
         medium = ev.medium
         if medium is not None and medium != self.device_medium:
             return []
-        touched: list[Touch] = []
+        touched: list[int] = []
         group = ev.group_idx
         for h in ev.block_hashes:
             owners = known.get(h)
@@ -242,7 +233,7 @@ class ChainIndex:
                 else:
                     count.maybe_removed += 1
             if counts:
-                touched += [Touch(c, p, h, source) for c, p in owners]
+                touched += [c for c, _ in owners]
         return touched
 
     def _candidates(self, source: int, h: BlockHash, group: int | None) -> list[Copies]:
@@ -251,14 +242,14 @@ class ChainIndex:
         found = (self._copies.get((source, h, g)) for g in groups)
         return [c for c in found if c is not None and c.left() > 0]
 
-    def cleared(self, source: int) -> list[Touch]:
+    def cleared(self, source: int) -> list[int]:
         """Apply ``AllBlocksCleared``: every copy on *source* is gone."""
-        touched: list[Touch] = []
+        touched: list[int] = []
         for (s, h, g), count in list(self._copies.items()):
             if s == source:
                 del self._copies[(s, h, g)]
                 if count.left() > 0:
-                    touched += [Touch(c, p, h, source) for c, p in self._known[h]]
+                    touched += [c for c, _ in self._known[h]]
         self._groups = {k: v for k, v in self._groups.items() if k[0] != source}
         return touched
 

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from residentkv.model.integers import INT64_MAX
 from residentkv.model.predicate import PredicateResult, evaluate_predicate
 from residentkv.model.vocabulary import DEVICE_TIER
-from residentkv.observe.chains import ChainIndex, Presence, Touch
+from residentkv.observe.chains import ChainIndex, Presence
 from residentkv.observe.claims import ObservedClaim
 from residentkv.observe.lazy import CLEARED, REMOVED, STORED
 from residentkv.observe.sequence import Action, Apply, Cause, Forget, Gap, SourceKey
@@ -211,7 +211,7 @@ class Observer:
                 self.forget((batch.topic, batch.rank))
                 return
             if touched:
-                self._touched(touched, reason)
+                self._touched(touched, sid, reason)
 
     def gap(self, cause: Cause, first: int | None, last: int | None, detail: str) -> None:
         """Write an ``observation_gap``: every claim's state is unknown from here."""
@@ -251,11 +251,8 @@ class Observer:
             sid = self._sources[key] = len(self._sources)
         return sid
 
-    def _touched(self, touched: list[Touch], reason: EvictionReason) -> None:
-        seen: dict[tuple[int, int], Touch] = {}
-        for t in touched:
-            seen.setdefault((t.claim, t.source), t)
-        for (ci, sid), _ in seen.items():
+    def _touched(self, touched: list[int], sid: int, reason: EvictionReason) -> None:
+        for ci in dict.fromkeys(touched):          # each claim once, in the order touched
             self._evaluate(self.views[ci], ci, sid, reason)
 
     def _evaluate(self, v: ClaimView, ci: int, sid: int, reason: EvictionReason) -> None:
