@@ -35,9 +35,10 @@ claim once per position); nothing changes state lazily.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
+
+import msgspec
 
 from residentkv.observe.claims import ObservedClaim, block_key
 from residentkv.observe.lazy import first_token
@@ -47,6 +48,8 @@ from residentkv.observe.wire import BlockHash
 CopyKey = tuple[int, BlockHash, int | None]
 #: (source, block hash)
 HashKey = tuple[int, BlockHash]
+#: the claimed positions a learned hash holds: (claim index, position) pairs
+Owners = tuple[tuple[int, int], ...]
 
 
 class Presence(IntEnum):
@@ -57,11 +60,13 @@ class Presence(IntEnum):
     PRESENT = 2
 
 
-@dataclass(slots=True)
-class Copies:
+class Copies(msgspec.Struct, gc=False):
     """The copies of one block hash in one KV-cache group on one source's device medium, as
     counts of what the stream showed: stores that certainly (or possibly) added a copy, and
-    removals that certainly (or possibly) took one; per session when a claim names one."""
+    removals that certainly (or possibly) took one; per session when a claim names one.
+
+    Never tracked by the garbage collector (it holds no cycle): an index holds one per
+    learned copy, and a full collection would walk every one."""
 
     certain: int = 0
     possible: int = 0
@@ -103,13 +108,16 @@ class ChainIndex:
         self._first_tokens = {c.first_token for c in self.claims}
         #: whether copies are counted per session (a claim names one)
         self._by_session = any(c.session_id is not None for c in self.claims)
-        #: learned hash -> [(claim index, position)]
-        self._known: dict[BlockHash, list[tuple[int, int]]] = {}
+        # tuples, not lists or sets, below: a tuple of numbers leaves the garbage collector's
+        # view, and a full collection walks every object still in it
+        #: learned hash -> its claimed positions
+        self._known: dict[BlockHash, Owners] = {}
         #: claim index -> position -> learned hashes
-        self.hashes: list[list[list[BlockHash]]] = [[[] for _ in c.blocks] for c in self.claims]
+        self.hashes: list[list[tuple[BlockHash, ...]]] = [[()] * len(c.blocks)
+                                                          for c in self.claims]
         self._copies: dict[CopyKey, Copies] = {}
         #: (source, learned hash) -> the KV-cache groups it was stored in on the device medium
-        self._groups: dict[HashKey, set[int | None]] = {}
+        self._groups: dict[HashKey, tuple[int | None, ...]] = {}
         #: block sizes the runtime published (a claim of another block size can never match)
         self.block_sizes: set[int] = set()
 
@@ -138,15 +146,15 @@ class ChainIndex:
         return self._count(source, ev, walked, certain=medium is not None)
 
     def _walk(self, ev: Any, hashes: Sequence[BlockHash], parent: BlockHash | None
-              ) -> list[tuple[BlockHash, list[tuple[int, int]]]]:
+              ) -> list[tuple[BlockHash, Owners]]:
         """The store's blocks that are claimed positions, from its first, learning any it
         shows (the store's shape is checked first: a malformed one raises WireError)."""
         size = ev.block_size
         tokens = ev.tokens()
         keys = ev.extra()
         known = self._known
-        above: list[tuple[int, int]] | None = None if parent is None else known.get(parent, [])
-        walked: list[tuple[BlockHash, list[tuple[int, int]]]] = []
+        above: Owners | None = None if parent is None else known.get(parent, ())
+        walked: list[tuple[BlockHash, Owners]] = []
         for j, h in enumerate(hashes):
             owners = self._learn(h, known.get(h), above, tokens[j * size:(j + 1) * size], ev,
                                  keys, j)
@@ -156,7 +164,7 @@ class ChainIndex:
             above = owners
         return walked
 
-    def _count(self, source: int, ev: Any, walked: list[tuple[BlockHash, list[tuple[int, int]]]],
+    def _count(self, source: int, ev: Any, walked: list[tuple[BlockHash, Owners]],
                *, certain: bool) -> list[int]:
         group = ev.group_idx
         copies = self._copies
@@ -179,13 +187,14 @@ class ChainIndex:
                 mine[0] += adds
                 mine[1] += 1
             if certain:
-                self._groups.setdefault((source, h), set()).add(group)
+                seen = self._groups.get((source, h), ())
+                if group not in seen:
+                    self._groups[(source, h)] = (*seen, group)
             touched += [c for c, _ in owners]
         return touched
 
-    def _learn(self, h: BlockHash, owners: list[tuple[int, int]] | None,
-               above: list[tuple[int, int]] | None, chunk: list[int], ev: Any,
-               keys: Any, j: int) -> list[tuple[int, int]] | None:
+    def _learn(self, h: BlockHash, owners: Owners | None, above: Owners | None,
+               chunk: list[int], ev: Any, keys: Any, j: int) -> Owners | None:
         """The claimed positions *h* holds, adding any this store shows: a root matching a
         claim's first block, or a child of a claimed block matching the claim's next block —
         each stored under the claim's salt and LoRA (the session is not part of a hash: a
@@ -205,10 +214,8 @@ class ChainIndex:
             claim = self.claims[c]
             if not ev.stored_under(keys, j, p == 0, claim.cache_salt, claim.lora_name):
                 continue
-            if owners is None:
-                owners = self._known[h] = []
-            owners.append((c, p))
-            self.hashes[c][p].append(h)
+            owners = self._known[h] = (*(owners or ()), (c, p))
+            self.hashes[c][p] += (h,)
         return owners
 
     def removed(self, source: int, ev: Any) -> list[int]:
