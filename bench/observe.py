@@ -4,9 +4,10 @@
    evaluation + trace writes): 10,000 claims (4-block prefixes, 128-token blocks), then
    unrelated chains until 1,000,000 blocks are stored, then churn (removals and re-stores, every
    claim's needed blocks evicted once). Frames are generated and encoded in vLLM's wire format
-   outside the timed sections. With ``--baseline REV`` (default: the commit before the second
-   pass) the observer of that revision runs on the same frames in the same process: both
-   figures and their ratio are printed.
+   outside the timed sections. With ``--baseline REV`` (default: main's observer before the
+   throughput pass; a revision with the sequence tracker, ee54451 or later) the observer of
+   that revision runs on the same frames in the same process: both figures and their ratio
+   are printed.
 2. **Observer over ZeroMQ** (ipc, the synthetic publisher in its own process): the same
    claims, a stream of store/remove batches; events/s as received and applied.
 3. **Flood** (ipc, default queue bound): a publisher sends vLLM's queue limit of batches
@@ -43,12 +44,11 @@ from typing import Any
 
 from residentkv.model.claim import ResidentClaim
 from residentkv.observe.claims import ObservedClaim
-from residentkv.observe.intake import read_message
 from residentkv.observe.observer import Observer
-from residentkv.observe.sequence import Apply, SequenceTracker
+from residentkv.observe.sequence import Apply
 from residentkv.observe.subscriber import Endpoint, Subscription
 from residentkv.observe.synthetic import chain, removed, stored
-from residentkv.observe.wire import Dialect, KVEvent, KVEventBatch, encode_frame
+from residentkv.observe.wire import KVEvent, KVEventBatch, encode_frame
 from residentkv.trace.writer import EventWriter, Provenance
 
 BLOCK = 128
@@ -57,8 +57,9 @@ CHAIN_BLOCKS = 4      # blocks per BlockStored event, as a request's new full bl
 EVENTS_PER_BATCH = 16
 
 
-BASELINE = "b8c09fc"
-BASELINE_MODULES = ("wire", "claims", "chains", "observer", "subscriber")
+BASELINE = "f3ea7a2"
+#: today's observer package, and the name a baseline's copy of it is imported under
+TODAY, BASELINE_PKG = "residentkv.observe", "baseline_observe"
 
 
 def rss_mib(field: str = "VmRSS") -> float:
@@ -70,21 +71,30 @@ def rss_mib(field: str = "VmRSS") -> float:
 
 
 def load_baseline(rev: str) -> ModuleType | None:
-    """The observer package of *rev* (its pure modules), importable beside today's."""
+    """The observer package of *rev* (every module of it), importable beside today's."""
     root = Path(tempfile.mkdtemp(prefix="observe-baseline-"))
-    pkg = root / "baseline_observe"
+    pkg = root / BASELINE_PKG
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
-    for name in BASELINE_MODULES:
-        got = subprocess.run(["git", "show", f"{rev}:src/residentkv/observe/{name}.py"],
-                             capture_output=True, text=True, check=False)
-        if got.returncode != 0:
-            print(f"baseline {rev}: {got.stderr.strip()}")
-            return None
-        (pkg / f"{name}.py").write_text(
-            got.stdout.replace("residentkv.observe.", "baseline_observe."))
+    listed = subprocess.run(["git", "ls-tree", "--name-only", rev, "src/residentkv/observe/"],
+                            capture_output=True, text=True, check=False)
+    if listed.returncode != 0 or not listed.stdout.strip():
+        print(f"baseline {rev}: {listed.stderr.strip() or 'no observer package'}")
+        return None
+    for path in listed.stdout.split():
+        name = Path(path).name
+        if not name.endswith(".py") or name == "__init__.py":
+            continue
+        got = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, text=True,
+                             check=True)
+        (pkg / name).write_text(got.stdout.replace(f"{TODAY}.", f"{BASELINE_PKG}."))
     sys.path.insert(0, str(root))
-    return importlib.import_module("baseline_observe")
+    return importlib.import_module(BASELINE_PKG)
+
+
+def observe_module(package: str, name: str) -> ModuleType:
+    """Module *name* of today's observer package or of the baseline's copy."""
+    return importlib.import_module(f"{package}.{name}")
 
 
 def make_claims(n: int, cls: Any = ObservedClaim) -> list[Any]:
@@ -139,12 +149,28 @@ def workload(claims: list[ObservedClaim], blocks: int) -> Iterator[list[KVEvent]
         yield list(batch)
 
 
-def new_observer(claims: list[ObservedClaim], sink: io.StringIO) -> Observer:
+def new_observer(claims: list[Any], sink: io.StringIO, package: str = TODAY) -> Any:
     writer = EventWriter(sink, source="residentkv.observer", provenance=Provenance(
         "residentkv-observer", "bench", "synthetic", "0"))
-    obs = Observer(claims, writer.emit)
+    obs = observe_module(package, "observer").Observer(claims, writer.emit)
     obs.start()
     return obs
+
+
+def frame_runner(package: str, obs: Any) -> Any:
+    """A function timing *obs* (of *package*) on a chunk of frames: read, track, act."""
+    read = observe_module(package, "intake").read_message
+    vllm = observe_module(package, "wire").Dialect.VLLM
+    tracker = observe_module(package, "sequence").SequenceTracker(lambda key: False, [b"kv"])
+
+    def run(chunk: list[list[bytes]]) -> float:
+        t0 = time.perf_counter()
+        for parts in chunk:
+            event = read(parts, b"kv", vllm)
+            if event is not None:
+                obs.act(tracker.step(event))
+        return time.perf_counter() - t0
+    return run
 
 
 def bench_inprocess(claims: list[ObservedClaim], blocks: int,
@@ -154,36 +180,19 @@ def bench_inprocess(claims: list[ObservedClaim], blocks: int,
     gc.collect()
     before = rss_mib()
     obs = new_observer(claims, sink)
-    tracker = SequenceTracker(lambda key: False, [b"kv"])
-    old = None
+    run = frame_runner(TODAY, obs)
+    old = run_old = None
     if old_claims is not None:
-        observer_mod = importlib.import_module("baseline_observe.observer")
-        old = observer_mod.Observer(old_claims, EventWriter(io.StringIO(), source="bench"))
-        old.start()
-        old_decode = importlib.import_module("baseline_observe.wire").decode_frame
+        old = new_observer(old_claims, io.StringIO(), BASELINE_PKG)
+        run_old = frame_runner(BASELINE_PKG, old)
     busy = old_busy = 0.0
     chunk: list[list[bytes]] = []
     peak_learned = 0
 
-    def run(chunk: list[list[bytes]]) -> float:
-        t0 = time.perf_counter()
-        for parts in chunk:
-            event = read_message(parts, b"kv", Dialect.VLLM)
-            if event is not None:
-                obs.act(tracker.step(event))
-        return time.perf_counter() - t0
-
-    def run_old(chunk: list[list[bytes]]) -> float:
-        assert old is not None
-        t0 = time.perf_counter()
-        for parts in chunk:
-            old.on_frame(old_decode(parts))
-        return time.perf_counter() - t0
-
     def both(chunk: list[list[bytes]]) -> None:
         nonlocal busy, old_busy
         busy += run(chunk)
-        if old is not None:
+        if run_old is not None:
             old_busy += run_old(chunk)
 
     for seq, events in enumerate(workload(claims, blocks)):
@@ -203,7 +212,7 @@ def bench_inprocess(claims: list[ObservedClaim], blocks: int,
     if old is not None:
         out["baseline_seconds"] = old_busy
         out["baseline_events_per_s"] = old.kv_events / old_busy
-        out["baseline_losses"] = sum(v.losses for v in old.views.values())
+        out["baseline_losses"] = sum(v.losses for v in old.views)
     return out
 
 
@@ -244,22 +253,13 @@ def bench_zmq(claims: list[Any], batches: int, tmp: Path, *, kind: str,
     ep = f"ipc://{tmp}/bench-{kind}.sock"
     go = tmp / f"go-{kind}"
     go.unlink(missing_ok=True)
-    sub: Any
-    if baseline:                          # the previous revision's subscription and observer
-        sub = importlib.import_module("baseline_observe.subscriber").Subscription(
-            ep, topic=b"kv")
-        obs: Any = importlib.import_module("baseline_observe.observer").Observer(
-            claims, EventWriter(io.StringIO(), source="bench"))
-        obs.start()
+    package = BASELINE_PKG if baseline else TODAY   # the baseline's subscription and observer
+    subscriber = observe_module(package, "subscriber")
+    sub = subscriber.Subscription([subscriber.Endpoint(ep, topic=b"kv")], hwm=hwm)
+    obs = new_observer(claims, io.StringIO(), package)
 
-        def joined() -> bool:
-            return obs.expected is not None
-    else:
-        sub = Subscription([Endpoint(ep, topic=b"kv")], hwm=hwm)
-        obs = new_observer(claims, io.StringIO())
-
-        def joined() -> bool:
-            return bool(sub.tracker.sources)
+    def joined() -> bool:
+        return bool(sub.tracker.sources)
     gc.collect()
     rss_before = rss_mib()
     stop = threading.Event()
