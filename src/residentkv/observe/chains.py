@@ -89,6 +89,11 @@ class Copies(msgspec.Struct, gc=False):
         return mine[0] - self.removed - self.maybe_removed, most
 
     def presence(self, session: str | None) -> Presence:
+        if session is None:                    # bounds(None), without its tuple: the hot case
+            if self.possible - self.removed <= 0:
+                return Presence.ABSENT
+            fewer = self.certain - self.removed - self.maybe_removed
+            return Presence.PRESENT if fewer > 0 else Presence.AMBIGUOUS
         fewest, most = self.bounds(session)
         if most <= 0:
             return Presence.ABSENT
@@ -276,19 +281,22 @@ class ChainIndex:
         c = self.claims[claim]
         session = c.session_id
         copies = self._copies
+        groups = self._groups
+        absent = Presence.ABSENT
         out: list[Presence] = []
         for hashes in self.hashes[claim]:
-            best = Presence.ABSENT
+            best = absent
             for h in hashes:
-                needed = c.kv_groups if c.kv_groups is not None else self._groups.get(
-                    (source, h), ())
-                state = Presence.PRESENT if needed else Presence.ABSENT
-                for g in needed:
+                needed = c.kv_groups if c.kv_groups is not None else groups.get((source, h), ())
+                state = Presence.PRESENT if needed else absent
+                for g in needed:               # the fewest copies of any group it needs
                     count = copies.get((source, h, g))
-                    state = min(state, Presence.ABSENT if count is None
-                                else count.presence(session))
-                    if state is Presence.ABSENT:
+                    got = absent if count is None else count.presence(session)
+                    if got < state:
+                        state = got
+                    if state is absent:
                         break
-                best = max(best, state)
+                if state > best:               # the most of any hash it was learned under
+                    best = state
             out.append(best)
         return out

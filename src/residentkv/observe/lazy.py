@@ -12,6 +12,7 @@ batch a gap.
 
 from __future__ import annotations
 
+import struct
 from typing import Annotated, Any
 
 import msgspec
@@ -30,6 +31,11 @@ _TOKENS = msgspec.msgpack.Decoder(list[TokenId]).decode
 _KEYS = msgspec.msgpack.Decoder(list[tuple[Any, ...] | None] | None).decode
 _NIL = msgspec.Raw(b"\xc0")
 _ARRAY16, _ARRAY32 = 0xDC, 0xDD
+_UINT16, _UINT32 = 0xCD, 0xCE
+#: an array16 head and its first element as a uint16 / uint32 (marker, count, marker, value):
+#: one C call instead of a memoryview and an index per byte, on every store's first token
+_HEAD16 = struct.Struct(">BHBH")
+_HEAD32 = struct.Struct(">BHBI")
 #: msgpack integer markers -> (payload bytes, signed)
 _INTS = {0xCC: (1, False), 0xCD: (2, False), 0xCE: (4, False), 0xCF: (8, False),
          0xD0: (1, True), 0xD1: (2, True), 0xD2: (4, True), 0xD3: (8, True)}
@@ -66,16 +72,16 @@ def first_int(raw: bytes | memoryview) -> int | None:
 def first_token(raw: msgspec.Raw) -> int | None:
     """The first token id of a raw ``token_ids``; the common shape (an array of 16 to 65535
     small ids) is read inline, anything else by :func:`first_int`."""
-    mv = memoryview(raw)
-    if len(mv) > 7 and mv[0] == _ARRAY16:
-        b = mv[3]
-        if b <= 0x7F:
-            return b
-        if b == 0xCD:
-            return (mv[4] << 8) | mv[5]
-        if b == 0xCE:
-            return (mv[4] << 24) | (mv[5] << 16) | (mv[6] << 8) | mv[7]
-    return first_int(mv)
+    if len(raw) > 7:
+        head, _, b, u16 = _HEAD16.unpack_from(raw)
+        if head == _ARRAY16:
+            if b <= 0x7F:
+                return b
+            if b == _UINT16:
+                return u16
+            if b == _UINT32:
+                return int(_HEAD32.unpack_from(raw)[3])
+    return first_int(memoryview(raw))
 
 
 def decode_tokens(raw: msgspec.Raw) -> list[int]:
