@@ -73,6 +73,9 @@ def first_token(raw: msgspec.Raw) -> int | None:
     """The first token id of a raw ``token_ids``; the common shape (an array of 16 to 65535
     small ids) is read inline, anything else by :func:`first_int`."""
     if len(raw) > 7:
+        head: int
+        b: int
+        u16: int
         head, _, b, u16 = _HEAD16.unpack_from(raw)
         if head == _ARRAY16:
             if b <= 0x7F:
