@@ -109,6 +109,12 @@ class ObservedClaim:
         return self.claim.cache_identity.block_size
 
     @functools.cached_property
+    def event_identity(self) -> dict[str, str]:
+        """The identity fields every claim event repeats (the claim is frozen: built once)."""
+        return dict(zip(("object_id", "cache_identity", "request_token_map_id",
+                         "predicate_id"), self.claim.identity, strict=True))
+
+    @functools.cached_property
     def needed(self) -> range:
         """The positions the predicate needs (asked on every evaluation: computed once)."""
         return AcceptedPredicate.of(self.claim.predicate, self.claim.footprint_blocks).needed

@@ -256,19 +256,25 @@ class Observer:
             self._evaluate(self.views[ci], ci, sid, reason)
 
     def _evaluate(self, v: ClaimView, ci: int, sid: int, reason: EvictionReason) -> None:
-        if v.home is not None and v.home != sid and v.holds:
+        holds = v.holds                         # the facts change only after the last read
+        if v.home is not None and v.home != sid and holds:
             return                              # held on its home source: this one is not it
         states = self.index.positions(ci, sid)
         pred = v.claim.claim.predicate
-        present = [p for p, s in enumerate(states) if s is Presence.PRESENT]
-        ambiguous = [p for p, s in enumerate(states) if s is Presence.AMBIGUOUS]
+        present: list[int] = []
+        ambiguous: list[int] = []
+        for p, s in enumerate(states):
+            if s is Presence.PRESENT:
+                present.append(p)
+            elif s is Presence.AMBIGUOUS:
+                ambiguous.append(p)
         certain = evaluate_predicate(pred, present)
         possible = evaluate_predicate(pred, present + ambiguous) if ambiguous else certain
         if v.home != sid:
             if certain.holds:
                 v.home, v.positions = sid, states
                 self._materialized(v, certain)
-            elif possible.holds and not v.holds:
+            elif possible.holds and not holds:
                 self._ambiguous(v, ambiguous, held=False)
             return
         if any(f is Fact.MATERIALIZED for f, _ in v.facts):
@@ -277,12 +283,12 @@ class Observer:
                     self._evicted(v, ci, p, reason)
         v.positions = states
         if certain.holds:
-            if not v.holds:
+            if not holds:
                 self._materialized(v, certain)
-        elif v.holds and not possible.holds:
+        elif holds and not possible.holds:
             self._lost(v)
         elif possible.holds:
-            self._ambiguous(v, ambiguous, held=v.holds)
+            self._ambiguous(v, ambiguous, held=holds)
         self._notify(v)
 
     def _materialized(self, v: ClaimView, result: PredicateResult) -> None:
@@ -337,10 +343,8 @@ class Observer:
             listener.status_changed(v.claim, old, new)
 
     def _emit_claim(self, event: str, v: ClaimView, **fields: Any) -> None:
-        c = v.claim.claim
-        identity = dict(zip(("object_id", "cache_identity", "request_token_map_id",
-                             "predicate_id"), c.identity, strict=True))
-        self.emit(event, claim_id=c.claim_id, source=SOURCE, **identity, **fields)
+        self.emit(event, claim_id=v.claim.claim_id, source=SOURCE, **v.claim.event_identity,
+                  **fields)
 
 
 def _describe(gap: Gap) -> str:
