@@ -50,6 +50,8 @@ CopyKey = tuple[int, BlockHash, int | None]
 HashKey = tuple[int, BlockHash]
 #: the claimed positions a learned hash holds: (claim index, position) pairs
 Owners = tuple[tuple[int, int], ...]
+#: what a store no claim needs touched (shared: most stores are such)
+_NONE: tuple[int, ...] = ()
 
 
 class Presence(IntEnum):
@@ -132,7 +134,7 @@ class ChainIndex:
         return len(self._known)
 
     # -------------------------------------------------------------------------- events
-    def stored(self, source: int, ev: Any) -> list[int]:
+    def stored(self, source: int, ev: Any) -> Sequence[int]:
         """Apply one ``BlockStored``; return the claims it touched."""
         self.block_sizes.add(ev.block_size)
         hashes = ev.block_hashes
@@ -141,9 +143,9 @@ class ChainIndex:
         if not hashes or hashes[0] not in known:
             if parent is None:
                 if first_token(ev.token_ids) not in self._first_tokens:
-                    return []                  # a root no claim starts with
+                    return _NONE               # a root no claim starts with
             elif parent not in known:
-                return []                      # below a block no claim needs
+                return _NONE                   # below a block no claim needs
         walked = self._walk(ev, hashes, parent)
         medium = ev.medium
         if not walked or (medium is not None and medium != self.device_medium):

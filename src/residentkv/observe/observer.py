@@ -188,16 +188,19 @@ class Observer:
         self._batch = batch
         sid = self._source(batch.topic, batch.rank)
         index = self.index
+        # looked up once per batch: most events are stores no claim needs, whose whole cost
+        # is this loop and one lookup in the index
+        stored, removed, by_removal = index.stored, index.removed, EvictionReason.RUNTIME_REMOVED
         self.kv_events += len(batch.events)
         for ev in batch.events:
             kind = type(ev)
             try:
                 if kind in STORED:
-                    touched = index.stored(sid, ev)
-                    reason = EvictionReason.RUNTIME_REMOVED
+                    touched = stored(sid, ev)
+                    reason = by_removal
                 elif kind in REMOVED:
-                    touched = index.removed(sid, ev)
-                    reason = EvictionReason.RUNTIME_REMOVED
+                    touched = removed(sid, ev)
+                    reason = by_removal
                 elif kind in CLEARED:
                     touched = index.cleared(sid)
                     reason = EvictionReason.RUNTIME_CLEARED
@@ -251,7 +254,7 @@ class Observer:
             sid = self._sources[key] = len(self._sources)
         return sid
 
-    def _touched(self, touched: list[int], sid: int, reason: EvictionReason) -> None:
+    def _touched(self, touched: Sequence[int], sid: int, reason: EvictionReason) -> None:
         for ci in dict.fromkeys(touched):          # each claim once, in the order touched
             self._evaluate(self.views[ci], ci, sid, reason)
 
