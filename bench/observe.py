@@ -185,12 +185,24 @@ def bench_inprocess(claims: list[ObservedClaim], blocks: int,
     if old_claims is not None:
         old = new_observer(old_claims, io.StringIO(), BASELINE_PKG)
         run_old = frame_runner(BASELINE_PKG, old)
+    # the observers' construction (10,000 claims each) is setup: a full collection it makes
+    # due is made here, not charged to the first timed chunk
+    gc.collect()
     busy = old_busy = 0.0
     chunk: list[list[bytes]] = []
     peak_learned = 0
 
+    rounds = 0
+
     def both(chunk: list[list[bytes]]) -> None:
-        nonlocal busy, old_busy
+        # the two take turns going first: the first after the chunk was encoded meets the
+        # collections that encoding made due, and neither should always pay for them
+        nonlocal busy, old_busy, rounds
+        rounds += 1
+        if run_old is not None and rounds % 2 == 0:
+            old_busy += run_old(chunk)
+            busy += run(chunk)
+            return
         busy += run(chunk)
         if run_old is not None:
             old_busy += run_old(chunk)
