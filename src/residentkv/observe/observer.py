@@ -92,8 +92,9 @@ class ClaimView:
     claim: ObservedClaim
     #: (fact, the publisher's batch number it was seen in; None for a gap with no number)
     facts: list[tuple[Fact, int | None]] = field(default_factory=list)
-    #: each position on the home source, as last evaluated
-    positions: list[Presence] = field(default_factory=list)
+    #: each position on the home source, as last evaluated (replaced whole, never changed
+    #: in place: every claim not yet seen shares one row of ABSENT)
+    positions: Sequence[Presence] = ()
     home: int | None = None
     held_since_ts: float | None = None
     notified: ClaimStatus | None = None
@@ -147,8 +148,9 @@ class Observer:
     def __init__(self, claims: Sequence[ObservedClaim], emit: Emit, *,
                  device_medium: str | None = "GPU", listeners: Sequence[Listener] = ()) -> None:
         self.index = ChainIndex(list(claims), device_medium)
-        self.views = [ClaimView(c, positions=[Presence.ABSENT] * len(c.blocks))
-                      for c in self.index.claims]
+        unseen: dict[int, tuple[Presence, ...]] = {}
+        self.views = [ClaimView(c, positions=unseen.setdefault(
+            len(c.blocks), (Presence.ABSENT,) * len(c.blocks))) for c in self.index.claims]
         self.by_id = {v.claim.claim_id: v for v in self.views}
         self.emit = emit
         self.device_medium = device_medium
@@ -244,7 +246,7 @@ class Observer:
         for v in self.views:
             if sid is None or v.home == sid:
                 v.home = None
-                v.positions = [Presence.ABSENT] * len(v.positions)
+                v.positions = (Presence.ABSENT,) * len(v.positions)
 
     # -------------------------------------------------------------------------- claims
     def _source(self, topic: bytes, rank: int | None) -> int:
