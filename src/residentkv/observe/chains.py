@@ -28,8 +28,8 @@ otherwise. The groups a position needs are the claim's ``kv_groups``, or else ev
 hash was seen stored in on that source (a store never makes a position absent; a group that
 drops it — a sliding window — does).
 
-Every operation returns the claims it touched (their indices, in the order first touched, a
-claim once per position); nothing changes state lazily.
+Every operation returns the claims it touched (their indices, one per claimed position touched,
+in order); nothing changes state lazily.
 """
 
 from __future__ import annotations
