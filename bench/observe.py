@@ -6,8 +6,8 @@
    claim's needed blocks evicted once). Frames are generated and encoded in vLLM's wire format
    outside the timed sections. With ``--baseline REV`` (default: main's observer before the
    throughput pass; a revision with the sequence tracker, ee54451 or later) the observer of
-   that revision runs on the same frames in the same process: both figures and their ratio
-   are printed.
+   that revision runs on the same frames in the same process, in a pass of its own after
+   today's: both figures and their ratio are printed.
 2. **Observer over ZeroMQ** (ipc, the synthetic publisher in its own process): the same
    claims, a stream of store/remove batches; events/s as received and applied.
 3. **Flood** (ipc, default queue bound): a publisher sends vLLM's queue limit of batches
@@ -175,57 +175,48 @@ def frame_runner(package: str, obs: Any) -> Any:
 
 def bench_inprocess(claims: list[ObservedClaim], blocks: int,
                     old_claims: list[Any] | None) -> dict[str, Any]:
-    """Today's observer and (with *old_claims*) the baseline's, on the same frames."""
+    """Today's observer and (with *old_claims*) the baseline's, each in a pass of its own over
+    the same frames (the baseline's after today's: neither's garbage collections, nor its
+    cache traffic, land in the other's timed sections)."""
+    stamp = time.time()            # the batches' clock: the same frames in both passes
+    out = observe_pass(TODAY, claims, claims, blocks, stamp)
+    if old_claims is not None:
+        old = observe_pass(BASELINE_PKG, old_claims, claims, blocks, stamp)
+        out["baseline_seconds"] = old["seconds"]
+        out["baseline_events_per_s"] = old["events_per_s"]
+        out["baseline_losses"] = old["losses"]
+    return out
+
+
+def observe_pass(package: str, claims: list[Any], frame_claims: list[ObservedClaim],
+                 blocks: int, stamp: float) -> dict[str, Any]:
+    """One observer of *package* over the workload of *frame_claims*, encoded chunk by chunk
+    outside the timed sections."""
     sink = io.StringIO()
     gc.collect()
     before = rss_mib()
-    obs = new_observer(claims, sink)
-    run = frame_runner(TODAY, obs)
-    old = run_old = None
-    if old_claims is not None:
-        old = new_observer(old_claims, io.StringIO(), BASELINE_PKG)
-        run_old = frame_runner(BASELINE_PKG, old)
-    # the observers' construction (10,000 claims each) is setup: a full collection it makes
-    # due is made here, not charged to the first timed chunk
+    obs = new_observer(claims, sink, package)
+    run = frame_runner(package, obs)
+    # the observer's construction (10,000 claims) is setup: a full collection it makes due is
+    # made here, not charged to the first timed chunk
     gc.collect()
-    busy = old_busy = 0.0
+    busy = 0.0
     chunk: list[list[bytes]] = []
     peak_learned = 0
-
-    rounds = 0
-
-    def both(chunk: list[list[bytes]]) -> None:
-        # the two take turns going first: the first after the chunk was encoded meets the
-        # collections that encoding made due, and neither should always pay for them
-        nonlocal busy, old_busy, rounds
-        rounds += 1
-        if run_old is not None and rounds % 2 == 0:
-            old_busy += run_old(chunk)
-            busy += run(chunk)
-            return
-        busy += run(chunk)
-        if run_old is not None:
-            old_busy += run_old(chunk)
-
-    for seq, events in enumerate(workload(claims, blocks)):
-        chunk.append(encode_frame(b"kv", seq, KVEventBatch(ts=time.time(), events=events)))
+    for seq, events in enumerate(workload(frame_claims, blocks)):
+        batch = KVEventBatch(ts=stamp + seq * 1e-3, events=events)
+        chunk.append(encode_frame(b"kv", seq, batch))
         if len(chunk) == 512:
-            both(chunk)
+            busy += run(chunk)
             chunk = []
             peak_learned = max(peak_learned, obs.index.learned)
-    both(chunk)
+    busy += run(chunk)
     after = rss_mib()
-    lines = sink.getvalue().count("\n")
-    out = {"batches": obs.batches, "kv_events": obs.kv_events, "seconds": busy,
-           "events_per_s": obs.kv_events / busy, "batches_per_s": obs.batches / busy,
-           "learned_claim_blocks": peak_learned, "trace_lines": lines,
-           "rss_growth_mib": after - before, "gaps": obs.gaps,
-           "losses": sum(v.losses for v in obs.views)}
-    if old is not None:
-        out["baseline_seconds"] = old_busy
-        out["baseline_events_per_s"] = old.kv_events / old_busy
-        out["baseline_losses"] = sum(v.losses for v in old.views)
-    return out
+    return {"batches": obs.batches, "kv_events": obs.kv_events, "seconds": busy,
+            "events_per_s": obs.kv_events / busy, "batches_per_s": obs.batches / busy,
+            "learned_claim_blocks": peak_learned, "trace_lines": sink.getvalue().count("\n"),
+            "rss_growth_mib": after - before, "gaps": obs.gaps,
+            "losses": sum(v.losses for v in obs.views)}
 
 
 PUBLISHER = """
