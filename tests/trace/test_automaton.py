@@ -31,9 +31,11 @@ from residentkv.model.automaton import (
     render_table,
 )
 from residentkv.model.events import EVENT_ADAPTER, EVENT_MODELS, Envelope
+from residentkv.trace.reader import TraceReader
 from residentkv.trace.semantics import legal
 from residentkv.trace.semantics.stream import Stream
 from residentkv.trace.tracker import collect, stream_pass
+from tracekit import Trace
 
 C = "c-1"
 IDENT = {"object_id": "prefix:c-1", "cache_identity": "m|t|d|s|16|bf16|-",
@@ -342,3 +344,21 @@ def test_every_state_where_a_stream_ends(state: Phase, stop: str) -> None:
     # a harm needs a materialization first: an accepted claim's stop ends it by a release
     ended = stop == "restart_ended" and state is not Phase.ACCEPTED
     assert vanished == (open_at_end and not ended), own
+
+
+def test_a_pass_keeps_per_claim_what_it_needs_not_per_request(tmp_path: Path) -> None:
+    """A claim restored on 40 requests in turn: only its open cycle stays listed by request,
+    and every later request keeps the claim's own id string, not its events' copies (the
+    pass's memory grows with claims and open cycles, not with each request's events)."""
+    t = Trace().started("r-0").accept(C, "r-0").resident(C, "r-0").finished("r-0")
+    for g in range(40):
+        rid = f"r-{g + 1}"
+        t.started(rid).restore_ok(C, rid, generation=g, job=g + 1).finished(rid)
+    facts = stream_pass(TraceReader(t.write(tmp_path / "t.jsonl")).events())
+    assert {rid: len(held) for rid, held in facts.cycling.items()} == {"r-40": 1}
+    run = facts.claims[C].run
+    later = [req for rid, req in facts.acceptor.requests.items() if rid != "r-0"]
+    assert len(later) == 40
+    assert all(req.carried is run.claim_id and req.job_claim_id is run.claim_id
+               for req in later)
+    assert run.violation is None

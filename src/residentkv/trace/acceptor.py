@@ -240,7 +240,7 @@ class RequestRun:
                     outcome = then
                     break
         if name in _REQUEST_TEACHING:
-            self._learn(e, name)
+            self._learn(e, name, acc)
         if outcome.__class__ is Violation:
             step = Step(e.seq, name, self.phase.value, outcome)
             self.own = earlier(self.own, step)
@@ -250,15 +250,17 @@ class RequestRun:
             self.phase = outcome  # type: ignore[assignment]
         return False
 
-    def _learn(self, e: Event, name: str) -> None:
+    def _learn(self, e: Event, name: str, acc: Acceptor) -> None:
         """What the request's guards ask of its later events (learnt from every event that
         names it, legal or not, as the reference reads it)."""
         cid = e.claim_id
         if name in CARRYING_KINDS:
             if cid is not None:
                 held = self.carried
-                if held is None or held == cid:
-                    self.carried = cid
+                if held is None:
+                    self.carried = acc.claim_id(cid)
+                elif held == cid:
+                    pass
                 elif isinstance(held, str):
                     self.carried = {held, cid}
                 else:
@@ -268,7 +270,8 @@ class RequestRun:
             job = e.job_id
             if job is not None:
                 if self.job is None or self.job == job:
-                    self.job, self.job_claim_id = job, cid
+                    self.job = job
+                    self.job_claim_id = None if cid is None else acc.claim_id(cid)
                 else:
                     if self.more_jobs is None:
                         self.more_jobs = {}
@@ -644,6 +647,12 @@ class Acceptor:
         if run is None:
             run = self.claims[claim_id] = ClaimRun(claim_id)
         return run
+
+    def claim_id(self, claim_id: str) -> str:
+        """The id string the claim's run keeps, if it has one: what every request keeps
+        instead of each event's own copy (a stream names a claim on many requests)."""
+        run = self.claims.get(claim_id)
+        return claim_id if run is None else run.claim_id
 
     def runs(self) -> Iterator[ClaimRun]:
         return iter(self.claims.values())

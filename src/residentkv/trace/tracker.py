@@ -410,8 +410,9 @@ class StreamFacts:
     failed_on: dict[str, list[ClaimTrack]] = field(default_factory=dict)
     #: request -> claims with failures on it (SPEC §4.3: answered before its finish)
     pending_on: dict[str, list[ClaimTrack]] = field(default_factory=dict)
-    #: request -> claims whose restore cycle began on it (an unclaimed kv_load_failed of the
-    #: request voids the loads of those whose open cycle is still its own)
+    #: request -> claims whose open restore cycle began on it (an unclaimed kv_load_failed of
+    #: the request voids the loads of those whose open cycle is still its own); a cycle leaves
+    #: its list when the claim's next cycle begins
     cycling: dict[str, list[ClaimTrack]] = field(default_factory=dict)
     #: load job -> claims whose open cycle loaded it successfully (SPEC §4.2: a failed load
     #: voids the job its job_id names, whichever claim or request the failure names)
@@ -717,6 +718,7 @@ def _offloaded(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
 
 def _restore_required(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
     life = t.life
+    _leave_cycling(facts, t, life.cycle)
     _close(t)
     prev, life.last_required = life.last_required, e.seq
     if life.end_seq is not None:
@@ -737,6 +739,23 @@ def _restore_required(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
         life.first_cycle = cy
     if life.first_stored is None and store is not None:
         life.first_stored = cy
+
+
+def _leave_cycling(facts: StreamFacts, t: ClaimTrack, closing: Cycle | None) -> None:
+    """The cycle *closing* ends: its request no longer lists *t* (the lists' readers only act
+    on a claim whose open cycle is the request's, so memory stays O(open cycles), not O(every
+    request of the stream))."""
+    if closing is None or closing.request_id is None:
+        return
+    held = facts.cycling.get(closing.request_id)
+    if held is None:
+        return
+    for i, w in enumerate(held):
+        if w is t:  # by identity: a track's fields are no key
+            del held[i]
+            break
+    if not held:
+        del facts.cycling[closing.request_id]
 
 
 def _forget_loads(facts: StreamFacts, t: ClaimTrack, closed: Cycle | None) -> None:
