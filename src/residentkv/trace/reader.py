@@ -34,9 +34,9 @@ from residentkv.trace.duplicate_keys import first_duplicate_key, repeated_keys
 
 DEFAULT_MAX_LINE_BYTES = 1 << 20
 #: bytes read (and lines decoded together) at a time: 64 KiB (about 280 events) keeps a chunk's
-#: bytes and decoded events within the core's cache beside the gates' state; 1 MiB chunks read
-#: 1.23 M events/s where these read 1.40 M (bench/trace_gates.py, writer layout, same minutes). A line may
-#: span any number of chunks (the line limit is separate).
+#: bytes and decoded events within the core's cache beside the gates' state (1 MiB chunks read
+#: 1.23 M events/s where these read 1.40 M: bench/trace_gates.py, writer layout, same minutes);
+#: a line may span any number of chunks (the line limit is separate)
 _CHUNK = 1 << 16
 MAX_KEPT_PROBLEMS = 1000
 
