@@ -259,10 +259,9 @@ class RequestRun:
                 held = self.carried
                 if held is None:
                     self.carried = acc.claim_id(cid)
-                elif held == cid:
-                    pass
                 elif isinstance(held, str):
-                    self.carried = {held, cid}
+                    if held != cid:
+                        self.carried = {held, cid}
                 else:
                     held.add(cid)
             return
@@ -413,6 +412,11 @@ def _off_carrier(r: ClaimRun, e: Event, acc: Acceptor) -> bool:
     return not (r.mode == "hard_protected" and r.phase in ON_DEVICE)
 
 
+def _fail_branch(r: ClaimRun, e: Event) -> bool:
+    """The runtime's failure branch (policy ``fail``) on the open cycle's request."""
+    return e.policy == "fail" and e.request_id is not None and e.request_id == r.cycle_request
+
+
 def _late_record(r: ClaimRun, e: Event, acc: Acceptor) -> bool:
     """SPEC §4.3: the report of the failed cycle's invalid blocks, after the claim failed
     closed: on the cycle's request, naming a job the cycle started."""
@@ -454,8 +458,7 @@ CLAIM_GUARDS: dict[Guard, ClaimGuardFn] = {
     Guard.EARLIER_INCARNATION: lambda r, e, acc: r.across,
     Guard.OFF_CARRIER: _off_carrier,
     Guard.LATE_RECORD: _late_record,
-    Guard.FAIL_BRANCH: lambda r, e, acc: e.policy == "fail" and e.request_id is not None
-    and e.request_id == r.cycle_request,
+    Guard.FAIL_BRANCH: lambda r, e, acc: _fail_branch(r, e),
 }
 
 
@@ -556,7 +559,7 @@ def _teach_load_end(r: ClaimRun, e: Event) -> None:
 
 
 def _teach_branch(r: ClaimRun, e: Event) -> None:
-    if e.policy == "fail" and e.request_id is not None and e.request_id == r.cycle_request:
+    if _fail_branch(r, e):
         r.cycle_failed = True
 
 
