@@ -227,6 +227,10 @@ class RequestRun:
     job: int | str | None = None
     job_claim_id: str | None = None
     more_jobs: dict[int | str, str | None] | None = None
+    #: the owner scope its first request_started declared (None: none, or not started yet;
+    #: kept here so a guard reads it from the request the event already reached)
+    scope: str | None = None
+    started: bool = False
 
     def step(self, e: Event, acc: Acceptor) -> bool:
         """Feed one event that names this request; True when it was illegal."""
@@ -364,17 +368,14 @@ def _label(e: Event) -> int | None:
 
 def _carrier_scope(r: ClaimRun, e: Event, acc: Acceptor) -> bool:
     mine = e.owner_scope if e.owner_scope is not None else r.submitted_scope
-    rid = e.request_id
-    theirs = None if rid is None else acc.scopes.get(rid)
+    theirs = acc.scope()
     return mine is not None and theirs is not None and str(theirs) != str(mine)
 
 
 def _foreign_scope(r: ClaimRun, e: Event, acc: Acceptor) -> bool:
     """SPEC §4.2, §4.3: the request's declared owner scope is not the claim's (a request
     without one never restores a scoped claim; a scoped one never an unscoped claim)."""
-    rid = e.request_id
-    theirs = None if rid is None else acc.scopes.get(rid)
-    return theirs != r.scope
+    return acc.scope() != r.scope
 
 
 def _label_below(r: ClaimRun, e: Event, acc: Acceptor) -> bool:
@@ -405,8 +406,7 @@ def _foreign_job(r: ClaimRun, e: Event, acc: Acceptor) -> bool:
 def _off_carrier(r: ClaimRun, e: Event, acc: Acceptor) -> bool:
     """SPEC §4.3: a refusal or deferral naming the claim, on a request that did not carry it,
     and no conflict with a hard_protected claim resident on the device."""
-    rid = e.request_id
-    req = None if rid is None else acc.requests.get(rid)
+    req = acc.request
     if req is not None and req.carries(r.claim_id):
         return False
     return not (r.mode == "hard_protected" and r.phase in ON_DEVICE)
@@ -636,13 +636,14 @@ class Acceptor:
     Forgetting what is kept per request when a stream ends is the caller's
     (:meth:`forget_requests`)."""
 
-    __slots__ = ("claims", "files", "requests", "scopes")
+    __slots__ = ("claims", "files", "request", "requests")
 
     def __init__(self) -> None:
         self.claims: dict[str, ClaimRun] = {}
         self.requests: dict[str, RequestRun] = {}
-        #: request -> the owner scope its first request_started declared (None: none)
-        self.scopes: dict[str, str | None] = {}
+        #: the run of the request the event being stepped names (None: it names none): the
+        #: guards and the caller read it instead of looking the request up again
+        self.request: RequestRun | None = None
         self.files = Incarnations()
 
     def claim(self, claim_id: str) -> ClaimRun:
@@ -656,6 +657,11 @@ class Acceptor:
         instead of each event's own copy (a stream names a claim on many requests)."""
         run = self.claims.get(claim_id)
         return claim_id if run is None else run.claim_id
+
+    def scope(self) -> str | None:
+        """The owner scope of the request the event being stepped names (None: none)."""
+        req = self.request
+        return None if req is None else req.scope
 
     def runs(self) -> Iterator[ClaimRun]:
         return iter(self.claims.values())
@@ -682,9 +688,9 @@ class Acceptor:
         return how, head
 
     def forget_requests(self) -> None:
-        """Requests and their scopes are per stream (a restarted engine numbers them afresh)."""
+        """Requests are per stream (a restarted engine numbers them afresh)."""
         self.requests.clear()
-        self.scopes.clear()
+        self.request = None
 
     def step(self, e: Event) -> bool:
         """Feed *e* (at its position) to the run of the request it names, then of each claim it
@@ -696,8 +702,10 @@ class Acceptor:
             req = self.requests.get(rid)
             if req is None:
                 req = self.requests[rid] = RequestRun()
-            if name == "request_started" and rid not in self.scopes:
-                self.scopes[rid] = e.owner_scope
+        self.request = req
+        if req is not None:
+            if name == "request_started" and not req.started:
+                req.scope, req.started = e.owner_scope, True
             if name in REQUEST_STEPS[req.phase]:
                 chain = req.failure_seq
                 kept = req.step(e, self) or (chain is None and req.failure_seq is not None)

@@ -433,11 +433,6 @@ class StreamFacts:
         """SPEC §9.1: the streams of the file (and the head window of the current one)."""
         return self.acceptor.files
 
-    @property
-    def owner_scopes(self) -> dict[str, str | None]:
-        """Request -> the owner scope its first request_started declared (None: none)."""
-        return self.acceptor.scopes
-
     def forget_pass(self) -> None:
         """Drop the state only the pass reads (judging reads claims and stream-wide flags)."""
         self.acceptor.forget_requests()
@@ -843,7 +838,7 @@ def _reused(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
         return
     if cy.reuse_first is None:
         cy.reuse_first = e.seq
-    mine, theirs = t.run.scope, facts.owner_scopes.get(e.request_id or "")
+    mine, theirs = t.run.scope, facts.acceptor.scope()  # the scope of the event's request
     if mine is not None and theirs is not None and mine != theirs:
         cy.foreign_reuse = True
     if (e.holds and cy.reuse_ok is None and cy.restore_any is not None
