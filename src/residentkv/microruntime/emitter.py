@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from residentkv import __version__
-from residentkv.model.vocabulary import DEVICE_TIER, HOST_TIER
+from residentkv.model.vocabulary import DEVICE_TIER, HOST_TIER, Arbiter
 from residentkv.trace.writer import EventWriter, Provenance
 
 #: the simulator's emitter name: the lowering checker recognises it (exact, normalised) and
@@ -98,7 +98,7 @@ class Emitter:
         outcome: str | None,
         blocking: Sequence[str],
         feasibility: str,
-        arbiter: str,
+        arbiter: Arbiter,
         shortfall: int | None,
     ) -> None:
         """A request is refused (the outcome, attributed) and then finishes refused."""

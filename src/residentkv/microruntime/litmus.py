@@ -31,6 +31,7 @@ from residentkv.microruntime.scheduler import FEASIBILITY_CONFLICT
 from residentkv.model.claim import PredicateSpec, ProtectionMode
 from residentkv.model.lifecycle import ClaimState, LossKind, classify_loss
 from residentkv.model.predicate import evaluate_predicate
+from residentkv.model.vocabulary import Arbiter
 from residentkv.trace.writer import EventWriter
 
 _HOLDING = frozenset({ClaimState.MATERIALIZED, ClaimState.RESTORED, ClaimState.REUSED})
@@ -136,7 +137,7 @@ def judge_l3(trace: Trace) -> LitmusResult:
         "refusal_attributed": refusal is not None
         and refusal["blocking_claim_ids"] == [claim]
         and refusal["feasibility"] == FEASIBILITY_CONFLICT
-        and refusal["arbiter"] == "admission"
+        and refusal["arbiter"] == Arbiter.ADMISSION
         and (refusal["shortfall"] or 0) > 0,
         "outcome_before_finish": bool(refusal and finished)
         and refusal["seq"] < finished["seq"],  # type: ignore[index]

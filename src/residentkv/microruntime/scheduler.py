@@ -18,6 +18,7 @@ from residentkv.microruntime.emitter import Emitter
 from residentkv.microruntime.ledger import ClaimLedger, ClaimRecord
 from residentkv.microruntime.policies import Conflict, Decision, Policy, RuntimeView
 from residentkv.model.lifecycle import ClaimState
+from residentkv.model.vocabulary import Arbiter
 
 FEASIBILITY_CONFLICT = "infeasible_preserve_resident_and_active"
 FEASIBILITY_TOO_BIG = "infeasible_exceeds_pool"
@@ -128,7 +129,7 @@ class Scheduler:
         """Refuse every deferred request: the run ends without resolving them."""
         for req in list(self._deferred.values()):
             named = self._ledger.nameable(req.last_blocking, req.chain.label)
-            self._refuse(req, FEASIBILITY_UNRESOLVED, named, None, "admission")
+            self._refuse(req, FEASIBILITY_UNRESOLVED, named, None, Arbiter.ADMISSION)
 
     def retry_deferred(self) -> None:
         """Schedule the deferred requests again (blocks or claims were freed)."""
@@ -161,7 +162,7 @@ class Scheduler:
             return
         capacity = pool.capacity
         if n > capacity:
-            self._refuse(req, FEASIBILITY_TOO_BIG, (), None, "admission", n - capacity)
+            self._refuse(req, FEASIBILITY_TOO_BIG, (), None, Arbiter.ADMISSION, n - capacity)
             return
         protected_other = self._ledger.protected - hit_pinned
         if n <= capacity - protected_other:
@@ -190,7 +191,7 @@ class Scheduler:
         else:
             named = self._ledger.nameable(blocking, own)
             outcome = named[0] if len(named) == 1 else None
-            self._refuse(req, FEASIBILITY_CONFLICT, named, outcome, "admission", shortfall)
+            self._refuse(req, FEASIBILITY_CONFLICT, named, outcome, Arbiter.ADMISSION, shortfall)
 
     def _admit(self, req: Request, n: int, c: ClaimRecord | None, restoring: bool) -> None:
         live = c if c is not None and c.active else None
@@ -254,7 +255,7 @@ class Scheduler:
         self._running.pop(req.id, None)
         self._ledger.restore_failed(c, req.id, req.held, req.written)
         req.held = []
-        self._refuse(req, FEASIBILITY_RESTORE, (c.id,), c.id, "scheduler_boundary")
+        self._refuse(req, FEASIBILITY_RESTORE, (c.id,), c.id, Arbiter.SCHEDULER_BOUNDARY)
         return False
 
     def _finish(self, req: Request) -> None:
@@ -283,7 +284,7 @@ class Scheduler:
         feasibility: str,
         blocking: tuple[str, ...],
         outcome: str | None,
-        arbiter: str,
+        arbiter: Arbiter,
         shortfall: int | None = None,
     ) -> None:
         self._deferred.pop(req.id, None)

@@ -20,7 +20,7 @@ from typing import Literal, Protocol, cast
 from residentkv.model.claim import PredicateSpec, ProtectionMode, Registration
 from residentkv.model.events import Envelope, Party
 from residentkv.model.predicate import PredicateResult
-from residentkv.model.vocabulary import OutcomeType
+from residentkv.model.vocabulary import Arbiter, OutcomeType
 
 __all__ = ["EventRecord", "claim_names", "record_list", "records", "required_label"]
 
@@ -131,7 +131,7 @@ class EventRecord(Protocol):
     @property
     def finish_status(self) -> str | None: ...
     @property
-    def arbiter(self) -> Literal["scheduler_boundary", "admission", "harness"]: ...
+    def arbiter(self) -> Arbiter: ...
     @property
     def blocking_claim_ids(self) -> list[str]: ...
     @property

@@ -16,13 +16,12 @@ from residentkv.model.integers import I64, Bounded64
 from residentkv.model.integers import INT64_MAX as INT64_MAX
 from residentkv.model.integers import INT64_MIN as INT64_MIN
 from residentkv.model.predicate import PredicateResult
-from residentkv.model.vocabulary import OutcomeType
+from residentkv.model.vocabulary import Arbiter, OutcomeType
 
 SCHEMA_ID = "residentkv.event/v1"
 
 
 Tier = str
-Arbiter = Literal["scheduler_boundary", "admission", "harness"]
 
 
 class Envelope(BaseModel):

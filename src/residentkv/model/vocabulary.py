@@ -180,6 +180,16 @@ class OutcomeType(StrEnum):
     HARM = "harm"
 
 
+class Arbiter(StrEnum):
+    """Who decided an ``active_request_refused`` (SPEC §4.1): the runtime's scheduler at its
+    boundary, its admission, or a harness outside the runtime (whose refusals never satisfy a
+    requirement)."""
+
+    SCHEDULER_BOUNDARY = "scheduler_boundary"
+    ADMISSION = "admission"
+    HARNESS = "harness"
+
+
 class ObligationStatus(StrEnum):
     """A curator's assertion about one obligation of one row (SPEC §6)."""
 

@@ -49,6 +49,7 @@ from residentkv.model.automaton import (
 from residentkv.model.event_record import EventRecord, required_label
 from residentkv.model.events import IDENTITY_FIELDS
 from residentkv.model.predicate import AcceptedPredicate
+from residentkv.model.vocabulary import Arbiter
 from residentkv.trace.streams import CLOSER, OPENER, StreamCursor, StreamEnd
 
 #: fields of claim_accepted that define the claim (with its predicate): a second acceptance may
@@ -282,7 +283,7 @@ class RequestRun:
             return
         if self.phase is RequestPhase.FINISHED:
             return  # after the finish nothing answers a failure any more
-        if (name == "active_request_refused" and e.arbiter != "harness") \
+        if (name == "active_request_refused" and e.arbiter != Arbiter.HARNESS) \
                 or name in OUTCOME_ENDINGS:
             # a refusal of the request naming the claim, or the mode's ending naming it
             outcome = e.outcome_claim_id if name == "active_request_refused" else cid

@@ -19,8 +19,8 @@ from residentkv.model.claim import OUTCOME_BEFORE_LOSS
 from residentkv.model.event_record import EventRecord, claim_names, records, required_label
 from residentkv.model.events import CLAIM_EVENT_NAMES, EVENT_MODELS, IDENTITY_FIELDS, Envelope
 from residentkv.model.predicate import AcceptedPredicate
+from residentkv.model.vocabulary import Arbiter, StopCause
 from residentkv.model.vocabulary import Requirement as R
-from residentkv.model.vocabulary import StopCause
 from residentkv.trace.acceptor import ACCEPTED_FIELDS, Acceptor, ClaimRun, Incarnations
 from residentkv.trace.requirements import OBSERVATION, Seqs
 from residentkv.trace.streams import STREAM_KINDS, StreamEnd
@@ -887,7 +887,7 @@ def _fail(facts: StreamFacts, t: ClaimTrack, e: Event) -> None:
 def _answer_refusal(facts: StreamFacts, e: Event) -> None:
     """SPEC §4.3: a refusal of the request naming the claim answers its failures there."""
     claim, rid = e.outcome_claim_id, e.request_id
-    if e.arbiter == "harness":  # arbiter=harness never satisfies anything
+    if e.arbiter == Arbiter.HARNESS:  # arbiter=harness never satisfies anything
         return
     t = None if claim is None or rid is None else facts.claims.get(claim)
     pending = None if t is None else t.failures.pending.get(rid)
@@ -1203,7 +1203,7 @@ def _conflict(facts: StreamFacts, t: ClaimTrack, e: Event, *, refused: bool) -> 
     if conflicts.conflict is not None or life.materialized_seq is None:
         return
     if refused and (e.outcome_claim_id != t.claim_id or e.claim_id != t.claim_id
-                    or e.arbiter == "harness"):
+                    or e.arbiter == Arbiter.HARNESS):
         return
     if (life.end_seq is not None or life.first_harm is not None
             or e.request_id in t.failures.failed_requests):

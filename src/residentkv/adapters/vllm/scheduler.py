@@ -68,7 +68,7 @@ from residentkv.adapters.vllm.rules import (
 from residentkv.adapters.vllm.server import NO_OUTCOME_CHANNEL, lacks_outcome_channel
 from residentkv.model.claim import ResidentClaim
 from residentkv.model.predicate import evaluate_predicate
-from residentkv.model.vocabulary import DEVICE_TIER, HOST_TIER, OutcomeType
+from residentkv.model.vocabulary import DEVICE_TIER, HOST_TIER, Arbiter, OutcomeType
 
 if TYPE_CHECKING:
     from vllm.v1.core.kv_cache_manager import KVCacheBlocks, KVCacheManager
@@ -606,7 +606,7 @@ class SchedulerSide:
                               request_id=job.request_id, outcome_claim_id=job.claim_id,
                               blocking_claim_ids=[job.claim_id],
                               feasibility="restore_failed_request_failed",
-                              arbiter="scheduler_boundary")
+                              arbiter=Arbiter.SCHEDULER_BOUNDARY)
             self.stats.count("claims_refused")
             state.last_outcome = Outcome("refused", reason, ev["seq"])
         else:

@@ -29,6 +29,7 @@ from residentkv.errors import TraceReadError, UserInputError
 from residentkv.findings import Finding
 from residentkv.limits import MAX_JSON_DEPTH, MAX_LINE_BYTES, json_depth_ok, read_input
 from residentkv.model.events import EVENT_MODELS, SCHEMA_ID, Envelope
+from residentkv.model.vocabulary import Arbiter
 from residentkv.trace.duplicate_keys import first_duplicate_key
 from residentkv.trace.importers.base import ImportReport, ImportResult
 
@@ -244,15 +245,15 @@ class _Importer:
         self.report.assume("active_request_refused.arbiter = harness for refusals the "
                            "artifact marks native_scheduler_refusal=false and emits outside "
                            "the scheduler")
-        return "active_request_refused", self._refusal(d, "harness"), {
+        return "active_request_refused", self._refusal(d, Arbiter.HARNESS), {
             "outcome_claim_id", "blocking_claim_ids", "feasibility", "native_scheduler_refusal"}
 
     def scheduler_refused(self, d: Fields) -> tuple[str, Fields, set[str]] | None:
-        return "active_request_refused", self._refusal(d, "scheduler_boundary"), {
+        return "active_request_refused", self._refusal(d, Arbiter.SCHEDULER_BOUNDARY), {
             "outcome_claim_id", "blocking_claim_ids", "feasibility"}
 
     @staticmethod
-    def _refusal(d: Fields, arbiter: str) -> Fields:
+    def _refusal(d: Fields, arbiter: Arbiter) -> Fields:
         return {"outcome_claim_id": _get(d, "outcome_claim_id", "str"),
                 "blocking_claim_ids": _get(d, "blocking_claim_ids", "str-list", []),
                 "feasibility": _get(d, "feasibility", "str") or "unknown", "arbiter": arbiter}

@@ -44,6 +44,7 @@ from residentkv.model.automaton import (
 )
 from residentkv.model.event_record import claim_names
 from residentkv.model.predicate import AcceptedPredicate
+from residentkv.model.vocabulary import Arbiter
 from residentkv.trace.acceptor import defining, earlier
 from residentkv.trace.semantics.stream import NEVER, Event, Stream, first, generation
 from residentkv.trace.streams import CLOSER, OPENER, StreamEnd
@@ -555,7 +556,7 @@ class _RequestAt:
             if state is RequestPhase.FINISHED:
                 continue
             if h.event == "active_request_refused":
-                if h.outcome_claim_id in failing and h.arbiter != "harness":
+                if h.outcome_claim_id in failing and h.arbiter != Arbiter.HARNESS:
                     found.add(h.outcome_claim_id)
             elif h.event in OUTCOME_ENDINGS:  # the mode's ending naming the request
                 if h.claim_id in failing:

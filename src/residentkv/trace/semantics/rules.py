@@ -21,9 +21,9 @@ from residentkv.model.automaton import (
 from residentkv.model.claim import OUTCOME_BEFORE_LOSS
 from residentkv.model.event_record import claim_names
 from residentkv.model.events import IDENTITY_FIELDS
+from residentkv.model.vocabulary import Arbiter, StopCause
 from residentkv.model.vocabulary import Control as C
 from residentkv.model.vocabulary import Requirement as R
-from residentkv.model.vocabulary import StopCause
 from residentkv.trace.acceptor import ACCEPTED_FIELDS
 from residentkv.trace.requirements import (
     CONFORMANCE_GATE,
@@ -181,7 +181,7 @@ def _answers(c: ClaimView, e: Event, r: str) -> bool:
     """SPEC §4.3: an outcome that answers a failure of the claim on *r*: a refusal of *r*
     naming the claim, or the mode's demotion, expiry or harm of the claim."""
     if e.event == "active_request_refused":  # arbiter=harness never satisfies anything
-        return e.request_id == r and e.outcome_claim_id == c.id and e.arbiter != "harness"
+        return e.request_id == r and e.outcome_claim_id == c.id and e.arbiter != Arbiter.HARNESS
     return _ending_of(c, e, r)
 
 
@@ -350,7 +350,7 @@ def _conflict(c: ClaimView, e: Event) -> bool:
         # SPEC §4.1/§4.2: the envelope names the outcome's claim (a null envelope is no
         # match: "an outcome event's envelope claim_id equals its outcome_claim_id"); a
         # harness never satisfies a requirement
-        if e.outcome_claim_id != c.id or e.claim_id != c.id or e.arbiter == "harness":
+        if e.outcome_claim_id != c.id or e.claim_id != c.id or e.arbiter == Arbiter.HARNESS:
             return False
     elif e.event != "active_request_deferred":
         return False
