@@ -245,6 +245,9 @@ def test_middleware_finds_the_control_socket_and_reads_sse_verdicts() -> None:
     assert _sse_verdict(b'data: {"error": {"message": "x"}}\n\ndata: [DONE]\n\n') == "error"
     assert _sse_verdict(b'data: {"choices": [{"text": "hi"}]}\n\n') == "tokens"
     assert _sse_verdict(b'data: {"choices": [{"delta": {"role": "assistant"}}]}\n\n') is None
+    # vLLM's abort ends the stream whatever came before it (it carries no token)
+    aborted = b'data: {"choices": [{"text": "", "finish_reason": "abort"}]}\n\n'
+    assert _sse_verdict(b'data: {"choices": [{"text": "hi"}]}\n\n' + aborted) == "abort"
 
 
 # ---------------------------------------------------------------------- claim intake by reference

@@ -2,13 +2,15 @@
 the claim outcome middleware, vLLM's default multiprocessing (an EngineCore and a Worker
 process), the official ``openai`` client with its default retries, concurrent clients.
 
-One sink, three engine incarnations in turn: the first serves other tenants, pressure and
+One sink, four engine incarnations in turn: the first serves other tenants, pressure and
 release, expiry and budgets, and dies by SIGKILL of its EngineCore under claimed requests; the
 second starts on the same sink and is stopped by SIGTERM under load with vLLM's default
 ``--shutdown-timeout 0``; the third starts on the same sink again with ``--shutdown-timeout 30``
-(the documented recommendation) and is stopped by SIGTERM under load. Each test asserts what
-the clients got and what the trace says: legal across its streams (``life_kit``), every claim
-decided once, every accepted claim ended when its engine stopped.
+(the documented recommendation) and is stopped by SIGTERM under load; the fourth aborts claimed
+requests twice, by ``/pause`` (the engine lives on) and by a SIGTERM of its EngineCore (the
+engine ends after it answered the aborts). Each test asserts what the clients got and what the
+trace says: legal across its streams (``life_kit``), every claim decided once, every accepted
+claim ended when its engine stopped.
 
 The tests run in file order and share the deployment (starting a server takes ~20 s); the
 servers run in their own process groups and are stopped by PID whatever happens.
@@ -186,6 +188,8 @@ def served_or_stopped(answer: Any, cid: str, served: str) -> bool:
         assert answer and answer[-1].choices[0].finish_reason == "length", (
             "a stream cut without a claim-scoped error")
     else:
+        # served to the end: an answer vLLM aborted as its engine stopped is no served one
+        assert answer.parse().choices[0].finish_reason == "length", "cut without an error"
         assert outcome(answer)["outcome"] == served
     return False
 
@@ -396,5 +400,55 @@ def test_sigterm_under_load_with_a_shutdown_timeout_drains_ends_claims_and_close
     started = {e["request_id"] for e in last if e["event"] == "request_started"}
     finished = {e["request_id"] for e in last if e["event"] == "request_finished"}
     assert started == finished  # nothing left running in a closed stream
+    assert_legal(life.sink)
+    assert_decided_once_and_ended(life.sink)
+
+
+# ------------------------------------------------------------------ the fourth incarnation
+
+
+def test_an_abort_is_answered_by_what_became_of_the_engine(life: Deployment) -> None:
+    """vLLM answers a request it aborts with ``finish_reason: "abort"``, which says nothing of
+    the claim. Paused by ``/pause`` (which aborts), the engine lives on: the abort goes out with
+    the claim's outcome, and the claim is still held. Stopped by a SIGTERM of its own (as an
+    init system sends it to every process of a unit; here to the EngineCore alone, so that the
+    server's kill does not race it), the engine aborts its running requests, answers them, and
+    ends only after its teardown: the aborts reach the server first, every time, and each is
+    answered by name with the loss the trace records (``claim_harmed``, cause ``shutdown``)."""
+    life.start(tier_bytes=WIDE_TIER_BYTES)
+    w = life.w
+    prompts = [w.prompt("life-abort", i) for i in range(4)]
+
+    def running(cids: list[str], first: int) -> list[Future[Any]]:
+        """The claims' requests (the first streamed), once the engine runs them all."""
+        asks = [life.submit(life.ask, full(c, f"tenant:{i}/session:1"), prompts[first + i],
+                            LONG, i == 0) for i, c in enumerate(cids)]
+        wait_for(life.sink, lambda evs: all(named(evs, "claim_offloaded", c) for c in cids))
+        return asks
+
+    paused = running(["pause-0", "pause-1"], 0)
+    assert w.backend.server.post("/pause?mode=abort") == 200
+    stream, plain = (a.result(timeout=120) for a in paused)
+    assert w.backend.server.post("/resume") == 200
+    assert stream[-1].choices[0].finish_reason == "abort"
+    assert plain.headers["x-residentkv-claim-outcome"] == "offloaded"
+    assert plain.parse().choices[0].finish_reason == "abort"
+    assert w.op.release_claims(["pause-0", "pause-1"]) == 2  # held, as their clients were told
+
+    stopping = running(["signal-0", "signal-1"], 2)
+    os.kill(engine_core(w.backend.server.proc.pid).pid, signal.SIGTERM)
+    answers = [a.result(timeout=120) for a in stopping]
+    w.backend.server.proc.wait(60)  # vLLM's API server ends when its engine did
+    w.close()
+    last = streams(life.sink)[-1]
+    for i, answer in enumerate(answers):
+        cid = f"signal-{i}"
+        lost = claim_scoped_error(answer, cid)
+        assert lost["outcome"] == "engine_stopped" and "cause shutdown" in lost["reason"]
+        (accepted,) = named(last, "claim_accepted", cid)
+        assert [e["finish_reason"] for e in last if e["event"] == "request_finished"
+                and e["request_id"] == accepted["request_id"]] == ["abort"]  # vLLM aborted it
+        assert [e["cause"] for e in named(last, "claim_harmed", cid)] == ["shutdown"]
+    assert last[-1]["event"] == "stream_closed" and last[-1]["reason"] == "shutdown"
     assert_legal(life.sink)
     assert_decided_once_and_ended(life.sink)

@@ -163,3 +163,108 @@ def test_an_error_in_a_stream_under_way_names_the_claim(
     error = json.loads(last[len(b"data: "):])["error"]
     assert error["type"] == "resident_claim_engine_stopped"
     assert error["resident_claim"] == outcomes["rkv-"]
+
+
+# vLLM's default --shutdown-timeout 0 aborts the running requests on SIGTERM (each answered
+# finish_reason "abort", no tokens, no kv_transfer_params) and ends the engine a moment later.
+TOKEN = b'data: {"choices": [{"text": "", "token_ids": [5], "finish_reason": null}]}\n\n'
+ABORT = b'data: {"choices": [{"text": "", "token_ids": [], "finish_reason": "abort"}]}\n\n'
+DONE = b"data: [DONE]\n\n"
+HELD = {"rkv-": {"claim_id": "c1", "outcome": "offloaded", "reason": None, "seq": 7}}
+
+
+def _vllm_answer(chunks: list[bytes], status: int = 200,
+                 then: asyncio.Event | None = None) -> Callable[[Any, Any, Any], Awaitable[None]]:
+    """An app that answers as vLLM's OpenAI server does, one message per chunk; with *then*,
+    it waits for that event before it returns (vLLM's handler still running)."""
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        for chunk in chunks:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if then is not None:
+            await then.wait()
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    return app
+
+
+def _after_the_app(answered: asyncio.Event, stream: bool = False,
+                   graceful: bool = False) -> Callable[[ClaimOutcomeMiddleware, FakeEngine],
+                                                      Awaitable[Any]]:
+    """The engine ends once the app answered: vLLM's abort reached the middleware first."""
+
+    async def scenario(mw: ClaimOutcomeMiddleware, engine: FakeEngine) -> Any:
+        call = asyncio.ensure_future(_call(mw, CLAIM, stream=stream))
+        await answered.wait()
+        await asyncio.sleep(0.2)  # the middleware holds the abort, waiting for the engine
+        await engine.stop(graceful=graceful)
+        return await call
+
+    return scenario
+
+
+def _stream_lines(sent: list[Message]) -> list[bytes]:
+    body = b"".join(m.get("body", b"") for m in sent[1:])
+    return [line for line in body.split(b"\n") if line.startswith(b"data: ")]
+
+
+@pytest.mark.parametrize("engine_ends", ["after the app returned", "while the app runs"])
+def test_a_stream_vllm_aborts_as_its_engine_stops_ends_with_the_claim_scoped_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine_ends: str) -> None:
+    answered, hanging = asyncio.Event(), engine_ends == "while the app runs"
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        inner = _vllm_answer([TOKEN, ABORT, DONE], then=asyncio.Event() if hanging else None)
+
+        async def sending(message: Any) -> None:
+            await send(message)
+            if message.get("body") == DONE:
+                answered.set()
+
+        await inner(scope, receive, sending)
+
+    sent = _run(tmp_path, monkeypatch, app, _after_the_app(answered, stream=True), HELD)
+    assert sent[0]["status"] == 200  # the first token went out with the claim's outcome
+    assert dict(sent[0]["headers"])[b"x-residentkv-claim-outcome"] == b"offloaded"
+    lines = _stream_lines(sent)
+    assert b'"abort"' not in b"".join(lines)  # vLLM's anonymous end never reaches the client
+    assert lines[0] == TOKEN.strip() and lines[-1] == DONE.strip()
+    error = json.loads(lines[-2][len(b"data: "):])["error"]
+    assert error["type"] == "resident_claim_engine_stopped"
+    assert error["resident_claim"]["claim_id"] == "c1"
+    assert "engine_restarted" in error["resident_claim"]["reason"]
+    assert not sent[-1].get("more_body")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_request_vllm_aborts_before_answering_is_answered_engine_stopped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stream: bool) -> None:
+    answered = asyncio.Event()
+    # a stream aborted before its first token has no abort chunk: vLLM skips empty chunks
+    body = DONE if stream else json.dumps(
+        {"choices": [{"text": "", "finish_reason": "abort"}]}).encode()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await _vllm_answer([body])(scope, receive, send)
+        answered.set()
+
+    sent = _run(tmp_path, monkeypatch, app, _after_the_app(answered, stream, graceful=True),
+                HELD)
+    status, headers, answer = _answer(sent)
+    assert status == 503 and headers[b"x-should-retry"] == b"false"
+    outcome = answer["error"]["resident_claim"]
+    assert outcome["claim_id"] == "c1" and outcome["outcome"] == "engine_stopped"
+    assert "cause shutdown" in outcome["reason"]
+
+
+def test_an_abort_the_engine_outlives_goes_out_with_the_claims_outcome(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("residentkv.adapters.vllm.server.ABORT_GRACE_S", 0.3)
+
+    async def scenario(mw: ClaimOutcomeMiddleware, engine: FakeEngine) -> Any:
+        return await _call(mw, CLAIM, stream=True)  # the engine lives on (a /pause)
+
+    sent = _run(tmp_path, monkeypatch, _vllm_answer([TOKEN, ABORT, DONE]), scenario, HELD)
+    assert dict(sent[0]["headers"])[b"x-residentkv-claim-outcome"] == b"offloaded"
+    assert _stream_lines(sent) == [TOKEN.strip(), ABORT.strip(), DONE.strip()]

@@ -24,6 +24,11 @@ watches requests that carry ``kv_transfer_params.resident_claim`` or a reuse ref
   ``engine_stopped`` naming the claim and the loss (``seq`` null: the engine's trace records the
   loss itself, at its next start or before it closes its stream); a stream already under way
   ends with that error as its last ``data:`` line. Never an anonymous 500, never an empty 200.
+  A request vLLM ends with ``finish_reason: "abort"`` that the engine had taken in is held back
+  until the engine's fate is known: vLLM's default ``--shutdown-timeout 0`` aborts the running
+  requests on SIGTERM and the engine ends a moment later, so an engine that ends within
+  :data:`ABORT_GRACE_S` answers it ``engine_stopped`` too (never a bare abort as its end); one
+  that lives on (``/pause``, which aborts) lets the abort through with the claim's outcome.
   The middleware learns that the engine is gone from a ``watch`` connection to its control
   socket (it ends when the engine process does), answers at once, and cancels vLLM's handler
   (which may otherwise wait for an engine that will never answer).
@@ -48,7 +53,7 @@ import json
 import os
 import sys
 import uuid
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -73,6 +78,12 @@ ENGINE_STOPPED = "engine_stopped"
 #: one outcome lookup on the control socket, and how often a slow engine is asked
 LOOKUP_TIMEOUT_S = 5.0
 LOOKUP_ATTEMPTS = 3
+#: how long a request vLLM aborted waits for the engine's end before the abort is let through.
+#: Stopped by its server with ``--shutdown-timeout 0``, the engine is killed right after it
+#: aborts; stopped by a signal of its own, it tears down first (2.3 s measured on the CPU
+#: backend; vLLM waits up to 5 + 4 s for its workers). Only an engine that lives on pays the
+#: wait: one aborted by ``/pause`` (a dev-mode route).
+ABORT_GRACE_S = 15.0
 PATHS = ("/v1/completions", "/v1/chat/completions")
 OUTCOME_HEADER = b"x-residentkv-claim-outcome"
 CLAIM_HEADER = b"x-residentkv-claim-id"
@@ -153,21 +164,42 @@ def _claimed(body: bytes) -> _Carried | None:
     return _Carried(bool(data.get("stream")), cid if isinstance(cid, str) and cid else None)
 
 
-def _sse_verdict(buffered: bytes) -> str | None:
-    """``error`` if the stream's first decisive data line is an error, ``tokens`` once a
-    token arrived, ``None`` while undecided."""
-    for line in buffered.split(b"\n"):
-        if not line.startswith(b"data: ") or line.strip() == b"data: [DONE]":
-            continue
+def _chunks(body: bytes, stream: bool) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a response body: its ``data:`` lines (a stream), or the body."""
+    raws = [line[6:] for line in body.split(b"\n") if line.startswith(b"data: ")] \
+        if stream else [body]
+    for raw in raws:
         try:
-            chunk = json.loads(line[6:])
-        except ValueError:
+            chunk = json.loads(raw)
+        except ValueError:  # ``[DONE]``, a line cut between two messages
             continue
-        if not isinstance(chunk, dict):
-            continue
+        if isinstance(chunk, dict):
+            yield chunk
+
+
+def _choices(chunk: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in chunk.get("choices") or () if isinstance(c, dict)]
+
+
+def _aborted(body: bytes, stream: bool) -> bool:
+    """Whether vLLM ended the response with ``finish_reason: "abort"``: a cause the client did
+    not make (a client that hangs up reads nothing more) -- the engine stopping (vLLM's
+    default ``--shutdown-timeout 0`` aborts every running request), or a ``/pause``."""
+    return b'"abort"' in body and any(  # (a cheap look first: every token passes here)
+        choice.get("finish_reason") == "abort"
+        for chunk in _chunks(body, stream) for choice in _choices(chunk))
+
+
+def _sse_verdict(buffered: bytes) -> str | None:
+    """``abort`` if vLLM aborted the stream (its end, whatever came before), else ``error``
+    if the stream's first decisive data line is an error, ``tokens`` once a token arrived,
+    ``None`` while undecided."""
+    if _aborted(buffered, stream=True):
+        return "abort"
+    for chunk in _chunks(buffered, stream=True):
         if "error" in chunk:
             return "error"
-        for choice in chunk.get("choices") or ():
+        for choice in _choices(chunk):
             delta = choice.get("delta") or {}
             if choice.get("text") or delta.get("content") or choice.get("token_ids") \
                     or choice.get("finish_reason"):
@@ -340,9 +372,18 @@ class _Watcher:
         self.held: list[Message] = []
         self.passing = False
         self.done = False  # the client has its whole answer; the app's later messages drop
+        #: vLLM ended the response with an abort: it and the rest are held (see :meth:`finish`)
+        self.aborted = False
 
     async def send(self, message: Message) -> None:
         if self.done:
+            return
+        if self.aborted or (self.passing and message["type"] == "http.response.body"
+                            and _aborted(message.get("body", b""), self.stream)):
+            # Not passed on yet: an abort the engine's stop caused must not end the stream
+            # before the claim-scoped error does (see finish).
+            self.aborted = True
+            self.held.append(message)
             return
         if self.passing:
             if message["type"] == "http.response.body" and b'"error"' in message.get(
@@ -362,8 +403,16 @@ class _Watcher:
             verdict = _sse_verdict(buffered)
             if verdict is None and more:
                 return
+            if verdict in ("abort", None):
+                # vLLM aborted it; aborted before its first token, it ends with neither a token
+                # nor an error (vLLM skips the empty abort chunk). Decided in finish.
+                self.aborted = True
+                return
             await self._decide(failed=verdict == "error", body=None)
         elif not more:
+            if status < 400 and _aborted(buffered, stream=False):
+                self.aborted = True  # decided in finish
+                return
             await self._decide(failed=status >= 500, body=buffered)
 
     async def _decide(self, failed: bool, body: bytes | None) -> None:
@@ -392,6 +441,10 @@ class _Watcher:
                      (CLAIM_HEADER, str(outcome.get("claim_id")).encode())]
         start["headers"] = [*self.start.get("headers", []), *extra]
         await self.downstream(start)
+        await self._pass_held()
+
+    async def _pass_held(self) -> None:
+        """Pass on what the app sent and the watcher held; what follows passes through."""
         held, self.held = self.held, []
         for message in held:
             await self.downstream(message)
@@ -445,7 +498,8 @@ class _Watcher:
         return b"\n".join(out)
 
     async def engine_stopped(self) -> None:
-        """The engine is gone: answer now, by name, whatever the app has sent so far."""
+        """The engine is gone: answer now, by name, whatever the app has sent so far (an
+        abort held back is dropped: the claim-scoped error is the stream's end)."""
         if self.done:
             return
         reason = self.mw.stopped_reason(None)
@@ -462,9 +516,33 @@ class _Watcher:
 
     async def finish(self) -> None:
         """The app returned: decide on whatever is still held (an empty or cut response)."""
+        if self.aborted and not self.done:
+            if await self._engine_ends():
+                await self.engine_stopped()
+                return
+            if self.passing:  # the engine outlived the abort (a pause): it goes out as sent
+                await self._pass_held()
+                return
         if not (self.passing or self.done) and self.start is not None:
             body = b"".join(m.get("body", b"") for m in self.held)
             await self._decide(failed=self.start["status"] >= 500, body=body)
+
+    async def _engine_ends(self) -> bool:
+        """Whether the engine is gone, or goes within :data:`ABORT_GRACE_S`, after vLLM
+        aborted this request. vLLM's default ``--shutdown-timeout 0`` aborts the running
+        requests on SIGTERM and ends the engine a moment later; the abort can reach the
+        client first, and a claim that ends with the engine (``claim_harmed`` in the trace)
+        must not read as a request vLLM merely cut. A request the engine never took in (no
+        outcome: it was stopping) is answered at once by :meth:`_decide`."""
+        if not self.mw.gone.is_set():
+            found = await self.mw.lookup(self.ticket)
+            if found.engine == "gone":
+                return True
+            if found.engine == "answered" and found.outcome is None:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.mw.gone.wait(), ABORT_GRACE_S)
+        return self.mw.gone.is_set()
 
 
 def _error_body(outcome: dict[str, Any], kind: str, message: str,
