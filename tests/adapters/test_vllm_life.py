@@ -12,13 +12,16 @@ engine ends after it answered the aborts). Each test asserts what the clients go
 trace says: legal across its streams (``life_kit``), every claim decided once, every accepted
 claim ended when its engine stopped.
 
+What stops an engine under running requests is sent by a watcher process of its own
+(``sink_trigger``) the moment the trace shows the requests running, never by the test process,
+which runs the clients and can be off the CPU for longer than the requests run.
+
 The tests run in file order and share the deployment (starting a server takes ~20 s); the
 servers run in their own process groups and are stopped by PID whatever happens.
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -35,6 +38,7 @@ pytest.importorskip("psutil")
 import openai
 import psutil
 from life_kit import assert_decided_once_and_ended, assert_legal, events, streams
+from sink_trigger import SinkTrigger
 
 from residentkv.adapters.vllm.witness import Witness, make_claim
 from residentkv.trace.gates import check_trace
@@ -296,15 +300,14 @@ def test_a_killed_engine_core_answers_its_claimed_requests_by_name(life: Deploym
     w = life.w
     p1, p2 = w.prompt("life-kill", 1), w.prompt("life-kill", 2)
     register(life, "kill-1", p1)
-    streamed = life.submit(life.ask, by_ref("kill-1"), p1, LONG, True)
-    registering = life.submit(life.ask, full("kill-2"), p2, LONG)
-    written = wait_for(life.sink, lambda evs: bool(named(evs, "claim_reused", "kill-1"))
-                       and bool(named(evs, "claim_offloaded", "kill-2")))
     core = engine_core(w.backend.server.proc.pid)
-    os.kill(core.pid, signal.SIGKILL)
+    with SinkTrigger(life.sink, [("claim_reused", "kill-1"), ("claim_offloaded", "kill-2")],
+                     signal_to=(core.pid, signal.SIGKILL)) as trigger:
+        streamed = life.submit(life.ask, by_ref("kill-1"), p1, LONG, True)
+        registering = life.submit(life.ask, full("kill-2"), p2, LONG)
+        trigger.acted()  # nothing written before the kill is lost
     stream_answer, registration = streamed.result(timeout=120), registering.result(timeout=120)
     evs = events(life.sink)
-    assert evs[: len(written)] == written  # nothing written is lost
     stopped = [served_or_stopped(stream_answer, "kill-1", "restored"),
                served_or_stopped(registration, "kill-2", "offloaded")]
     assert any(stopped), "both requests ended before the kill landed: nothing was stopped"
@@ -354,11 +357,12 @@ def test_sigterm_under_load_with_the_default_shutdown_timeout_answers_every_clai
         life: Deployment) -> None:
     w = life.w
     prompts = [w.prompt("life-term", i) for i in range(4)]
-    asks = [life.submit(life.ask, full(f"term-{i}", f"tenant:{i % 2}/session:1"), p, LONG,
-                        i % 2 == 1) for i, p in enumerate(prompts)]
-    wait_for(life.sink, lambda evs: all(named(evs, "claim_offloaded", f"term-{i}")
-                                        for i in range(4)))
-    os.kill(w.backend.server.proc.pid, signal.SIGTERM)  # what an orchestrator sends
+    # SIGTERM: what an orchestrator sends
+    with SinkTrigger(life.sink, [("claim_offloaded", f"term-{i}") for i in range(4)],
+                     signal_to=(w.backend.server.proc.pid, signal.SIGTERM)) as trigger:
+        asks = [life.submit(life.ask, full(f"term-{i}", f"tenant:{i % 2}/session:1"), p, LONG,
+                            i % 2 == 1) for i, p in enumerate(prompts)]
+        trigger.acted()
     answers = [a.result(timeout=120) for a in asks]  # never a hang
     w.backend.server.proc.wait(60)
     stopped = [served_or_stopped(a, f"term-{i}", "offloaded")
@@ -376,13 +380,14 @@ def test_sigterm_under_load_with_a_shutdown_timeout_drains_ends_claims_and_close
     w = life.w
     prompts = [w.prompt("life-drain", i) for i in range(4)]
     register(life, "drain-0", prompts[0])
-    asks = [life.submit(life.ask, by_ref("drain-0"), prompts[0], 300)]
-    asks += [life.submit(life.ask, full(f"drain-{i}", f"tenant:{i}/session:1"), prompts[i], 300)
-             for i in (1, 2)]
-    wait_for(life.sink, lambda evs: all(named(evs, "claim_accepted", f"drain-{i}")
-                                        for i in (1, 2))
-             and bool(named(evs, "claim_restore_required", "drain-0")))  # all three running
-    os.kill(w.backend.server.proc.pid, signal.SIGTERM)
+    running = [("claim_accepted", "drain-1"), ("claim_accepted", "drain-2"),
+               ("claim_restore_required", "drain-0")]  # all three running
+    with SinkTrigger(life.sink, running,
+                     signal_to=(w.backend.server.proc.pid, signal.SIGTERM)) as trigger:
+        asks = [life.submit(life.ask, by_ref("drain-0"), prompts[0], 300)]
+        asks += [life.submit(life.ask, full(f"drain-{i}", f"tenant:{i}/session:1"), prompts[i],
+                             300) for i in (1, 2)]
+        trigger.acted()
     late = life.ask(full("drain-late"), prompts[3])  # arrives while the engine drains
     answers = [a.result(timeout=120) for a in asks]
     assert [outcome(a)["outcome"] for a in answers] == ["restored", "offloaded", "offloaded"]
@@ -419,15 +424,17 @@ def test_an_abort_is_answered_by_what_became_of_the_engine(life: Deployment) -> 
     w = life.w
     prompts = [w.prompt("life-abort", i) for i in range(4)]
 
-    def running(cids: list[str], first: int) -> list[Future[Any]]:
-        """The claims' requests (the first streamed), once the engine runs them all."""
-        asks = [life.submit(life.ask, full(c, f"tenant:{i}/session:1"), prompts[first + i],
-                            LONG, i == 0) for i, c in enumerate(cids)]
-        wait_for(life.sink, lambda evs: all(named(evs, "claim_offloaded", c) for c in cids))
+    def running(cids: list[str], first: int, **act: Any) -> list[Future[Any]]:
+        """The claims' requests (the first streamed); *act* lands once the engine runs them
+        all."""
+        with SinkTrigger(life.sink, [("claim_offloaded", c) for c in cids], **act) as trigger:
+            asks = [life.submit(life.ask, full(c, f"tenant:{i}/session:1"), prompts[first + i],
+                                LONG, i == 0) for i, c in enumerate(cids)]
+            trigger.acted()
         return asks
 
-    paused = running(["pause-0", "pause-1"], 0)
-    assert w.backend.server.post("/pause?mode=abort") == 200
+    paused = running(["pause-0", "pause-1"], 0,
+                     post=w.backend.server.base_url + "/pause?mode=abort")
     stream, plain = (a.result(timeout=120) for a in paused)
     assert w.backend.server.post("/resume") == 200
     assert stream[-1].choices[0].finish_reason == "abort"
@@ -435,8 +442,8 @@ def test_an_abort_is_answered_by_what_became_of_the_engine(life: Deployment) -> 
     assert plain.parse().choices[0].finish_reason == "abort"
     assert w.op.release_claims(["pause-0", "pause-1"]) == 2  # held, as their clients were told
 
-    stopping = running(["signal-0", "signal-1"], 2)
-    os.kill(engine_core(w.backend.server.proc.pid).pid, signal.SIGTERM)
+    core = engine_core(w.backend.server.proc.pid)
+    stopping = running(["signal-0", "signal-1"], 2, signal_to=(core.pid, signal.SIGTERM))
     answers = [a.result(timeout=120) for a in stopping]
     w.backend.server.proc.wait(60)  # vLLM's API server ends when its engine did
     w.close()
